@@ -1,0 +1,1 @@
+//! Benchmarks of kubecache live in `benches/benches/`; this library is intentionally empty.

@@ -1,0 +1,1 @@
+//! Upstream list/watch, the indexed store and the event log of kubecache.
