@@ -1,1 +1,8 @@
 //! Upstream list/watch, the indexed store and the event log of kubecache.
+//!
+//! Also home of the Kubernetes wire types that the server and the simulated
+//! API server share: [`Status`], selectors and the protobuf envelope.
+
+mod status;
+
+pub use status::{Status, StatusCause, StatusDetails, StatusMetadata};
