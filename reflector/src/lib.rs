@@ -3,6 +3,8 @@
 //! Also home of the Kubernetes wire types that the server and the simulated
 //! API server share: [`Status`], selectors and the protobuf envelope.
 
+mod selector;
 mod status;
 
+pub use selector::{LabelOperator, LabelRequirement, LabelSelector, SelectorError};
 pub use status::{Status, StatusCause, StatusDetails, StatusMetadata};
