@@ -6,5 +6,8 @@
 mod selector;
 mod status;
 
-pub use selector::{LabelOperator, LabelRequirement, LabelSelector, SelectorError};
+pub use selector::{
+    FieldOperator, FieldRequirement, FieldSelector, LabelOperator, LabelRequirement, LabelSelector,
+    SelectorError,
+};
 pub use status::{Status, StatusCause, StatusDetails, StatusMetadata};

@@ -38,9 +38,11 @@
 //! supports is a separate check ([`FieldSelector::check_supported`]), because
 //! it differs per resource.
 
+mod field;
 mod label;
 mod validate;
 
+pub use field::{FieldOperator, FieldRequirement, FieldSelector};
 pub use label::{LabelOperator, LabelRequirement, LabelSelector};
 
 use crate::Status;
