@@ -6,3 +6,4 @@
 mod status;
 
 pub use status::{Status, StatusCause, StatusDetails, StatusMetadata};
+pub mod protobuf;
