@@ -764,7 +764,21 @@ pub(super) fn generate() -> Result<Generated, String> {
             kinds.insert((api_version, format!("{kind}List")), l);
         }
     }
-    let type_meta: BTreeSet<usize> = kinds.values().copied().collect();
+    // JSON carries Go's TypeMeta (`kind`, `apiVersion`, embedded without a
+    // protobuf tag) for kinds, their lists, and any definition that lists
+    // both keys while the proto message has neither (`DeleteOptions`, ...).
+    let mut type_meta: BTreeSet<usize> = kinds.values().copied().collect();
+    for (i, msg) in messages.iter().enumerate() {
+        let has = |name: &str| msg.fields.iter().any(|f| normalize(&f.rust) == name);
+        if let Some(def) = own[i]
+            && def.fields.contains_key("apiversion")
+            && def.fields.contains_key("kind")
+            && !has("apiversion")
+            && !has("kind")
+        {
+            type_meta.insert(i);
+        }
+    }
 
     // Emit.
     let mut s = String::new();

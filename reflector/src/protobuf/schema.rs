@@ -6079,7 +6079,7 @@ pub(crate) static MESSAGES: [Message; 1198] = [
         f("fieldManager", 3, Str, Opt),
         f("fieldValidation", 4, Str, Opt),
     ]),
-    m("k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions", S::None, false, &[ // 1125
+    m("k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions", S::None, true, &[ // 1125
         f("gracePeriodSeconds", 1, I64, Opt),
         f("preconditions", 2, Msg(1149), Opt),
         f("orphanDependents", 3, Bool, Opt),

@@ -526,6 +526,15 @@ fn unknown_fields_are_errors_naming_their_path() {
         matches!(err, ProtoError::UnknownField { ref path, .. } if path == "spec.kind"),
         "{err}"
     );
+    // ... and on other messages that embed TypeMeta in Go.
+    let delete =
+        MessageType::from_full_name("k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions").unwrap();
+    let body = br#"{"kind":"DeleteOptions","apiVersion":"v1","propagationPolicy":"Background"}"#;
+    let proto = json_to_proto(delete, body).unwrap();
+    assert_eq!(
+        proto_to_json(delete, &proto).unwrap(),
+        br#"{"propagationPolicy":"Background"}"#
+    );
     // A protobuf field number the schema lacks.
     let err =
         proto_to_json(ty("v1", "Namespace"), &[0x1a, 0x02, 0x08 | (9 << 3), 0x01]).unwrap_err();
