@@ -11,3 +11,4 @@ pub use selector::{
     SelectorError,
 };
 pub use status::{Status, StatusCause, StatusDetails, StatusMetadata};
+pub mod protobuf;

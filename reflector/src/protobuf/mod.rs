@@ -1,0 +1,199 @@
+//! Kubernetes protobuf: a schema-driven transcoder between the API server's
+//! JSON and its protobuf encoding, the `k8s\0` + `runtime.Unknown` envelope,
+//! list bodies and watch framing.
+//!
+//! Used by the simulated API server to answer
+//! `Accept: application/vnd.kubernetes.protobuf` from its stored JSON, and by
+//! the reflector to turn a real server's protobuf back into JSON.
+//!
+//! # Schema
+//!
+//! The message table (`schema.rs`) is generated from two crates of the
+//! dependency graph: `k8s-pb` gives every message of the official
+//! `generated.proto` files (field numbers, types, `repeated`, `map`),
+//! `k8s-openapi` gives the JSON names and which fields are required. See
+//! `generate.rs` for how they are joined and how to regenerate; a test fails
+//! when the committed table is stale. Covered: all of `k8s.io/api` (every
+//! group and version), `apimachinery` (`meta/v1`, `runtime`, `intstr`,
+//! `resource`), `kube-aggregator` and `metrics`. Not covered:
+//! `apiextensions-apiserver` (CRD objects), whose `JSONSchemaPropsOr*` unions
+//! have a custom JSON form; custom resources have no protobuf at all.
+//!
+//! # JSON <-> protobuf rules
+//!
+//! As Go's apimachinery does:
+//! - `meta.v1.Time` is an RFC 3339 string with whole seconds, `MicroTime` one
+//!   with 6 fractional digits, both UTC on output; Go's zero time is an empty
+//!   message and `null`.
+//! - `resource.Quantity` is a JSON string (kept as written, not canonicalized);
+//!   `intstr.IntOrString` a number or a string; `meta.v1.Duration` a Go
+//!   duration string (`1h2m3s`).
+//! - `runtime.RawExtension` and `meta.v1.FieldsV1` carry their JSON value as
+//!   raw bytes (decoding fails if the raw bytes are not JSON, e.g. a nested
+//!   protobuf object).
+//! - Go structs embedded with `json:",inline"` (Volume's `VolumeSource`,
+//!   Probe's `ProbeHandler`, ...) are nested messages in protobuf and flat keys
+//!   in JSON.
+//! - `bytes` are base64 strings; `map<string, _>` are JSON objects (keys
+//!   sorted on output, as Go writes them); repeated fields are arrays.
+//! - `kind` and `apiVersion` of a kind's JSON are Go's `TypeMeta`, not part of
+//!   the protobuf message: they are skipped on input, and written first on
+//!   output when a [`TypeMeta`] is given.
+//!
+//! Presence (proto2 `optional`): a field present in the JSON is encoded even
+//! when empty (`""`, `0`, `false`, `{}`); `null` and absent fields are not
+//! encoded; empty arrays and objects of repeated and map fields have no
+//! protobuf form (they come back absent). On output, every field present on
+//! the wire is written, with one approximation of Go's `omitempty`: an empty
+//! string (or `bytes`) is dropped unless the field is required in the OpenAPI
+//! schema. Go writes every non-pointer string field to protobuf, so without
+//! that rule a real server's Pod would come back with `"generateName":""` and
+//! friends; numbers and booleans are kept because a pointer's zero
+//! (`replicas: 0`, `automountServiceAccountToken: false`) is meaningful and
+//! the schema cannot tell pointers from values. The cost: a pointer string
+//! explicitly set to `""` (e.g. a PVC's `storageClassName: ""`) comes back
+//! absent. So JSON -> protobuf -> JSON returns the same document up to key
+//! order, `null`s, empty arrays/objects of repeated/map fields, optional empty
+//! strings, and `Time` fractions.
+//!
+//! Unknown JSON keys and unknown protobuf field numbers are errors naming the
+//! field path (`spec.containers[0].foo`): the caller decides (e.g. falls back
+//! to JSON for a server newer than the schema). Decoding never panics on
+//! malformed input.
+//!
+//! # Performance
+//!
+//! JSON -> protobuf is a single streaming serde_json pass writing into the
+//! output (no `serde_json::Value`); nested lengths are patched in place.
+//! Protobuf -> JSON writes straight into the output buffer. Neither allocates
+//! per field, except JSON keys with escapes and out-of-order map entries.
+
+mod decode;
+mod desc;
+mod encode;
+mod envelope;
+mod error;
+#[cfg(test)]
+mod generate;
+#[rustfmt::skip]
+mod schema;
+#[cfg(test)]
+mod tests;
+mod text;
+mod wire;
+
+use std::fmt;
+
+pub use envelope::{
+    ListMeta, MAGIC, Unknown, WatchEvent, WatchFrameDecoder, decode_unknown, encode_list,
+    encode_list_unknown, encode_unknown, encode_unknown_into, encode_watch_event,
+    encode_watch_event_into,
+};
+pub use error::ProtoError;
+
+use desc::Message;
+use schema::{KINDS, MESSAGES};
+
+/// A message type of the Kubernetes schema: a cheap handle into the table.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MessageType(u16);
+
+impl MessageType {
+    /// The full protobuf name, e.g. `k8s.io.api.core.v1.Pod`.
+    pub fn full_name(self) -> &'static str {
+        self.message().name
+    }
+
+    /// The message type with this full protobuf name.
+    pub fn from_full_name(name: &str) -> Option<MessageType> {
+        MESSAGES
+            .iter()
+            .position(|m| m.name == name)
+            .and_then(|i| u16::try_from(i).ok())
+            .map(MessageType)
+    }
+
+    fn message(self) -> &'static Message {
+        &MESSAGES[usize::from(self.0)]
+    }
+}
+
+impl fmt::Debug for MessageType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MessageType({})", self.full_name())
+    }
+}
+
+/// The message type of a kind, e.g. `("v1", "Pod")`, `("v1", "PodList")`,
+/// `("apps/v1", "Deployment")`, `("v1", "Status")`. `None` for kinds without
+/// protobuf (custom resources, CRDs themselves).
+pub fn message_type(api_version: &str, kind: &str) -> Option<MessageType> {
+    KINDS
+        .binary_search_by(|(v, k, _)| (*v, *k).cmp(&(api_version, kind)))
+        .ok()
+        .map(|i| MessageType(KINDS[i].2))
+}
+
+/// `kind` and `apiVersion` to write at the start of a JSON object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TypeMeta<'a> {
+    /// e.g. `v1`, `apps/v1`.
+    pub api_version: &'a str,
+    /// e.g. `Pod`.
+    pub kind: &'a str,
+}
+
+/// Encodes a JSON object as the protobuf message `ty` (raw message bytes, no
+/// envelope). Top-level `kind` and `apiVersion` are skipped.
+pub fn json_to_proto(ty: MessageType, json: &[u8]) -> Result<Vec<u8>, ProtoError> {
+    let mut out = Vec::with_capacity(json.len() / 2);
+    encode::encode(ty.message(), json, &mut out)?;
+    Ok(out)
+}
+
+/// [`json_to_proto`], appending to `out` (left unchanged on error).
+pub fn json_to_proto_into(
+    ty: MessageType,
+    json: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), ProtoError> {
+    encode::encode(ty.message(), json, out)
+}
+
+/// Decodes protobuf message bytes of type `ty` to a JSON object (without
+/// `kind`/`apiVersion`; see [`proto_to_json_into`]).
+pub fn proto_to_json(ty: MessageType, proto: &[u8]) -> Result<Vec<u8>, ProtoError> {
+    let mut out = Vec::with_capacity(proto.len() * 2);
+    decode::decode(ty.message(), proto, None, &mut out)?;
+    Ok(out)
+}
+
+/// Appends the JSON form of protobuf message bytes of type `ty` to `out`
+/// (left unchanged on error), starting the object with `"kind"` and
+/// `"apiVersion"` when `type_meta` is given, as the API server does.
+pub fn proto_to_json_into(
+    ty: MessageType,
+    proto: &[u8],
+    type_meta: Option<TypeMeta<'_>>,
+    out: &mut Vec<u8>,
+) -> Result<(), ProtoError> {
+    let prefix = type_meta.map(|t| decode::TypeMetaPrefix {
+        api_version: t.api_version,
+        kind: t.kind,
+    });
+    decode::decode(ty.message(), proto, prefix, out)
+}
+
+impl Unknown<'_> {
+    /// The JSON form of the enveloped object, with its `kind` and `apiVersion`
+    /// first. `None` if the schema has no message for the kind.
+    pub fn to_json(&self) -> Option<Result<Vec<u8>, ProtoError>> {
+        let ty = message_type(self.api_version, self.kind)?;
+        let mut out = Vec::with_capacity(self.raw.len() * 2);
+        let type_meta = TypeMeta {
+            api_version: self.api_version,
+            kind: self.kind,
+        };
+        Some(proto_to_json_into(ty, self.raw, Some(type_meta), &mut out).map(|()| out))
+    }
+}

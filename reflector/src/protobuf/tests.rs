@@ -1,0 +1,944 @@
+//! Round trips, compatibility with the official schema (via prost and
+//! `k8s-pb`), envelope, lists, watch framing, and hostile input.
+
+use prost::Message as _;
+use serde_json::{Value, json};
+
+use super::*;
+
+const POD: &str = r#"{
+  "kind": "Pod",
+  "apiVersion": "v1",
+  "metadata": {
+    "name": "web-7d4b9c8f6d-x2k9p",
+    "generateName": "web-7d4b9c8f6d-",
+    "namespace": "shop",
+    "uid": "0f5c2d1e-8b7a-4c3d-9e2f-1a2b3c4d5e6f",
+    "resourceVersion": "23736",
+    "generation": 1,
+    "creationTimestamp": "2024-01-02T03:04:05Z",
+    "labels": {"app": "web", "pod-template-hash": "7d4b9c8f6d", "tier": "frontend"},
+    "annotations": {
+      "kubectl.kubernetes.io/restartedAt": "2024-01-02T03:00:00Z",
+      "prometheus.io/scrape": "true",
+      "note": "quotes \" and \\ and \u00e9 and \n newline"
+    },
+    "ownerReferences": [{
+      "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d4b9c8f6d",
+      "uid": "9a8b7c6d-5e4f-4a3b-2c1d-0e9f8a7b6c5d", "controller": true, "blockOwnerDeletion": true
+    }],
+    "managedFields": [
+      {
+        "manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1",
+        "time": "2024-01-02T03:04:05Z", "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:metadata":{"f:generateName":{},"f:labels":{".":{},"f:app":{},"f:pod-template-hash":{}},"f:ownerReferences":{".":{},"k:{\"uid\":\"9a8b7c6d-5e4f-4a3b-2c1d-0e9f8a7b6c5d\"}":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{".":{},"f:image":{},"f:name":{}}}}}
+      },
+      {
+        "manager": "kubelet", "operation": "Update", "apiVersion": "v1",
+        "time": "2024-01-02T03:04:12Z", "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:status":{"f:conditions":{"k:{\"type\":\"Ready\"}":{".":{},"f:status":{}}},"f:podIP":{}}},
+        "subresource": "status"
+      }
+    ]
+  },
+  "spec": {
+    "volumes": [
+      {"name": "config", "configMap": {"name": "web-config", "defaultMode": 420,
+        "items": [{"key": "app.yaml", "path": "app.yaml"}]}},
+      {"name": "kube-api-access-x7q2d", "projected": {"sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}
+      ], "defaultMode": 420}},
+      {"name": "cache", "emptyDir": {"sizeLimit": "1Gi"}}
+    ],
+    "containers": [
+      {
+        "name": "web",
+        "image": "registry.example.com/shop/web:1.4.2",
+        "command": ["/app/web"],
+        "args": ["--port=8080", "--log-level=info"],
+        "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+        "env": [
+          {"name": "MODE", "value": "production"},
+          {"name": "POD_IP", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}}},
+          {"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password", "optional": false}}}
+        ],
+        "resources": {"limits": {"cpu": "500m", "memory": "512Mi"}, "requests": {"cpu": "250m", "memory": "256Mi"}},
+        "volumeMounts": [
+          {"name": "config", "readOnly": true, "mountPath": "/etc/web"},
+          {"name": "kube-api-access-x7q2d", "readOnly": true, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
+        ],
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"},
+          "initialDelaySeconds": 10, "timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3},
+        "readinessProbe": {"httpGet": {"path": "/ready", "port": "http", "scheme": "HTTP"},
+          "timeoutSeconds": 1, "periodSeconds": 5, "successThreshold": 1, "failureThreshold": 3},
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+        "imagePullPolicy": "IfNotPresent",
+        "securityContext": {"capabilities": {"drop": ["ALL"]}, "runAsUser": 1000, "runAsNonRoot": true,
+          "allowPrivilegeEscalation": false}
+      },
+      {
+        "name": "proxy",
+        "image": "registry.example.com/tools/proxy:2.0",
+        "ports": [{"containerPort": 9090, "protocol": "TCP"}],
+        "env": [{"name": "UPSTREAM", "value": "127.0.0.1:8080"}],
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
+        "startupProbe": {"tcpSocket": {"port": 9090}, "periodSeconds": 1, "failureThreshold": 30},
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+        "imagePullPolicy": "Always"
+      }
+    ],
+    "restartPolicy": "Always",
+    "terminationGracePeriodSeconds": 30,
+    "dnsPolicy": "ClusterFirst",
+    "nodeSelector": {"kubernetes.io/os": "linux"},
+    "serviceAccountName": "web",
+    "serviceAccount": "web",
+    "automountServiceAccountToken": false,
+    "nodeName": "node-17",
+    "securityContext": {"fsGroup": 2000},
+    "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+      {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}}
+    ]}},
+    "schedulerName": "default-scheduler",
+    "tolerations": [
+      {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+      {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 0}
+    ],
+    "priority": 0,
+    "enableServiceLinks": true,
+    "preemptionPolicy": "PreemptLowerPriority"
+  },
+  "status": {
+    "phase": "Running",
+    "conditions": [
+      {"type": "Initialized", "status": "True", "lastProbeTime": null, "lastTransitionTime": "2024-01-02T03:04:05Z"},
+      {"type": "Ready", "status": "True", "lastProbeTime": null, "lastTransitionTime": "2024-01-02T03:04:12Z"},
+      {"type": "ContainersReady", "status": "True", "lastProbeTime": null, "lastTransitionTime": "2024-01-02T03:04:12Z"},
+      {"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": "2024-01-02T03:04:05Z"}
+    ],
+    "hostIP": "10.0.3.17",
+    "hostIPs": [{"ip": "10.0.3.17"}],
+    "podIP": "10.244.5.23",
+    "podIPs": [{"ip": "10.244.5.23"}, {"ip": "fd00:10:244:5::17"}],
+    "startTime": "2024-01-02T03:04:05Z",
+    "containerStatuses": [
+      {"name": "proxy", "state": {"running": {"startedAt": "2024-01-02T03:04:08Z"}}, "lastState": {},
+       "ready": true, "restartCount": 0, "image": "registry.example.com/tools/proxy:2.0",
+       "imageID": "registry.example.com/tools/proxy@sha256:5f0b7e0c2d1f4a3b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b",
+       "containerID": "containerd://6a1f0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f", "started": true},
+      {"name": "web", "state": {"running": {"startedAt": "2024-01-02T03:04:11Z"}},
+       "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled", "startedAt": "2024-01-02T03:04:07Z",
+         "finishedAt": "2024-01-02T03:04:10Z", "containerID": "containerd://1b2c3d4e"}},
+       "ready": true, "restartCount": 1, "image": "registry.example.com/shop/web:1.4.2",
+       "imageID": "registry.example.com/shop/web@sha256:0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9",
+       "containerID": "containerd://9f8e7d6c5b4a", "started": true}
+    ],
+    "qosClass": "Burstable"
+  }
+}"#;
+
+const CONFIG_MAP: &str = r#"{"kind":"ConfigMap","apiVersion":"v1",
+  "metadata":{"name":"web-config","namespace":"shop","uid":"11111111-2222-3333-4444-555555555555",
+    "resourceVersion":"812","creationTimestamp":"2023-12-31T23:59:59Z"},
+  "data":{"app.yaml":"port: 8080\nlog: info\n","empty":""},
+  "binaryData":{"logo.png":"iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="},
+  "immutable":false}"#;
+
+const NAMESPACE: &str = r#"{"kind":"Namespace","apiVersion":"v1",
+  "metadata":{"name":"shop","uid":"aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee","resourceVersion":"12",
+    "creationTimestamp":"2023-06-01T00:00:00Z","labels":{"kubernetes.io/metadata.name":"shop"}},
+  "spec":{"finalizers":["kubernetes"]},"status":{"phase":"Active"}}"#;
+
+const STATUS: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+  "message":"Pod \"web\" is invalid: spec.containers[0].image: Required value","reason":"Invalid",
+  "details":{"name":"web","kind":"pods","causes":[{"reason":"FieldValueRequired",
+    "message":"Required value","field":"spec.containers[0].image"}],"retryAfterSeconds":2},
+  "code":422}"#;
+
+const BOOKMARK: &str = r#"{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"23736","creationTimestamp":null},"spec":{"containers":null},"status":{}}"#;
+
+fn ty(api_version: &str, kind: &str) -> MessageType {
+    message_type(api_version, kind).unwrap_or_else(|| panic!("no message for {api_version} {kind}"))
+}
+
+/// Drops what has no protobuf form or is dropped on output: `null`, empty
+/// strings, arrays and objects; and `kind`/`apiVersion` at the top.
+fn normalize(v: Value) -> Value {
+    fn walk(v: Value) -> Option<Value> {
+        match v {
+            Value::Null => None,
+            Value::String(s) if s.is_empty() => None,
+            Value::Array(a) => {
+                let a: Vec<Value> = a
+                    .into_iter()
+                    .map(|v| walk(v).unwrap_or(Value::Null))
+                    .collect();
+                (!a.is_empty()).then_some(Value::Array(a))
+            }
+            Value::Object(o) => {
+                let o: serde_json::Map<String, Value> = o
+                    .into_iter()
+                    .filter_map(|(k, v)| walk(v).map(|v| (k, v)))
+                    .collect();
+                (!o.is_empty()).then_some(Value::Object(o))
+            }
+            other => Some(other),
+        }
+    }
+    let mut v = walk(v).unwrap_or(Value::Null);
+    if let Value::Object(o) = &mut v {
+        o.remove("kind");
+        o.remove("apiVersion");
+    }
+    v
+}
+
+fn parse(json: &[u8]) -> Value {
+    serde_json::from_slice(json).unwrap_or_else(|e| {
+        panic!(
+            "invalid JSON output ({e}): {}",
+            String::from_utf8_lossy(json)
+        )
+    })
+}
+
+/// JSON -> proto -> JSON equals the input up to normalization; a second
+/// round trip is byte-identical.
+fn assert_round_trip(ty: MessageType, json: &str) -> Vec<u8> {
+    let proto = json_to_proto(ty, json.as_bytes()).unwrap_or_else(|e| panic!("encode: {e}"));
+    let back = proto_to_json(ty, &proto).unwrap_or_else(|e| panic!("decode: {e}"));
+    assert_eq!(normalize(parse(&back)), normalize(parse(json.as_bytes())));
+    let proto2 = json_to_proto(ty, &back).unwrap();
+    assert_eq!(proto_to_json(ty, &proto2).unwrap(), back);
+    proto
+}
+
+#[test]
+fn kinds_and_their_lists_have_message_types() {
+    assert_eq!(ty("v1", "Pod").full_name(), "k8s.io.api.core.v1.Pod");
+    assert_eq!(
+        ty("v1", "PodList").full_name(),
+        "k8s.io.api.core.v1.PodList"
+    );
+    assert_eq!(
+        ty("v1", "ConfigMapList").full_name(),
+        "k8s.io.api.core.v1.ConfigMapList"
+    );
+    assert_eq!(
+        ty("v1", "NamespaceList").full_name(),
+        "k8s.io.api.core.v1.NamespaceList"
+    );
+    assert_eq!(
+        ty("v1", "Status").full_name(),
+        "k8s.io.apimachinery.pkg.apis.meta.v1.Status"
+    );
+    assert_eq!(
+        ty("apps/v1", "Deployment").full_name(),
+        "k8s.io.api.apps.v1.Deployment"
+    );
+    assert_eq!(
+        ty("apps/v1", "DeploymentList").full_name(),
+        "k8s.io.api.apps.v1.DeploymentList"
+    );
+    assert_eq!(message_type("v1", "Nope"), None);
+    assert_eq!(
+        message_type("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+        None
+    );
+    assert_eq!(
+        MessageType::from_full_name("k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta")
+            .map(MessageType::full_name),
+        Some("k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta")
+    );
+}
+
+#[test]
+fn realistic_pod_round_trips() {
+    let proto = assert_round_trip(ty("v1", "Pod"), POD);
+    // Smaller than the compact JSON, as on a real server.
+    let compact = serde_json::to_vec(&parse(POD.as_bytes())).unwrap();
+    assert!(
+        proto.len() * 10 < compact.len() * 7,
+        "{} vs {}",
+        proto.len(),
+        compact.len()
+    );
+}
+
+#[test]
+fn pod_encoding_is_the_official_protobuf_schema() {
+    use k8s_pb::api::core::v1 as core;
+    let proto = json_to_proto(ty("v1", "Pod"), POD.as_bytes()).unwrap();
+    let pod = core::Pod::decode(proto.as_slice()).expect("prost decodes our Pod");
+
+    let meta = pod.metadata.as_ref().unwrap();
+    assert_eq!(meta.name.as_deref(), Some("web-7d4b9c8f6d-x2k9p"));
+    assert_eq!(meta.labels.get("app").map(String::as_str), Some("web"));
+    assert_eq!(
+        meta.creation_timestamp.and_then(|t| t.seconds),
+        Some(1_704_164_645)
+    );
+    assert_eq!(meta.owner_references[0].controller, Some(true));
+    let fields: Value =
+        serde_json::from_slice(meta.managed_fields[0].fields_v1.as_ref().unwrap().raw()).unwrap();
+    assert!(fields["f:spec"]["f:containers"].is_object());
+    assert!(meta.annotations["note"].contains("\u{e9} and \n newline"));
+
+    let spec = pod.spec.as_ref().unwrap();
+    let images: Vec<_> = spec.containers.iter().map(|c| c.image()).collect();
+    assert_eq!(
+        images,
+        [
+            "registry.example.com/shop/web:1.4.2",
+            "registry.example.com/tools/proxy:2.0"
+        ]
+    );
+    let web = &spec.containers[0];
+    let limits = &web.resources.as_ref().unwrap().limits;
+    assert_eq!(limits["cpu"].string.as_deref(), Some("500m"));
+    let liveness = web
+        .liveness_probe
+        .as_ref()
+        .unwrap()
+        .handler
+        .as_ref()
+        .unwrap();
+    let port = liveness.http_get.as_ref().unwrap().port.as_ref().unwrap();
+    assert_eq!((port.r#type, port.int_val), (Some(0), Some(8080)));
+    let readiness = web
+        .readiness_probe
+        .as_ref()
+        .unwrap()
+        .handler
+        .as_ref()
+        .unwrap();
+    let port = readiness.http_get.as_ref().unwrap().port.as_ref().unwrap();
+    assert_eq!(
+        (port.r#type, port.str_val.as_deref()),
+        (Some(1), Some("http"))
+    );
+    assert_eq!(
+        web.env[1]
+            .value_from
+            .as_ref()
+            .unwrap()
+            .field_ref
+            .as_ref()
+            .unwrap()
+            .field_path(),
+        "status.podIP"
+    );
+    assert_eq!(
+        web.env[2]
+            .value_from
+            .as_ref()
+            .unwrap()
+            .secret_key_ref
+            .as_ref()
+            .unwrap()
+            .optional,
+        Some(false)
+    );
+    // Inline (embedded) Go structs are nested messages on the wire.
+    let config = spec.volumes[0]
+        .volume_source
+        .as_ref()
+        .unwrap()
+        .config_map
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        config.local_object_reference.as_ref().unwrap().name(),
+        "web-config"
+    );
+    assert_eq!(config.default_mode, Some(420));
+    let projected = spec.volumes[1]
+        .volume_source
+        .as_ref()
+        .unwrap()
+        .projected
+        .as_ref()
+        .unwrap();
+    let token = projected.sources[0].service_account_token.as_ref().unwrap();
+    assert_eq!(token.expiration_seconds, Some(3607));
+    assert_eq!(spec.tolerations[0].toleration_seconds, Some(300));
+    assert_eq!(spec.tolerations[1].toleration_seconds, Some(0));
+    assert_eq!(spec.automount_service_account_token, Some(false));
+    assert_eq!(spec.priority, Some(0));
+    assert_eq!(spec.node_name(), "node-17");
+
+    let status = pod.status.as_ref().unwrap();
+    assert_eq!(status.qos_class(), "Burstable");
+    assert_eq!(status.pod_ips.len(), 2);
+    let running = status.container_statuses[1]
+        .state
+        .as_ref()
+        .unwrap()
+        .running
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        running.started_at.and_then(|t| t.seconds),
+        Some(1_704_164_651)
+    );
+    assert!(status.conditions[0].last_probe_time.is_none());
+}
+
+#[test]
+fn prost_encoded_pod_decodes_to_the_same_json() {
+    // Bytes produced by another encoder (fields in tag order, not JSON order).
+    let ours = json_to_proto(ty("v1", "Pod"), POD.as_bytes()).unwrap();
+    let pod = k8s_pb::api::core::v1::Pod::decode(ours.as_slice()).unwrap();
+    let theirs = pod.encode_to_vec();
+    let back = proto_to_json(ty("v1", "Pod"), &theirs).unwrap();
+    assert_eq!(normalize(parse(&back)), normalize(parse(POD.as_bytes())));
+}
+
+#[test]
+fn config_map_namespace_and_status_round_trip() {
+    let proto = assert_round_trip(ty("v1", "ConfigMap"), CONFIG_MAP);
+    let cm = k8s_pb::api::core::v1::ConfigMap::decode(proto.as_slice()).unwrap();
+    assert_eq!(&cm.binary_data["logo.png"][..8], b"\x89PNG\r\n\x1a\n");
+    assert_eq!(cm.data["app.yaml"], "port: 8080\nlog: info\n");
+    assert_eq!(cm.data["empty"], "");
+    assert_eq!(cm.immutable, Some(false));
+
+    let proto = assert_round_trip(ty("v1", "Namespace"), NAMESPACE);
+    let ns = k8s_pb::api::core::v1::Namespace::decode(proto.as_slice()).unwrap();
+    assert_eq!(ns.spec.unwrap().finalizers, ["kubernetes"]);
+
+    let proto = assert_round_trip(ty("v1", "Status"), STATUS);
+    let status =
+        k8s_pb::apimachinery::pkg::apis::meta::v1::Status::decode(proto.as_slice()).unwrap();
+    assert_eq!(status.code, Some(422));
+    assert_eq!(
+        status.details.unwrap().causes[0].field(),
+        "spec.containers[0].image"
+    );
+}
+
+#[test]
+fn the_crates_status_type_transcodes() {
+    let status = crate::Status::failure(410, "Expired", "too old resource version: 1700 (24223)");
+    let json = serde_json::to_vec(&status).unwrap();
+    let proto = json_to_proto(ty("v1", "Status"), &json).unwrap();
+    let mut back = Vec::new();
+    let tm = TypeMeta {
+        api_version: "v1",
+        kind: "Status",
+    };
+    proto_to_json_into(ty("v1", "Status"), &proto, Some(tm), &mut back).unwrap();
+    let again: crate::Status = serde_json::from_slice(&back).unwrap();
+    assert_eq!(again, status);
+}
+
+#[test]
+fn bookmark_round_trips_and_keeps_kind_first() {
+    let proto = assert_round_trip(ty("v1", "Pod"), BOOKMARK);
+    let mut out = Vec::new();
+    let tm = TypeMeta {
+        api_version: "v1",
+        kind: "Pod",
+    };
+    proto_to_json_into(ty("v1", "Pod"), &proto, Some(tm), &mut out).unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        r#"{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"23736"},"spec":{},"status":{}}"#
+    );
+}
+
+#[test]
+fn special_types_transcode_like_go() {
+    // MicroTime and an IntOrString-free core Event.
+    let event = r#"{"metadata":{"name":"e","namespace":"shop"},"involvedObject":{"kind":"Pod","name":"web"},
+        "reason":"Pulled","eventTime":"2024-01-02T03:04:05.123456Z","count":3,"type":"Normal",
+        "firstTimestamp":"2024-01-02T03:04:05Z","lastTimestamp":"2024-01-02T03:04:06Z"}"#;
+    let proto = assert_round_trip(ty("v1", "Event"), event);
+    let e = k8s_pb::api::core::v1::Event::decode(proto.as_slice()).unwrap();
+    assert_eq!(e.event_time.unwrap().nanos, Some(123_456_000));
+
+    // Duration (metrics.k8s.io PodMetrics.window), Quantity maps.
+    let metrics = r#"{"metadata":{"name":"web"},"timestamp":"2024-01-02T03:04:05Z","window":"1m30s",
+        "containers":[{"name":"web","usage":{"cpu":"12m","memory":"100Mi"}}]}"#;
+    let metrics_ty =
+        MessageType::from_full_name("k8s.io.metrics.pkg.apis.metrics.v1beta1.PodMetrics").unwrap();
+    assert_round_trip(metrics_ty, metrics);
+
+    // Time: fractions are dropped (Go keeps seconds), offsets become UTC, the
+    // zero time becomes null; a bare number is a valid Quantity.
+    let ns = r#"{"metadata":{"name":"a","creationTimestamp":"2024-01-02T05:04:05.9+02:00",
+        "deletionTimestamp":"0001-01-01T00:00:00Z"}}"#;
+    let proto = json_to_proto(ty("v1", "Namespace"), ns.as_bytes()).unwrap();
+    let back = proto_to_json(ty("v1", "Namespace"), &proto).unwrap();
+    assert_eq!(
+        String::from_utf8(back).unwrap(),
+        r#"{"metadata":{"name":"a","creationTimestamp":"2024-01-02T03:04:05Z"}}"#
+    );
+    let quota = r#"{"spec":{"hard":{"pods":10,"cpu":"1.5"}}}"#;
+    let proto = json_to_proto(ty("v1", "ResourceQuota"), quota.as_bytes()).unwrap();
+    let back = proto_to_json(ty("v1", "ResourceQuota"), &proto).unwrap();
+    assert_eq!(
+        String::from_utf8(back).unwrap(),
+        r#"{"spec":{"hard":{"cpu":"1.5","pods":"10"}}}"#
+    );
+
+    // RawExtension (ControllerRevision.data) keeps its JSON as is;
+    // StringList wrappers (APIResource.verbs) are arrays.
+    let rev = r#"{"metadata":{"name":"r"},"data":{"spec":{"template":{"a":[1,2.5,"x",null]}}},"revision":3}"#;
+    assert_round_trip(ty("apps/v1", "ControllerRevision"), rev);
+    let resources = r#"{"groupVersion":"v1","resources":[{"name":"pods","singularName":"pod",
+        "namespaced":true,"kind":"Pod","verbs":["get","list","watch"],"shortNames":["po"]}]}"#;
+    let rl = MessageType::from_full_name("k8s.io.apimachinery.pkg.apis.meta.v1.APIResourceList")
+        .unwrap();
+    assert_round_trip(rl, resources);
+}
+
+#[test]
+fn empty_strings_are_dropped_on_output_unless_required() {
+    let json = r#"{"metadata":{"name":"x","namespace":""},"spec":{"containers":[{"name":"","image":""}]}}"#;
+    let proto = json_to_proto(ty("v1", "Pod"), json.as_bytes()).unwrap();
+    let back = proto_to_json(ty("v1", "Pod"), &proto).unwrap();
+    // Container.name is required in the OpenAPI schema; namespace and image are not.
+    assert_eq!(
+        String::from_utf8(back).unwrap(),
+        r#"{"metadata":{"name":"x"},"spec":{"containers":[{"name":""}]}}"#
+    );
+}
+
+#[test]
+fn unknown_fields_are_errors_naming_their_path() {
+    let json = r#"{"kind":"Pod","spec":{"containers":[{"name":"a"},{"name":"b","imagee":"x"}]}}"#;
+    let err = json_to_proto(ty("v1", "Pod"), json.as_bytes()).unwrap_err();
+    assert_eq!(
+        err,
+        ProtoError::UnknownField {
+            path: "spec.containers[1].imagee".into(),
+            message: "k8s.io.api.core.v1.Container",
+        }
+    );
+    // kind/apiVersion are only TypeMeta on kinds, not on nested messages.
+    let err = json_to_proto(ty("v1", "Pod"), br#"{"spec":{"kind":"x"}}"#).unwrap_err();
+    assert!(
+        matches!(err, ProtoError::UnknownField { ref path, .. } if path == "spec.kind"),
+        "{err}"
+    );
+    // ... and on other messages that embed TypeMeta in Go.
+    let delete =
+        MessageType::from_full_name("k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions").unwrap();
+    let body = br#"{"kind":"DeleteOptions","apiVersion":"v1","propagationPolicy":"Background"}"#;
+    let proto = json_to_proto(delete, body).unwrap();
+    assert_eq!(
+        proto_to_json(delete, &proto).unwrap(),
+        br#"{"propagationPolicy":"Background"}"#
+    );
+    // A protobuf field number the schema lacks.
+    let err =
+        proto_to_json(ty("v1", "Namespace"), &[0x1a, 0x02, 0x08 | (9 << 3), 0x01]).unwrap_err();
+    assert!(
+        matches!(err, ProtoError::UnknownTag { tag: 9, ref path, .. } if path == "status"),
+        "{err}"
+    );
+}
+
+#[test]
+fn invalid_values_are_errors_with_paths() {
+    let cases: &[(&str, &str)] = &[
+        (
+            r#"{"metadata":{"creationTimestamp":"yesterday"}}"#,
+            "invalid value at `metadata.creationTimestamp`",
+        ),
+        (
+            r#"{"spec":{"containers":[{"ports":[{"containerPort":4294967296}]}]}}"#,
+            "invalid value at `spec.containers[0].ports[0].containerPort`",
+        ),
+        (
+            r#"{"metadata":{"labels":{"a":1}}}"#,
+            "invalid JSON at `metadata.labels[\"a\"]`",
+        ),
+        (
+            r#"{"spec":{"nodeName":true}}"#,
+            "invalid JSON at `spec.nodeName`",
+        ),
+        (
+            r#"{"spec":{"containers":[{"ports":[{"containerPort":1.5}]}]}}"#,
+            "invalid JSON at `spec.containers[0].ports[0].containerPort`",
+        ),
+        (
+            r#"{"spec":{"containers":{}}}"#,
+            "invalid JSON at `spec.containers`",
+        ),
+        (
+            r#"{"metadata":{"name":"x"}} trailing"#,
+            "invalid JSON at ``",
+        ),
+        (r#"{"metadata":{"name":"x""#, "invalid JSON at `metadata`"),
+        ("null", "invalid JSON at ``"),
+    ];
+    for (json, expected) in cases {
+        let err = json_to_proto(ty("v1", "Pod"), json.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with(expected), "{json}: {err}");
+    }
+    let err = json_to_proto(
+        ty("v1", "ConfigMap"),
+        br#"{"binaryData":{"k":"not base64!"}}"#,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("invalid value at `binaryData[\"k\"]`: bad base64"),
+        "{err}"
+    );
+    let err = json_to_proto(
+        ty("v1", "Service"),
+        br#"{"spec":{"ports":[{"targetPort":true}]}}"#,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("invalid JSON at `spec.ports[0].targetPort`"),
+        "{err}"
+    );
+    // The output buffer is untouched on error.
+    let mut out = b"keep".to_vec();
+    assert!(json_to_proto_into(ty("v1", "Pod"), br#"{"spec":{"x":1}}"#, &mut out).is_err());
+    assert_eq!(out, b"keep");
+}
+
+#[test]
+fn envelope_round_trips_and_matches_runtime_unknown() {
+    let raw = json_to_proto(ty("v1", "Pod"), POD.as_bytes()).unwrap();
+    let body = encode_unknown("v1", "Pod", &raw);
+    assert_eq!(&body[..4], b"k8s\0");
+    let unknown = decode_unknown(&body).unwrap();
+    assert_eq!(
+        (unknown.api_version, unknown.kind, unknown.raw),
+        ("v1", "Pod", raw.as_slice())
+    );
+    assert_eq!((unknown.content_encoding, unknown.content_type), ("", ""));
+    let official = k8s_pb::apimachinery::pkg::runtime::Unknown::decode(&body[4..]).unwrap();
+    let type_meta = official.type_meta.unwrap();
+    assert_eq!((type_meta.api_version(), type_meta.kind()), ("v1", "Pod"));
+    assert_eq!(official.raw.as_deref(), Some(raw.as_slice()));
+    assert_eq!(official.content_type.as_deref(), Some(""));
+
+    let json = unknown.to_json().unwrap().unwrap();
+    assert!(json.starts_with(br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web-"#));
+    assert_eq!(normalize(parse(&json)), normalize(parse(POD.as_bytes())));
+
+    assert_eq!(
+        decode_unknown(b"{\"kind\":\"Pod\"}"),
+        Err(ProtoError::MissingMagic)
+    );
+    let mut into = vec![1, 2];
+    encode_unknown_into("v1", "Pod", &raw, &mut into);
+    assert_eq!(&into[2..], body.as_slice());
+}
+
+#[test]
+fn list_bodies_are_built_from_encoded_items() {
+    let pod = json_to_proto(ty("v1", "Pod"), POD.as_bytes()).unwrap();
+    let bookmark = json_to_proto(ty("v1", "Pod"), BOOKMARK.as_bytes()).unwrap();
+    let items = [pod.as_slice(), bookmark.as_slice(), pod.as_slice()];
+    let meta = ListMeta {
+        resource_version: "24000",
+        continue_token: Some("eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ"),
+        remaining_item_count: Some(1234),
+    };
+    let mut body = Vec::new();
+    encode_list_unknown("v1", "PodList", &meta, &items, &mut body);
+    let unknown = decode_unknown(&body).unwrap();
+    assert_eq!(unknown.kind, "PodList");
+
+    let list = k8s_pb::api::core::v1::PodList::decode(unknown.raw).unwrap();
+    let list_meta = list.metadata.unwrap();
+    assert_eq!(list_meta.resource_version(), "24000");
+    assert_eq!(list_meta.r#continue(), "eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ");
+    assert_eq!(list_meta.remaining_item_count, Some(1234));
+    assert_eq!(list.items.len(), 3);
+    assert_eq!(
+        list.items[0].metadata.as_ref().unwrap().name(),
+        "web-7d4b9c8f6d-x2k9p"
+    );
+    assert_eq!(
+        list.items[1].metadata.as_ref().unwrap().resource_version(),
+        "23736"
+    );
+
+    let mut raw = Vec::new();
+    encode_list(&meta, &items, &mut raw);
+    assert_eq!(raw, unknown.raw);
+
+    let json = parse(&unknown.to_json().unwrap().unwrap());
+    assert_eq!(json["kind"], "PodList");
+    assert_eq!(
+        json["metadata"],
+        json!({"resourceVersion": "24000", "continue": "eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ", "remainingItemCount": 1234})
+    );
+    assert_eq!(
+        normalize(json["items"][2].clone()),
+        normalize(parse(POD.as_bytes()))
+    );
+
+    // The last page: no continue, no remainingItemCount, no items.
+    let mut body = Vec::new();
+    let last = ListMeta {
+        resource_version: "24000",
+        ..ListMeta::default()
+    };
+    encode_list_unknown::<&[u8]>("v1", "PodList", &last, &[], &mut body);
+    let json = parse(&decode_unknown(&body).unwrap().to_json().unwrap().unwrap());
+    assert_eq!(
+        json,
+        json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "24000"}})
+    );
+}
+
+fn watch_stream() -> (Vec<(&'static str, Vec<u8>)>, Vec<u8>) {
+    let pod = encode_unknown(
+        "v1",
+        "Pod",
+        &json_to_proto(ty("v1", "Pod"), POD.as_bytes()).unwrap(),
+    );
+    let bookmark = encode_unknown(
+        "v1",
+        "Pod",
+        &json_to_proto(ty("v1", "Pod"), BOOKMARK.as_bytes()).unwrap(),
+    );
+    let status = encode_unknown(
+        "v1",
+        "Status",
+        &json_to_proto(ty("v1", "Status"), STATUS.as_bytes()).unwrap(),
+    );
+    let events = vec![
+        ("ADDED", pod.clone()),
+        ("MODIFIED", pod),
+        ("BOOKMARK", bookmark),
+        ("ERROR", status),
+    ];
+    let mut stream = Vec::new();
+    for (t, object) in &events {
+        encode_watch_event_into(t, object, &mut stream);
+    }
+    (events, stream)
+}
+
+#[test]
+fn watch_frames_round_trip_in_any_chunking() {
+    let (events, stream) = watch_stream();
+    // The frame is a length prefix and a meta.v1.WatchEvent, as the official schema says.
+    let first_len = u32::from_be_bytes(stream[..4].try_into().unwrap()) as usize;
+    let official =
+        k8s_pb::apimachinery::pkg::apis::meta::v1::WatchEvent::decode(&stream[4..4 + first_len])
+            .unwrap();
+    assert_eq!(official.r#type(), "ADDED");
+    assert_eq!(official.object.unwrap().raw(), events[0].1.as_slice());
+    assert_eq!(
+        encode_watch_event("ADDED", &events[0].1),
+        &stream[..4 + first_len]
+    );
+
+    let mut rng = Rng(7);
+    for round in 0..50 {
+        let mut decoder = WatchFrameDecoder::new();
+        let mut got = Vec::new();
+        let mut at = 0;
+        while at < stream.len() {
+            let n = if round == 0 { 1 } else { 1 + rng.below(700) };
+            let end = (at + n).min(stream.len());
+            decoder.push(&stream[at..end]);
+            at = end;
+            while let Some(event) = decoder.next_event().unwrap() {
+                got.push(event);
+            }
+        }
+        decoder.finish().unwrap();
+        assert_eq!(decoder.buffered(), 0);
+        let got: Vec<(&str, &[u8])> = got
+            .iter()
+            .map(|e| (e.event_type.as_str(), &e.object[..]))
+            .collect();
+        let want: Vec<(&str, &[u8])> = events.iter().map(|(t, o)| (*t, o.as_slice())).collect();
+        assert_eq!(got, want);
+    }
+}
+
+#[test]
+fn watch_decoder_reports_truncated_and_oversized_frames() {
+    let (_, stream) = watch_stream();
+    let mut decoder = WatchFrameDecoder::new();
+    decoder.push(&stream[..stream.len() - 3]);
+    let mut n = 0;
+    while decoder.next_event().unwrap().is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 3);
+    assert!(
+        matches!(decoder.finish(), Err(ProtoError::TruncatedFrame { needed, buffered }) if needed == buffered + 3)
+    );
+
+    let mut decoder = WatchFrameDecoder::new();
+    decoder.push(&[0, 0]);
+    assert_eq!(decoder.next_event(), Ok(None));
+    assert_eq!(
+        decoder.finish(),
+        Err(ProtoError::TruncatedFrame {
+            buffered: 2,
+            needed: 4
+        })
+    );
+
+    let mut decoder = WatchFrameDecoder::with_max_frame_len(1000);
+    decoder.push(&stream);
+    let err = decoder.next_event().unwrap_err();
+    assert!(
+        matches!(err, ProtoError::FrameTooLarge { limit: 1000, .. }),
+        "{err}"
+    );
+    assert_eq!(decoder.next_event(), Err(err.clone()), "errors are sticky");
+    assert_eq!(decoder.finish(), Err(err));
+
+    let mut decoder = WatchFrameDecoder::new();
+    decoder.push(&[0xff, 0xff, 0xff, 0xff]);
+    assert!(matches!(
+        decoder.next_event(),
+        Err(ProtoError::FrameTooLarge {
+            len: 0xffff_ffff,
+            ..
+        })
+    ));
+
+    // A frame whose body is not a WatchEvent.
+    let mut decoder = WatchFrameDecoder::new();
+    decoder.push(&[0, 0, 0, 2, 0x08, 0x01]);
+    assert!(decoder.next_event().is_err());
+}
+
+/// xorshift64*: deterministic, dependency-free.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Runs every decoder on `bytes`; none may panic, and a decoded document is valid JSON.
+fn decode_everything(bytes: &[u8]) {
+    for ty in [
+        ty("v1", "Pod"),
+        ty("v1", "PodList"),
+        ty("v1", "ConfigMap"),
+        ty("v1", "Status"),
+    ] {
+        if let Ok(json) = proto_to_json(ty, bytes) {
+            parse(&json);
+        }
+    }
+    if let Ok(unknown) = decode_unknown(bytes) {
+        let _ = unknown.to_json();
+    }
+    let mut decoder = WatchFrameDecoder::with_max_frame_len(1 << 20);
+    decoder.push(bytes);
+    while let Ok(Some(_)) = decoder.next_event() {}
+    let _ = decoder.finish();
+    let _ = json_to_proto(ty("v1", "Pod"), bytes);
+}
+
+#[test]
+fn hostile_input_is_an_error_never_a_panic() {
+    let mut rng = Rng(0x5eed);
+    let pod = json_to_proto(ty("v1", "Pod"), POD.as_bytes()).unwrap();
+    let (_, stream) = watch_stream();
+    let envelope = encode_unknown("v1", "Pod", &pod);
+
+    // Every truncation of valid encodings.
+    for valid in [&pod, &stream, &envelope] {
+        for end in 0..valid.len() {
+            decode_everything(&valid[..end]);
+        }
+    }
+    // Every truncation of the JSON must be an encoding error.
+    for end in 0..POD.len() - 1 {
+        assert!(json_to_proto(ty("v1", "Pod"), &POD.as_bytes()[..end]).is_err());
+    }
+    // Random corruption of valid encodings and random bytes.
+    for _ in 0..3000 {
+        let mut bytes = match rng.below(3) {
+            0 => pod.clone(),
+            1 => envelope.clone(),
+            _ => stream.clone(),
+        };
+        for _ in 0..1 + rng.below(4) {
+            let at = rng.below(bytes.len());
+            bytes[at] = rng.next() as u8;
+        }
+        decode_everything(&bytes);
+        let random: Vec<u8> = (0..rng.below(300)).map(|_| rng.next() as u8).collect();
+        decode_everything(&random);
+    }
+    // A long chain of nested length-delimited fields (the schema itself is
+    // acyclic, at most 15 messages deep; the decoders also cap nesting).
+    let mut deep = Vec::new();
+    for _ in 0..10_000 {
+        let mut outer = vec![0x0a];
+        super::wire::put_varint(&mut outer, deep.len() as u64);
+        outer.extend_from_slice(&deep);
+        deep = outer;
+        if deep.len() > 100_000 {
+            break;
+        }
+    }
+    decode_everything(&deep);
+}
+
+/// Throughput on the realistic Pod (not a timing assertion; run with
+/// `cargo test -p kubecache-reflector --release --lib protobuf::tests::throughput -- --ignored --nocapture`).
+#[test]
+#[ignore = "measurement, run by hand in release mode"]
+fn throughput() {
+    let json = serde_json::to_vec(&parse(POD.as_bytes())).unwrap();
+    let pod = ty("v1", "Pod");
+    let proto = json_to_proto(pod, &json).unwrap();
+    let n = 20_000;
+    let mut out = Vec::with_capacity(json.len() * 2);
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        out.clear();
+        json_to_proto_into(pod, &json, &mut out).unwrap();
+    }
+    let encode = start.elapsed();
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        out.clear();
+        proto_to_json_into(pod, &proto, None, &mut out).unwrap();
+    }
+    let decode = start.elapsed();
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        let v: Value = serde_json::from_slice(&json).unwrap();
+        std::hint::black_box(v);
+    }
+    let value = start.elapsed();
+    let mb = (json.len() * n) as f64 / 1e6;
+    println!(
+        "pod: {} B JSON, {} B proto; encode {:.0} MB/s of JSON, decode {:.0} MB/s of JSON; serde_json::Value parse {:.0} MB/s",
+        json.len(),
+        proto.len(),
+        mb / encode.as_secs_f64(),
+        mb / decode.as_secs_f64(),
+        mb / value.as_secs_f64(),
+    );
+}
