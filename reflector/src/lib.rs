@@ -3,6 +3,7 @@
 //! Also home of the Kubernetes wire types that the server and the simulated
 //! API server share: [`Status`], selectors and the protobuf envelope.
 
+pub mod protobuf;
 mod selector;
 mod status;
 
@@ -11,4 +12,3 @@ pub use selector::{
     SelectorError,
 };
 pub use status::{Status, StatusCause, StatusDetails, StatusMetadata};
-pub mod protobuf;

@@ -44,17 +44,16 @@
 //! when empty (`""`, `0`, `false`, `{}`); `null` and absent fields are not
 //! encoded; empty arrays and objects of repeated and map fields have no
 //! protobuf form (they come back absent). On output, every field present on
-//! the wire is written, with one approximation of Go's `omitempty`: an empty
-//! string (or `bytes`) is dropped unless the field is required in the OpenAPI
-//! schema. Go writes every non-pointer string field to protobuf, so without
-//! that rule a real server's Pod would come back with `"generateName":""` and
-//! friends; numbers and booleans are kept because a pointer's zero
-//! (`replicas: 0`, `automountServiceAccountToken: false`) is meaningful and
-//! the schema cannot tell pointers from values. The cost: a pointer string
-//! explicitly set to `""` (e.g. a PVC's `storageClassName: ""`) comes back
-//! absent. So JSON -> protobuf -> JSON returns the same document up to key
-//! order, `null`s, empty arrays/objects of repeated/map fields, optional empty
-//! strings, and `Time` fractions.
+//! the wire is written, empty strings included: Go writes every non-pointer
+//! string field to protobuf, so a real server's Pod comes back with
+//! `"generateName":""` and friends where its JSON leaves them out. That is
+//! semantically the same object (Kubernetes treats an empty non-pointer
+//! string as absent), while dropping them would lose a pointer string set to
+//! `""` (a PVC's `storageClassName: ""` means "no class", absent means "the
+//! default class"). Numbers and booleans are kept for the same reason
+//! (`replicas: 0`, `automountServiceAccountToken: false`). So JSON ->
+//! protobuf -> JSON returns the same document up to key order, `null`s,
+//! empty arrays/objects of repeated/map fields and `Time` fractions.
 //!
 //! Unknown JSON keys and unknown protobuf field numbers are errors naming the
 //! field path (`spec.containers[0].foo`): the caller decides (e.g. falls back

@@ -498,15 +498,15 @@ fn special_types_transcode_like_go() {
 }
 
 #[test]
-fn empty_strings_are_dropped_on_output_unless_required() {
-    let json = r#"{"metadata":{"name":"x","namespace":""},"spec":{"containers":[{"name":"","image":""}]}}"#;
+fn empty_strings_present_on_the_wire_are_kept() {
+    // A pointer string set to "" differs from an absent one (a PVC's
+    // storageClassName), so an empty string on the wire stays in the JSON.
+    let json = r#"{"metadata":{"name":"x","namespace":""},"spec":{"containers":[{"name":"","image":""}],"volumes":[{"name":"v","hostPath":{"path":"/l","type":""}}]}}"#;
     let proto = json_to_proto(ty("v1", "Pod"), json.as_bytes()).unwrap();
     let back = proto_to_json(ty("v1", "Pod"), &proto).unwrap();
-    // Container.name is required in the OpenAPI schema; namespace and image are not.
-    assert_eq!(
-        String::from_utf8(back).unwrap(),
-        r#"{"metadata":{"name":"x"},"spec":{"containers":[{"name":""}]}}"#
-    );
+    let back: serde_json::Value = serde_json::from_slice(&back).unwrap();
+    let json: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert_eq!(back, json);
 }
 
 #[test]
@@ -525,15 +525,6 @@ fn unknown_fields_are_errors_naming_their_path() {
     assert!(
         matches!(err, ProtoError::UnknownField { ref path, .. } if path == "spec.kind"),
         "{err}"
-    );
-    // ... and on other messages that embed TypeMeta in Go.
-    let delete =
-        MessageType::from_full_name("k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions").unwrap();
-    let body = br#"{"kind":"DeleteOptions","apiVersion":"v1","propagationPolicy":"Background"}"#;
-    let proto = json_to_proto(delete, body).unwrap();
-    assert_eq!(
-        proto_to_json(delete, &proto).unwrap(),
-        br#"{"propagationPolicy":"Background"}"#
     );
     // A protobuf field number the schema lacks.
     let err =
@@ -889,8 +880,7 @@ fn hostile_input_is_an_error_never_a_panic() {
         let random: Vec<u8> = (0..rng.below(300)).map(|_| rng.next() as u8).collect();
         decode_everything(&random);
     }
-    // A long chain of nested length-delimited fields (the schema itself is
-    // acyclic, at most 15 messages deep; the decoders also cap nesting).
+    // Deep nesting of a self-similar shape is bounded.
     let mut deep = Vec::new();
     for _ in 0..10_000 {
         let mut outer = vec![0x0a];
