@@ -1,1 +1,116 @@
-fn main() {}
+//! `kubecache-loadtest`: runs the simulated Kubernetes API server.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use kubecache_loadtest::sim::{HistoryWindow, Sim, SimConfig};
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "The simulated Kubernetes API server and the kubecache load generator"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the simulated API server until interrupted.
+    Sim(SimArgs),
+}
+
+#[derive(clap::Args)]
+struct SimArgs {
+    /// Pods created at start.
+    #[arg(long, default_value_t = 10_000)]
+    pods: usize,
+    /// Namespaces the objects are spread over.
+    #[arg(long, default_value_t = 20)]
+    namespaces: usize,
+    /// Nodes the pods are spread over.
+    #[arg(long, default_value_t = 100)]
+    nodes: usize,
+    /// ConfigMaps created at start.
+    #[arg(long, default_value_t = 0)]
+    configmaps: usize,
+    /// Widgets (widgets.example.com/v1) created at start.
+    #[arg(long, default_value_t = 0)]
+    widgets: usize,
+    /// Pod writes per second (70 % updates, 15 % creates, 15 % deletes).
+    #[arg(long, default_value_t = 0.0)]
+    churn: f64,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    listen: SocketAddr,
+    /// Write a kubeconfig for this server here.
+    #[arg(long)]
+    kubeconfig_out: Option<PathBuf>,
+    /// Delay before every list page (simulates slow etcd reads).
+    #[arg(long, default_value_t = 0)]
+    page_latency_ms: u64,
+    /// Seconds of history kept before compaction.
+    #[arg(long, default_value_t = 300)]
+    compaction_window_secs: u64,
+    /// Seconds between watch bookmarks.
+    #[arg(long, default_value_t = 60)]
+    bookmark_interval_secs: u64,
+    /// Require this bearer token.
+    #[arg(long)]
+    token: Option<String>,
+    /// Refuse streaming lists, like a server without the WatchList feature gate.
+    #[arg(long)]
+    no_watch_list: bool,
+    /// Seed of the generated objects.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    match Cli::parse().command {
+        Command::Sim(args) => sim(args).await,
+    }
+}
+
+async fn sim(args: SimArgs) -> anyhow::Result<()> {
+    let config = SimConfig {
+        seed: args.seed,
+        pods: args.pods,
+        namespaces: args.namespaces,
+        nodes: args.nodes,
+        configmaps: args.configmaps,
+        widgets: args.widgets,
+        churn_per_sec: args.churn,
+        page_latency: Duration::from_millis(args.page_latency_ms),
+        history: HistoryWindow {
+            max_revisions: None,
+            max_age: Some(Duration::from_secs(args.compaction_window_secs)),
+        },
+        bookmark_interval: Duration::from_secs(args.bookmark_interval_secs),
+        watch_list: !args.no_watch_list,
+        token: args.token,
+        listen: args.listen,
+    };
+    let started = std::time::Instant::now();
+    let (url, sim) = Sim::start(config).await?;
+    tracing::info!(pods = args.pods, elapsed = ?started.elapsed(), "simulated API server filled");
+    if let Some(path) = &args.kubeconfig_out {
+        std::fs::write(path, sim.kubeconfig())
+            .with_context(|| format!("writing kubeconfig to {}", path.display()))?;
+        tracing::info!(path = %path.display(), "kubeconfig written");
+    }
+    println!("{url}");
+    tokio::signal::ctrl_c().await?;
+    sim.shutdown().await;
+    Ok(())
+}

@@ -383,31 +383,43 @@ impl<'a> Decoder<'_, 'a> {
             entries.reverse();
         }
         self.out.push(b'{');
-        let count = if in_order { j - i } else { entries.len() };
-        for n in 0..count {
-            let (key, value) = if in_order {
-                entry(self.scratch[i + n].1)?
-            } else {
-                entries[n]
-            };
-            if n > 0 {
-                self.out.push(b',');
+        if in_order {
+            for k in i..j {
+                let (key, value) = entry(self.scratch[k].1)?;
+                self.map_entry(kind, k > i, key, value)?;
             }
-            push_str(self.out, key);
-            self.out.push(b':');
-            let value = match value {
-                Some(v) => v,
-                None => match kind {
-                    Kind::Bool | Kind::I32 | Kind::I64 => WireValue::Varint(0),
-                    Kind::F64 => WireValue::Fixed64(0),
-                    Kind::Str | Kind::Bytes | Kind::Msg(_) => WireValue::Len(&[]),
-                },
-            };
-            self.value(kind, value)
-                .map_err(|e| e.within(Seg::Key(key)))?;
+        } else {
+            for (n, (key, value)) in entries.into_iter().enumerate() {
+                self.map_entry(kind, n > 0, key, value)?;
+            }
         }
         self.out.push(b'}');
         Ok(())
+    }
+
+    fn map_entry(
+        &mut self,
+        kind: Kind,
+        comma: bool,
+        key: &str,
+        value: Option<WireValue<'a>>,
+    ) -> Result<(), ProtoError> {
+        if comma {
+            self.out.push(b',');
+        }
+        push_str(self.out, key);
+        self.out.push(b':');
+        let value = match value {
+            Some(v) => v,
+            None => match kind {
+                Kind::Bool | Kind::I32 | Kind::I64 => WireValue::Varint(0),
+                Kind::F64 => WireValue::Fixed64(0),
+                Kind::Str | Kind::Bytes | Kind::Msg(_) => WireValue::Len(&[]),
+            },
+        };
+        self.value(kind, value)
+            .map(drop)
+            .map_err(|e| e.within(Seg::Key(key)))
     }
 
     /// Writes one value of `kind`.
