@@ -3,10 +3,12 @@
 //! Also home of the Kubernetes wire types that the server and the simulated
 //! API server share: [`Status`], selectors and the protobuf envelope.
 
+mod object;
 pub mod protobuf;
 mod selector;
 mod status;
 
+pub use object::{CachedObject, ObjectKey};
 pub use selector::{
     FieldOperator, FieldRequirement, FieldSelector, LabelOperator, LabelRequirement, LabelSelector,
     SelectorError,

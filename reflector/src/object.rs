@@ -1,0 +1,123 @@
+//! An object as kubecache keeps it: its JSON ready to write to a socket, and
+//! the few fields that keys, indexes, selectors and predicates need, read
+//! once when the object arrives.
+
+use std::fmt;
+
+use bytes::Bytes;
+
+/// Namespace and name; ordered like etcd keys (`namespace/name`), which is
+/// the order of list responses.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey(Box<str>);
+
+impl ObjectKey {
+    /// The key of `namespace/name` (`name` alone for cluster-scoped objects).
+    pub fn new(namespace: &str, name: &str) -> Self {
+        if namespace.is_empty() {
+            ObjectKey(name.into())
+        } else {
+            ObjectKey(format!("{namespace}/{name}").into())
+        }
+    }
+
+    /// The namespace, empty for cluster-scoped objects.
+    pub fn namespace(&self) -> &str {
+        self.0.split_once('/').map_or("", |(ns, _)| ns)
+    }
+
+    /// The name.
+    pub fn name(&self) -> &str {
+        self.0.split_once('/').map_or(&self.0, |(_, name)| name)
+    }
+
+    /// `namespace/name`, as etcd orders it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One version of one object, immutable once built.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CachedObject {
+    /// Namespace and name.
+    pub key: ObjectKey,
+    /// `metadata.resourceVersion`, parsed.
+    pub resource_version: u64,
+    /// `metadata.uid`.
+    pub uid: Box<str>,
+    /// `metadata.generation`, when the kind keeps one.
+    pub generation: Option<i64>,
+    /// `metadata.labels`, sorted by key.
+    pub labels: Box<[(Box<str>, Box<str>)]>,
+    /// A hash of `metadata.annotations` (change predicates compare it).
+    pub annotations_hash: u64,
+    /// `metadata.ownerReferences[].uid`.
+    pub owner_uids: Box<[Box<str>]>,
+    /// Values of the configured field indexes, in their configured order
+    /// (`None` where the object has no such field).
+    pub fields: Box<[Option<Box<str>>]>,
+    /// The whole object as JSON, `kind` and `apiVersion` first, after the
+    /// transform (managedFields and configured paths removed).
+    pub json: Bytes,
+    /// Length of the `{"kind":…,"apiVersion":…,` prefix of `json`, so that
+    /// list items can leave it out as the API server does for built-in
+    /// kinds (`{` + `json[type_meta_len..]`).
+    pub type_meta_len: usize,
+}
+
+impl CachedObject {
+    /// The value of a label.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()
+            .map(|i| &*self.labels[i].1)
+    }
+
+    /// The object without its type meta, as a list item of a built-in kind:
+    /// write `b"{"` and then the returned bytes.
+    pub fn without_type_meta(&self) -> Bytes {
+        self.json.slice(self.type_meta_len..)
+    }
+}
+
+impl fmt::Debug for CachedObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CachedObject")
+            .field("key", &self.key)
+            .field("resource_version", &self.resource_version)
+            .field("bytes", &self.json.len())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_order_like_etcd_and_split_back_into_namespace_and_name() {
+        let a = ObjectKey::new("a-b", "x");
+        let b = ObjectKey::new("a", "x");
+        assert!(a < b, "'-' sorts before '/' as in etcd");
+        assert_eq!((b.namespace(), b.name()), ("a", "x"));
+        let node = ObjectKey::new("", "node-1");
+        assert_eq!(
+            (node.namespace(), node.name(), node.as_str()),
+            ("", "node-1", "node-1")
+        );
+    }
+}
