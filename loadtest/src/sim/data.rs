@@ -22,7 +22,7 @@
 //! # Values or text
 //!
 //! [`Generator::pod`] gives a `serde_json::Value`: about 65 KB of heap (every
-//! JSON object is a `BTreeMap` node of about 630 bytes) and about 50 µs per
+//! JSON object is a `BTreeMap` node of about 630 bytes) and 50–80 µs per
 //! pod, most of it allocation. [`Generator::pod_json`] gives the same pod as
 //! JSON text, byte for byte, in a few microseconds and 7 KB: use it to fill a
 //! store with many pods, and parse only the pods to be mutated.
