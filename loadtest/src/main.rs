@@ -56,6 +56,10 @@ struct SimArgs {
     /// Seconds of history kept before compaction.
     #[arg(long, default_value_t = 300)]
     compaction_window_secs: u64,
+    /// Seconds of events the watch cache keeps (default: up to 100k events,
+    /// whatever their age).
+    #[arg(long)]
+    watch_cache_secs: Option<u64>,
     /// Seconds between watch bookmarks.
     #[arg(long, default_value_t = 60)]
     bookmark_interval_secs: u64,
@@ -95,6 +99,13 @@ async fn sim(args: SimArgs) -> anyhow::Result<()> {
         history: HistoryWindow {
             max_revisions: None,
             max_age: Some(Duration::from_secs(args.compaction_window_secs)),
+        },
+        watch_cache: match args.watch_cache_secs {
+            Some(secs) => HistoryWindow {
+                max_revisions: None,
+                max_age: Some(Duration::from_secs(secs)),
+            },
+            None => HistoryWindow::WATCH_CACHE,
         },
         bookmark_interval: Duration::from_secs(args.bookmark_interval_secs),
         watch_list: !args.no_watch_list,

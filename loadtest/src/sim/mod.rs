@@ -1,1 +1,390 @@
+//! The simulated Kubernetes API server: a real HTTP server on 127.0.0.1 that
+//! lists, watches and writes pods, configmaps, namespaces and one custom
+//! resource (`widgets.example.com/v1`) the way kube-apiserver does (see
+//! `shared/APISERVER-PROTOCOL.md`), filled with realistic objects, with
+//! churn, slow pages, compaction and faults on demand.
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use kubecache_loadtest::sim::{Sim, SimConfig};
+//! let (url, sim) = Sim::start(SimConfig { pods: 1_000, ..SimConfig::default() }).await?;
+//! // point a client at `url` ...
+//! sim.shutdown().await;
+//! # Ok(()) }
+//! ```
+
 pub mod data;
+mod encoding;
+pub mod faults;
+mod http;
+mod object;
+mod params;
+pub mod resources;
+pub mod store;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use parking_lot::Mutex;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use faults::{Fault, FaultSpec, Target as FaultTarget};
+pub use object::StoredObject;
+pub use resources::{RESOURCES, Resource, ResourceId, ids};
+pub use store::{Event, EventType, HistoryWindow, Store};
+
+use data::{Generator, GeneratorConfig, Mutation};
+use http::{Context, ServeConfig};
+
+/// Everything the simulator can be told at start.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Seed of the generated objects (same seed, same objects).
+    pub seed: u64,
+    /// Pods created before serving.
+    pub pods: usize,
+    /// Namespaces the objects are spread over.
+    pub namespaces: usize,
+    /// Nodes the pods are spread over (`spec.nodeName`).
+    pub nodes: usize,
+    /// ConfigMaps created before serving.
+    pub configmaps: usize,
+    /// Widgets (the custom resource) created before serving.
+    pub widgets: usize,
+    /// Pod writes per second while running (70 % updates, 15 % creates,
+    /// 15 % deletes).
+    pub churn_per_sec: f64,
+    /// Delay before every list page read "from etcd" (slow etcd).
+    pub page_latency: Duration,
+    /// How much history etcd keeps (compaction): lists at a revision and
+    /// continue tokens older than it get 410.
+    pub history: HistoryWindow,
+    /// How many events the watch cache keeps: watches from before it get
+    /// 200 and an ERROR 410 event.
+    pub watch_cache: HistoryWindow,
+    /// Interval of watch bookmarks (kube-apiserver: about a minute).
+    pub bookmark_interval: Duration,
+    /// Whether streaming lists are served (the WatchList feature gate).
+    pub watch_list: bool,
+    /// A bearer token every request must carry; `None` accepts any.
+    pub token: Option<String>,
+    /// Where to listen; port 0 picks a free one.
+    pub listen: SocketAddr,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            seed: 1,
+            pods: 0,
+            namespaces: 10,
+            nodes: 50,
+            configmaps: 0,
+            widgets: 0,
+            churn_per_sec: 0.0,
+            page_latency: Duration::ZERO,
+            history: HistoryWindow::ETCD,
+            watch_cache: HistoryWindow::WATCH_CACHE,
+            bookmark_interval: Duration::from_secs(60),
+            watch_list: true,
+            token: None,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        }
+    }
+}
+
+/// A running simulator. Dropping it stops the server.
+#[derive(Debug)]
+pub struct Sim {
+    url: String,
+    store: Arc<Store>,
+    faults: Arc<faults::Faults>,
+    generator: Arc<Mutex<Generator>>,
+    churn: watch::Sender<f64>,
+    token: Option<String>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Sim {
+    /// Fills the store, binds `config.listen` and serves. Returns the base
+    /// URL (`http://127.0.0.1:PORT`) and the handle.
+    pub async fn start(config: SimConfig) -> anyhow::Result<(String, Sim)> {
+        let store = Arc::new(Store::new(config.history, config.watch_cache, config.seed));
+        let generator = Generator::new(
+            GeneratorConfig {
+                seed: config.seed,
+                namespaces: config.namespaces,
+                nodes: config.nodes,
+            },
+            chrono::Utc::now(),
+        );
+        let generator = Arc::new(Mutex::new(generator));
+        populate(&store, &mut generator.lock(), &config)?;
+        let faults = Arc::new(faults::Faults::default());
+        let ctx = Arc::new(Context {
+            store: store.clone(),
+            faults: faults.clone(),
+            serve: ServeConfig {
+                page_latency: config.page_latency,
+                bookmark_interval: config.bookmark_interval,
+                watch_list: config.watch_list,
+                token: config.token.clone(),
+            },
+        });
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("binding {}", config.listen))?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let app = http::router(ctx);
+        let server = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::error!("simulated API server stopped: {e}");
+            }
+        });
+        let (churn, churn_rx) = watch::channel(config.churn_per_sec);
+        let tasks = vec![
+            server,
+            tokio::spawn(compact_forever(store.clone())),
+            tokio::spawn(churn_forever(
+                store.clone(),
+                generator.clone(),
+                churn_rx,
+                config.seed,
+            )),
+        ];
+        let sim = Sim {
+            url: url.clone(),
+            store,
+            faults,
+            generator,
+            churn,
+            token: config.token,
+            tasks,
+        };
+        Ok((url, sim))
+    }
+
+    /// The base URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The storage, for fast in-process reads and writes.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Arms a fault.
+    pub fn inject(&self, spec: FaultSpec) {
+        self.faults.inject(spec);
+    }
+
+    /// Disarms all faults.
+    pub fn clear_faults(&self) {
+        self.faults.clear();
+    }
+
+    /// Changes the churn rate (pod writes per second; 0 stops it).
+    pub fn set_churn(&self, per_sec: f64) {
+        self.churn.send_replace(per_sec);
+    }
+
+    /// Replaces the etcd and watch-cache windows.
+    pub fn set_windows(&self, history: HistoryWindow, watch_cache: HistoryWindow) {
+        self.store.set_windows(history, watch_cache);
+    }
+
+    /// Creates `n` more generated pods.
+    pub fn create_pods(&self, n: usize) -> anyhow::Result<()> {
+        let mut generator = self.generator.lock();
+        for _ in 0..n {
+            self.store
+                .create(ids::PODS, generator.pod())
+                .map_err(status_error)?;
+        }
+        Ok(())
+    }
+
+    /// The current objects of a resource, in key order.
+    pub fn state(&self, resource: ResourceId) -> Vec<Arc<StoredObject>> {
+        let read = store::ListRead {
+            revision: self.store.revision(),
+            namespace: None,
+            start: None,
+            limit: 0,
+            before: Some(0),
+        };
+        self.store
+            .list(resource, read, |_| true)
+            .map(|page| page.items)
+            .unwrap_or_default()
+    }
+
+    /// A kubeconfig (YAML) that kubectl and kube-rs accept for this server.
+    pub fn kubeconfig(&self) -> String {
+        let user = match &self.token {
+            Some(token) => format!("    token: {token}\n"),
+            None => "    {}\n".to_string(),
+        };
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kubecache-sim\n  cluster:\n    server: {}\ncontexts:\n- name: kubecache-sim\n  context:\n    cluster: kubecache-sim\n    user: kubecache-sim\ncurrent-context: kubecache-sim\nusers:\n- name: kubecache-sim\n  user:\n{user}",
+            self.url
+        )
+    }
+
+    /// Stops serving (open watches are cut).
+    pub async fn shutdown(mut self) {
+        for task in self.tasks.drain(..) {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+fn status_error(status: kubecache_reflector::Status) -> anyhow::Error {
+    anyhow::anyhow!("{} ({})", status.message, status.code)
+}
+
+/// Creates the namespaces and the configured objects, then compacts so the
+/// history starts after them, as on a cluster that has been up for a while.
+fn populate(store: &Store, generator: &mut Generator, config: &SimConfig) -> anyhow::Result<()> {
+    let namespaces = generator.namespace_names();
+    for name in ["default", "kube-system"]
+        .into_iter()
+        .map(String::from)
+        .chain(namespaces.iter().cloned())
+    {
+        if store.get(ids::NAMESPACES, &name).is_none() {
+            let object = generator.namespace(&name);
+            store
+                .create(ids::NAMESPACES, object)
+                .map_err(status_error)?;
+        }
+    }
+    for _ in 0..config.pods {
+        store
+            .create(ids::PODS, generator.pod())
+            .map_err(status_error)?;
+    }
+    for i in 0..config.configmaps {
+        let object = generator.configmap(&namespaces[i % namespaces.len()]);
+        store
+            .create(ids::CONFIGMAPS, object)
+            .map_err(status_error)?;
+    }
+    for i in 0..config.widgets {
+        let object = generator.widget(&namespaces[i % namespaces.len()]);
+        store.create(ids::WIDGETS, object).map_err(status_error)?;
+    }
+    store.compact_at(store.revision());
+    Ok(())
+}
+
+/// Compacts ten times a second: cheap when there is nothing to forget, and
+/// fine-grained enough for tests with windows of a second or two.
+async fn compact_forever(store: Arc<Store>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        tick.tick().await;
+        store.compact();
+    }
+}
+
+/// Writes pods at the configured rate. Keeps its own list of live pod keys;
+/// a write that races with an HTTP client (404, 409) is skipped.
+async fn churn_forever(
+    store: Arc<Store>,
+    generator: Arc<Mutex<Generator>>,
+    mut rate: watch::Receiver<f64>,
+    seed: u64,
+) {
+    const TICK: Duration = Duration::from_millis(10);
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0xc4u64);
+    let mut keys: Vec<(String, String)> = Vec::new();
+    let mut keys_at = 0u64;
+    let mut owed = 0.0f64;
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let per_sec = *rate.borrow_and_update();
+        if per_sec <= 0.0 {
+            owed = 0.0;
+            if rate.changed().await.is_err() {
+                return;
+            }
+            continue;
+        }
+        tick.tick().await;
+        if keys_at == 0 || keys.is_empty() {
+            keys = current_pods(&store);
+            keys_at = store.revision();
+        }
+        owed += per_sec * TICK.as_secs_f64();
+        while owed >= 1.0 {
+            owed -= 1.0;
+            churn_once(&store, &mut generator.lock(), &mut rng, &mut keys);
+        }
+    }
+}
+
+fn current_pods(store: &Store) -> Vec<(String, String)> {
+    let read = store::ListRead {
+        revision: store.revision(),
+        namespace: None,
+        start: None,
+        limit: 0,
+        before: Some(0),
+    };
+    store
+        .list(ids::PODS, read, |_| true)
+        .map(|page| {
+            page.items
+                .iter()
+                .map(|o| (o.namespace.clone(), o.name.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn churn_once(
+    store: &Store,
+    generator: &mut Generator,
+    rng: &mut SmallRng,
+    keys: &mut Vec<(String, String)>,
+) {
+    let roll: f64 = rng.random();
+    if keys.is_empty() || roll < 0.15 {
+        if let Ok(pod) = store.create(ids::PODS, generator.pod()) {
+            keys.push((pod.namespace.clone(), pod.name.clone()));
+        }
+        return;
+    }
+    let i = rng.random_range(0..keys.len());
+    let (namespace, name) = keys[i].clone();
+    if roll < 0.30 {
+        keys.swap_remove(i);
+        let _ = store.delete(ids::PODS, &namespace, &name);
+        return;
+    }
+    let Some(current) = store.get(ids::PODS, &store::key_of(&namespace, &name)) else {
+        keys.swap_remove(i);
+        return;
+    };
+    let mut pod: Value = current.to_value();
+    let _: Mutation = generator.mutate_pod(&mut pod);
+    let _ = store.update(ids::PODS, pod);
+}

@@ -1,0 +1,128 @@
+//! Wire encodings: JSON for everything, Kubernetes protobuf for built-in
+//! kinds, chosen from the `Accept` header as kube-apiserver chooses.
+
+use bytes::Bytes;
+use kubecache_reflector::{Status, protobuf};
+
+use super::resources::Resource;
+
+/// `application/json`.
+pub const JSON: &str = "application/json";
+/// `application/vnd.kubernetes.protobuf`.
+pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+/// The protobuf watch stream.
+pub const PROTOBUF_WATCH: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+
+/// The encoding of a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    /// JSON (one object per line for watches).
+    Json,
+    /// `k8s\0` + runtime.Unknown (length-framed WatchEvents for watches).
+    Protobuf,
+}
+
+impl Wire {
+    /// The `Content-Type` of a response in this encoding.
+    pub fn content_type(self, watch: bool) -> &'static str {
+        match (self, watch) {
+            (Wire::Json, _) => JSON,
+            (Wire::Protobuf, false) => PROTOBUF,
+            (Wire::Protobuf, true) => PROTOBUF_WATCH,
+        }
+    }
+}
+
+/// Picks the encoding from `Accept`: the first media type listed that can
+/// be served (q-values are ignored, as clients list in preference order).
+/// Table requests (`as=Table`) are not served, so they fall through to the
+/// next type, as kubectl expects. Errors carry the encoding the 406 Status
+/// itself should use.
+pub fn negotiate(accept: Option<&str>, resource: &Resource) -> Result<Wire, (Status, Wire)> {
+    let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
+        return Ok(Wire::Json);
+    };
+    let mut wants_protobuf = false;
+    for entry in accept.split(',') {
+        let mut parts = entry.split(';').map(str::trim);
+        let media = parts.next().unwrap_or_default().to_ascii_lowercase();
+        if parts.any(|p| p.starts_with("as=")) {
+            continue;
+        }
+        match media.as_str() {
+            JSON | "application/*" | "*/*" => return Ok(Wire::Json),
+            PROTOBUF if resource.builtin => return Ok(Wire::Protobuf),
+            PROTOBUF => wants_protobuf = true,
+            _ => {}
+        }
+    }
+    let status = Status::failure(
+        406,
+        "NotAcceptable",
+        format!(
+            "the server was unable to respond with a content type that the client supports: {}",
+            if wants_protobuf {
+                "no protobuf encoding for custom resources"
+            } else {
+                accept
+            }
+        ),
+    );
+    Err((
+        status,
+        if wants_protobuf {
+            Wire::Protobuf
+        } else {
+            Wire::Json
+        },
+    ))
+}
+
+/// The protobuf message of a stored JSON object.
+pub fn object_to_proto(resource: &Resource, json: &[u8]) -> Result<Bytes, String> {
+    let ty = protobuf::message_type(resource.api_version(), resource.kind)
+        .ok_or_else(|| format!("no protobuf type for {}", resource.kind))?;
+    protobuf::json_to_proto(ty, json)
+        .map(Bytes::from)
+        .map_err(|e| format!("{} does not encode as protobuf: {e}", resource.kind))
+}
+
+/// A Status body in the given encoding.
+pub fn status_body(status: &Status, wire: Wire) -> Vec<u8> {
+    let json = status.to_json();
+    match wire {
+        Wire::Json => json,
+        Wire::Protobuf => {
+            let ty = protobuf::message_type("v1", "Status").expect("Status has a protobuf type");
+            let raw = protobuf::json_to_proto(ty, &json).expect("Status encodes as protobuf");
+            protobuf::encode_unknown("v1", "Status", &raw)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::resources::{RESOURCES, ids};
+
+    #[test]
+    fn protobuf_is_chosen_for_builtin_kinds_and_json_is_the_fallback_for_custom_resources() {
+        let pods = &RESOURCES[ids::PODS];
+        let widgets = &RESOURCES[ids::WIDGETS];
+        let both = "application/vnd.kubernetes.protobuf, application/json";
+        assert_eq!(negotiate(Some(both), pods), Ok(Wire::Protobuf));
+        assert_eq!(negotiate(Some(both), widgets), Ok(Wire::Json));
+        let (status, wire) = negotiate(Some(PROTOBUF), widgets).unwrap_err();
+        assert_eq!((status.code, wire), (406, Wire::Protobuf));
+        assert_eq!(negotiate(None, widgets), Ok(Wire::Json));
+    }
+
+    #[test]
+    fn table_requests_fall_through_to_plain_json() {
+        let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+        assert_eq!(
+            negotiate(Some(kubectl), &RESOURCES[ids::PODS]),
+            Ok(Wire::Json)
+        );
+    }
+}

@@ -1,0 +1,100 @@
+//! Discovery documents (`/version`, `/api`, `/apis`, group and version
+//! documents), in the legacy (unaggregated) format that kubectl, client-go
+//! and kube-rs all fall back to.
+
+use axum::Json;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::sim::resources::{RESOURCES, Resource};
+
+/// `GET /version`.
+pub async fn version() -> Json<Value> {
+    Json(json!({
+        "major": "1",
+        "minor": "34",
+        "gitVersion": "v1.34.0-kubecache-sim",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.24.0",
+        "compiler": "gc",
+        "platform": "linux/amd64"
+    }))
+}
+
+/// `GET /api`.
+pub async fn api_versions() -> Json<Value> {
+    Json(json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:6443"}]
+    }))
+}
+
+/// `GET /apis`.
+pub async fn api_groups() -> Json<Value> {
+    let groups: Vec<Value> = groups().iter().map(|(g, v)| group_document(g, v)).collect();
+    Json(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
+}
+
+/// `/api/v1`, `/apis/{group}` and `/apis/{group}/{version}`, if `path` is one.
+pub fn group_documents(path: &str) -> Option<Response> {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let doc = match segments.as_slice() {
+        ["api", "v1"] => resource_list("", "v1"),
+        ["apis", group] => {
+            let (g, v) = groups().into_iter().find(|(g, _)| g == group)?;
+            let mut doc = group_document(&g, &v);
+            doc["apiVersion"] = json!("v1");
+            doc
+        }
+        ["apis", group, version] if groups().iter().any(|(g, v)| g == group && v == version) => {
+            resource_list(group, version)
+        }
+        _ => return None,
+    };
+    Some(Json(doc).into_response())
+}
+
+/// The non-core groups and their one version.
+fn groups() -> Vec<(String, String)> {
+    let mut groups: Vec<(String, String)> = Vec::new();
+    for r in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
+        if !groups.iter().any(|(g, _)| g == r.group) {
+            groups.push((r.group.into(), r.version.into()));
+        }
+    }
+    groups
+}
+
+fn group_document(group: &str, version: &str) -> Value {
+    let gv = json!({"groupVersion": format!("{group}/{version}"), "version": version});
+    json!({"kind": "APIGroup", "name": group, "versions": [gv], "preferredVersion": gv})
+}
+
+fn resource_list(group: &str, version: &str) -> Value {
+    let resources: Vec<Value> = RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+        .map(resource_document)
+        .collect();
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources})
+}
+
+fn resource_document(r: &Resource) -> Value {
+    json!({
+        "name": r.plural,
+        "singularName": r.singular,
+        "namespaced": r.namespaced,
+        "kind": r.kind,
+        "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+        "shortNames": r.short_names,
+        "storageVersionHash": "sim",
+    })
+}

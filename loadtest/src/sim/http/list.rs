@@ -1,0 +1,320 @@
+//! GET of a collection (list, or watch when `watch=1`) and of one object.
+//!
+//! resourceVersion semantics of a list, as kube-apiserver 1.28+:
+//! - unset: a consistent read at the newest revision ("from etcd", paginated,
+//!   page latency applies);
+//! - `0`: "any", from the watch cache: the newest state, `limit` ignored;
+//! - `N` with `Exact`, or `N` with a limit and no match (the legacy rule):
+//!   the snapshot at `N`, 410 when compacted;
+//! - `N` with `NotOlderThan`, or `N` without a limit: the newest state once
+//!   it has reached `N` (504 after 3 s otherwise).
+//!
+//! Continue tokens carry their snapshot; a compacted one gets the 410 with
+//! an inconsistent token that continues at the newest revision.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::StatusCode;
+use axum::response::Response;
+use bytes::{BufMut, Bytes, BytesMut};
+use kubecache_reflector::{Status, protobuf};
+
+use super::{Context, Target, body_response, fault_for, status_response, watch};
+use crate::sim::encoding::Wire;
+use crate::sim::faults::{Fault, RequestKind};
+use crate::sim::object::StoredObject;
+use crate::sim::params::{CollectionParams, ContinueToken, VersionMatch};
+use crate::sim::resources::{RESOURCES, Resource};
+use crate::sim::store::{ListRead, ReadError, key_of};
+
+/// How long a read waits for a resourceVersion the store has not reached,
+/// as the watch cache does before answering "Too large resource version".
+const FRESHNESS_WAIT: Duration = Duration::from_secs(3);
+
+/// Size of the chunks a large body is streamed in.
+const CHUNK: usize = 256 * 1024;
+
+/// `GET` of a collection.
+pub async fn collection(ctx: &Arc<Context>, target: &Target, query: &str, wire: Wire) -> Response {
+    let resource = &RESOURCES[target.resource];
+    let params = match CollectionParams::parse(query, resource) {
+        Ok(params) => params,
+        Err(status) => return status_response(&status, wire),
+    };
+    if params.watch {
+        return watch::serve(ctx, target, params, wire).await;
+    }
+    let kind = if params.continue_token.is_some() {
+        RequestKind::Continue
+    } else {
+        RequestKind::List
+    };
+    let fault = match fault_for(ctx, kind, wire).await {
+        Ok(fault) => fault,
+        Err(response) => return response,
+    };
+    match list(ctx, target, &params, fault).await {
+        Ok((page, truncate)) => {
+            let body = encode_list(resource, wire, page);
+            body_response(StatusCode::OK, wire, false, chunked(body, truncate))
+        }
+        Err(status) => status_response(&status, wire),
+    }
+}
+
+/// One page ready to encode.
+pub struct Page {
+    /// The snapshot revision.
+    pub revision: u64,
+    /// The objects.
+    pub items: Vec<Arc<StoredObject>>,
+    /// The continue token, when more follows.
+    pub continue_token: Option<String>,
+    /// `remainingItemCount`, when known.
+    pub remaining: Option<usize>,
+}
+
+async fn list(
+    ctx: &Context,
+    target: &Target,
+    params: &CollectionParams,
+    fault: Option<Fault>,
+) -> Result<(Page, bool), Status> {
+    let store = &ctx.store;
+    let (revision, start, before, limit, from_etcd) =
+        match (&params.continue_token, params.resource_version) {
+            (Some(token), _) => {
+                let consistent = token.rv >= 0;
+                let revision = if consistent {
+                    token.rv as u64
+                } else {
+                    store.revision()
+                };
+                if fault == Some(Fault::ExpireContinue)
+                    || (consistent && revision < store.compacted())
+                {
+                    return Err(expired_continue(&token.start));
+                }
+                (
+                    revision,
+                    Some(token.start.clone()),
+                    token.n,
+                    params.limit,
+                    true,
+                )
+            }
+            (None, None) => (store.revision(), None, Some(0), params.limit, true),
+            (None, Some(0)) if params.version_match != VersionMatch::Exact => {
+                (store.revision(), None, Some(0), 0, false)
+            }
+            (None, Some(rv)) => {
+                let exact = params.version_match == VersionMatch::Exact
+                    || (params.version_match == VersionMatch::Unset && params.limit > 0);
+                if exact {
+                    if rv < store.compacted() {
+                        return Err(Status::expired(
+                            "The resourceVersion for the provided list is too old.",
+                        ));
+                    }
+                    (rv, None, Some(0), params.limit, true)
+                } else {
+                    (
+                        wait_for(ctx, rv).await?,
+                        None,
+                        Some(0),
+                        params.limit,
+                        params.limit > 0,
+                    )
+                }
+            }
+        };
+    if from_etcd && !ctx.serve.page_latency.is_zero() {
+        tokio::time::sleep(ctx.serve.page_latency).await;
+    }
+    let resource = &RESOURCES[target.resource];
+    let read = ListRead {
+        revision,
+        namespace: target.namespace.as_deref(),
+        start: start.as_deref(),
+        limit,
+        before,
+    };
+    let page = store
+        .list(target.resource, read, |o| matches(resource, params, o))
+        .map_err(|e| match e {
+            ReadError::Compacted(_) => {
+                Status::expired("The resourceVersion for the provided list is too old.")
+            }
+            ReadError::Future(current) => too_large(revision, current),
+        })?;
+    let token_rv = if params.continue_token.as_ref().is_some_and(|t| t.rv < 0) {
+        -1
+    } else {
+        revision as i64
+    };
+    let continue_token = page.more_after.as_ref().map(|after| {
+        let n = (token_rv >= 0).then(|| before.unwrap_or(0) + page.visited);
+        ContinueToken::after(token_rv, after, n).encode()
+    });
+    let remaining = (continue_token.is_some() && !params.filters()).then_some(page.remaining);
+    let page = Page {
+        revision,
+        items: page.items,
+        continue_token,
+        remaining,
+    };
+    Ok((page, fault == Some(Fault::TruncateBody)))
+}
+
+/// Waits until the store reaches `rv`; the revision to serve at.
+pub async fn wait_for(ctx: &Context, rv: u64) -> Result<u64, Status> {
+    let mut revisions = ctx.store.subscribe();
+    let reached = tokio::time::timeout(FRESHNESS_WAIT, revisions.wait_for(|r| *r >= rv)).await;
+    match reached {
+        Ok(Ok(_)) => Ok(ctx.store.revision()),
+        _ => Err(too_large(rv, ctx.store.revision())),
+    }
+}
+
+fn too_large(rv: u64, current: u64) -> Status {
+    let mut status = Status::failure(
+        504,
+        "Timeout",
+        format!("Too large resource version: {rv}, current: {current}"),
+    );
+    status.details = Some(kubecache_reflector::StatusDetails {
+        causes: vec![kubecache_reflector::StatusCause {
+            reason: "ResourceVersionTooLarge".into(),
+            message: "Too large resource version".into(),
+            field: String::new(),
+        }],
+        retry_after_seconds: Some(1),
+        ..Default::default()
+    });
+    status
+}
+
+/// The 410 for a continue token whose snapshot is gone, with the token that
+/// continues inconsistently at the newest revision.
+fn expired_continue(start: &str) -> Status {
+    let mut status = Status::expired(
+        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+    );
+    let last_key = start.strip_suffix('\0').unwrap_or(start);
+    status.metadata.continue_token = Some(ContinueToken::after(-1, last_key, None).encode());
+    status
+}
+
+/// Whether an object passes the request's selectors.
+pub fn matches(resource: &Resource, params: &CollectionParams, object: &StoredObject) -> bool {
+    params.labels.matches(|k| object.label(k))
+        && params.fields.matches(|f| object.field(resource, f))
+}
+
+/// `GET` of one object.
+pub fn get(ctx: &Context, target: &Target, name: &str, wire: Wire) -> Response {
+    let resource = &RESOURCES[target.resource];
+    let namespace = target.namespace.as_deref().unwrap_or_default();
+    match ctx.store.get(target.resource, &key_of(namespace, name)) {
+        Some(object) => match object_body(resource, &object, wire) {
+            Ok(body) => body_response(StatusCode::OK, wire, false, Body::from(body)),
+            Err(status) => status_response(&status, wire),
+        },
+        None => status_response(
+            &Status::not_found(resource.group, resource.plural, name),
+            wire,
+        ),
+    }
+}
+
+/// One whole object in an encoding (for gets and write responses).
+pub fn object_body(
+    resource: &Resource,
+    object: &StoredObject,
+    wire: Wire,
+) -> Result<Bytes, Status> {
+    match wire {
+        Wire::Json => Ok(object.json.clone()),
+        Wire::Protobuf => {
+            let raw = object.proto(resource).map_err(Status::internal)?;
+            Ok(protobuf::encode_unknown(resource.api_version(), resource.kind, &raw).into())
+        }
+    }
+}
+
+/// Encodes a list page as a sequence of byte chunks.
+fn encode_list(resource: &Resource, wire: Wire, page: Page) -> Vec<Bytes> {
+    match wire {
+        Wire::Json => encode_json_list(resource, page),
+        Wire::Protobuf => vec![encode_proto_list(resource, page)],
+    }
+}
+
+fn encode_json_list(resource: &Resource, page: Page) -> Vec<Bytes> {
+    let mut head = format!(
+        r#"{{"kind":"{}","apiVersion":"{}","metadata":{{"resourceVersion":"{}""#,
+        resource.list_kind,
+        resource.api_version(),
+        page.revision
+    );
+    if let Some(token) = &page.continue_token {
+        head.push_str(&format!(r#","continue":"{token}""#));
+    }
+    if let Some(remaining) = page.remaining {
+        head.push_str(&format!(r#","remainingItemCount":{remaining}"#));
+    }
+    head.push_str(r#"},"items":["#);
+    let mut chunks = Vec::new();
+    let mut buf = BytesMut::with_capacity(CHUNK);
+    buf.put_slice(head.as_bytes());
+    for (i, object) in page.items.iter().enumerate() {
+        if i > 0 {
+            buf.put_u8(b',');
+        }
+        let (open, rest) = object.list_item();
+        buf.put_slice(open);
+        buf.put_slice(&rest);
+        if buf.len() >= CHUNK {
+            chunks.push(buf.split().freeze());
+        }
+    }
+    buf.put_slice(b"]}\n");
+    chunks.push(buf.freeze());
+    chunks
+}
+
+fn encode_proto_list(resource: &Resource, page: Page) -> Bytes {
+    let mut items = Vec::with_capacity(page.items.len());
+    for object in &page.items {
+        match object.proto(resource) {
+            Ok(raw) => items.push(raw),
+            Err(e) => tracing::error!(key = %object.key, "{e}"),
+        }
+    }
+    let revision = page.revision.to_string();
+    let meta = protobuf::ListMeta {
+        resource_version: &revision,
+        continue_token: page.continue_token.as_deref(),
+        remaining_item_count: page.remaining.map(|n| n as i64),
+    };
+    let mut raw =
+        Vec::with_capacity(items.iter().map(Bytes::len).sum::<usize>() + items.len() * 4 + 64);
+    protobuf::encode_list(&meta, &items, &mut raw);
+    protobuf::encode_unknown(resource.api_version(), resource.list_kind, &raw).into()
+}
+
+/// A body from chunks; a truncated one stops halfway and then fails, so the
+/// connection is dropped before the end of the chunked encoding.
+pub fn chunked(chunks: Vec<Bytes>, truncate: bool) -> Body {
+    let mut parts: Vec<std::io::Result<Bytes>> = chunks.into_iter().map(Ok).collect();
+    if truncate {
+        let whole = Bytes::from(parts.drain(..).flatten().collect::<Vec<_>>().concat());
+        parts = vec![
+            Ok(whole.slice(..whole.len() / 2)),
+            Err(std::io::Error::other("injected fault: truncated body")),
+        ];
+    }
+    Body::from_stream(futures::stream::iter(parts))
+}

@@ -1,0 +1,390 @@
+//! Watches: events after a revision, in revision order, one JSON object per
+//! line (or length-framed protobuf WatchEvents), with bookmarks.
+//!
+//! Where a watch starts:
+//! - `resourceVersion=N`: the events after `N`; `N` older than the
+//!   compaction point gets 200 and then one ERROR event with a 410 Status;
+//! - unset or `0`: synthetic ADDED events for the current state, then the
+//!   events after it (the legacy "get state and watch");
+//! - `sendInitialEvents=true` (streaming list): the same ADDED events, then a
+//!   BOOKMARK annotated `k8s.io/initial-events-end` (only with
+//!   `allowWatchBookmarks`), then the events after the snapshot.
+//!
+//! A watch whose selector an object leaves sees it DELETED; one it enters,
+//! ADDED (as the watch cache filters). Bookmarks come every
+//! `bookmark_interval` and once shortly before `timeoutSeconds` ends the
+//! stream.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::StatusCode;
+use axum::response::Response;
+use bytes::{BufMut, Bytes, BytesMut};
+use kubecache_reflector::{Status, protobuf};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until};
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::list::{matches, wait_for};
+use super::{Context, Target, body_response, fault_for, status_response};
+use crate::sim::encoding::Wire;
+use crate::sim::faults::{Fault, RequestKind};
+use crate::sim::object::StoredObject;
+use crate::sim::params::CollectionParams;
+use crate::sim::resources::{RESOURCES, Resource};
+use crate::sim::store::{Event, EventType, ListRead, ReadError};
+
+/// Without `timeoutSeconds`, kube-apiserver ends a watch after a random
+/// 30–60 minutes (`--min-request-timeout` 1800 s); the simulator uses 30.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// The final bookmark comes this long before the timeout (kube-apiserver
+/// sends it about 2 s early so clients can resume without a gap).
+const FINAL_BOOKMARK_LEAD: Duration = Duration::from_secs(2);
+
+/// Events read from the store per lock.
+const BATCH: usize = 512;
+
+/// Bytes buffered before they are sent.
+const FLUSH_AT: usize = 64 * 1024;
+
+enum Start {
+    /// Replay the events after this revision.
+    After(u64),
+    /// ADDED for the state at this revision, then its events; with the
+    /// initial-events-end bookmark when asked.
+    InitialEvents { at: u64, end_bookmark: bool },
+}
+
+/// Starts a watch; the response streams until the timeout, a fault or the
+/// client going away.
+pub async fn serve(
+    ctx: &Arc<Context>,
+    target: &Target,
+    params: CollectionParams,
+    wire: Wire,
+) -> Response {
+    if params.send_initial_events == Some(true) && !ctx.serve.watch_list {
+        return status_response(
+            &Status::invalid(
+                "meta.k8s.io",
+                "ListOptions",
+                "FieldValueForbidden",
+                "sendInitialEvents",
+                "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+            ),
+            wire,
+        );
+    }
+    let fault = match fault_for(ctx, RequestKind::Watch, wire).await {
+        Ok(fault) => fault,
+        Err(response) => return response,
+    };
+    let current = ctx.store.revision();
+    let start = match (params.send_initial_events, params.resource_version) {
+        (Some(true), None | Some(0)) => Start::InitialEvents {
+            at: current,
+            end_bookmark: true,
+        },
+        (Some(true), Some(rv)) => match wait_for(ctx, rv).await {
+            Ok(at) => Start::InitialEvents {
+                at,
+                end_bookmark: true,
+            },
+            Err(status) => return status_response(&status, wire),
+        },
+        (Some(false), None | Some(0)) => Start::After(current),
+        (None, None | Some(0)) => Start::InitialEvents {
+            at: current,
+            end_bookmark: false,
+        },
+        (_, Some(rv)) => Start::After(rv),
+    };
+    let (tx, rx) = mpsc::channel(16);
+    let watch = Watch {
+        ctx: ctx.clone(),
+        target: target.clone(),
+        params,
+        out: Output {
+            tx,
+            wire,
+            resource: &RESOURCES[target.resource],
+            buf: BytesMut::new(),
+            sent: 0,
+            fault,
+        },
+    };
+    tokio::spawn(watch.run(start));
+    body_response(
+        StatusCode::OK,
+        wire,
+        true,
+        Body::from_stream(ReceiverStream::new(rx)),
+    )
+}
+
+/// The client went away, or a fault cut the stream.
+struct Closed;
+
+struct Watch {
+    ctx: Arc<Context>,
+    target: Target,
+    params: CollectionParams,
+    out: Output,
+}
+
+impl Watch {
+    async fn run(mut self, start: Start) {
+        let _ = self.stream(start).await;
+    }
+
+    async fn stream(&mut self, start: Start) -> Result<(), Closed> {
+        let store = self.ctx.store.clone();
+        let mut revisions = store.subscribe();
+        let timeout = self.params.timeout.unwrap_or(DEFAULT_TIMEOUT);
+        let deadline = Instant::now() + timeout;
+        let final_bookmark = deadline - FINAL_BOOKMARK_LEAD.min(timeout / 2);
+        let bookmarks = self.params.allow_bookmarks;
+        let interval = self.ctx.serve.bookmark_interval;
+        let mut position = match start {
+            Start::After(rv) => rv,
+            Start::InitialEvents { at, end_bookmark } => {
+                let read = ListRead {
+                    revision: at,
+                    namespace: self.target.namespace.as_deref(),
+                    start: None,
+                    limit: 0,
+                    before: Some(0),
+                };
+                match store.list(self.target.resource, read, |o| self.visible(o)) {
+                    Ok(page) => {
+                        for object in &page.items {
+                            self.out.event("ADDED", object).await?;
+                        }
+                    }
+                    Err(e) => return self.out.error(too_old(at, e)).await,
+                }
+                if end_bookmark && bookmarks {
+                    self.out.bookmark(at, true).await?;
+                }
+                at
+            }
+        };
+        if self.out.fault == Some(Fault::WatchGone) {
+            return self
+                .out
+                .error(too_old(position, ReadError::Compacted(store.revision())))
+                .await;
+        }
+        let mut next_bookmark = Instant::now() + interval;
+        let mut final_sent = false;
+        loop {
+            loop {
+                let (events, upto) = match store.events_after(self.target.resource, position, BATCH)
+                {
+                    Ok(batch) => batch,
+                    Err(e) => return self.out.error(too_old(position, e)).await,
+                };
+                for event in &events {
+                    if let Some((kind, object)) = self.filter(event) {
+                        self.out.event(kind, object).await?;
+                    }
+                }
+                position = upto;
+                if events.len() < BATCH {
+                    break;
+                }
+            }
+            self.out.flush().await?;
+            tokio::select! {
+                changed = revisions.changed() => if changed.is_err() { return Ok(()) },
+                _ = sleep_until(next_bookmark) => {
+                    if bookmarks {
+                        self.out.bookmark(position, false).await?;
+                    }
+                    next_bookmark += interval;
+                }
+                _ = sleep_until(final_bookmark), if !final_sent => {
+                    if bookmarks {
+                        self.out.bookmark(position, false).await?;
+                    }
+                    final_sent = true;
+                }
+                _ = sleep_until(deadline) => return self.out.flush().await,
+                _ = self.out.tx.closed() => return Err(Closed),
+            }
+        }
+    }
+
+    fn visible(&self, object: &StoredObject) -> bool {
+        matches(self.out.resource, &self.params, object)
+    }
+
+    /// The event as this watch sees it through its selectors.
+    fn filter<'e>(&self, event: &'e Event) -> Option<(&'static str, &'e Arc<StoredObject>)> {
+        let now = self.visible(&event.object);
+        let before = event.previous.as_ref().is_some_and(|p| self.visible(p));
+        let kind = match (event.kind, before, now) {
+            (EventType::Added, _, true) => EventType::Added,
+            (EventType::Modified, true, true) => EventType::Modified,
+            (EventType::Modified, false, true) => EventType::Added,
+            (EventType::Modified, true, false) => EventType::Deleted,
+            (EventType::Deleted, _, true) => EventType::Deleted,
+            _ => return None,
+        };
+        Some((kind.as_str(), &event.object))
+    }
+}
+
+fn too_old(rv: u64, error: ReadError) -> Status {
+    match error {
+        ReadError::Compacted(compacted) => {
+            Status::expired(format!("too old resource version: {rv} ({compacted})"))
+        }
+        ReadError::Future(current) => Status::failure(
+            504,
+            "Timeout",
+            format!("Too large resource version: {rv}, current: {current}"),
+        ),
+    }
+}
+
+/// The encoder and sender of one watch stream.
+struct Output {
+    tx: mpsc::Sender<std::io::Result<Bytes>>,
+    wire: Wire,
+    resource: &'static Resource,
+    buf: BytesMut,
+    /// Events sent so far, for `DropWatch`.
+    sent: u64,
+    fault: Option<Fault>,
+}
+
+impl Output {
+    async fn event(&mut self, kind: &str, object: &StoredObject) -> Result<(), Closed> {
+        match self.fault {
+            Some(Fault::DropWatch { after_events }) if self.sent >= after_events => {
+                return self.cut().await;
+            }
+            Some(Fault::TruncateBody) => {
+                let line = self.encode(kind, object);
+                self.buf.put_slice(&line[..line.len() / 2]);
+                return self.cut().await;
+            }
+            _ => {}
+        }
+        let encoded = self.encode(kind, object);
+        self.buf.put_slice(&encoded);
+        self.sent += 1;
+        if self.buf.len() >= FLUSH_AT {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    fn encode(&self, kind: &str, object: &StoredObject) -> Vec<u8> {
+        match self.wire {
+            Wire::Json => {
+                let mut line = Vec::with_capacity(object.json.len() + 32);
+                line.extend_from_slice(br#"{"type":""#);
+                line.extend_from_slice(kind.as_bytes());
+                line.extend_from_slice(br#"","object":"#);
+                line.extend_from_slice(&object.json);
+                line.extend_from_slice(b"}\n");
+                line
+            }
+            Wire::Protobuf => {
+                let raw = object.proto(self.resource).unwrap_or_default();
+                let envelope =
+                    protobuf::encode_unknown(self.resource.api_version(), self.resource.kind, &raw);
+                protobuf::encode_watch_event(kind, &envelope)
+            }
+        }
+    }
+
+    async fn bookmark(&mut self, revision: u64, initial_events_end: bool) -> Result<(), Closed> {
+        let r = self.resource;
+        let annotations = if initial_events_end {
+            r#","annotations":{"k8s.io/initial-events-end":"true"}"#
+        } else {
+            ""
+        };
+        let (created, shape) = if r.builtin {
+            (r#","creationTimestamp":null"#, bookmark_shape(r))
+        } else {
+            ("", "")
+        };
+        let json = format!(
+            r#"{{"kind":"{}","apiVersion":"{}","metadata":{{"resourceVersion":"{revision}"{created}{annotations}}}{shape}}}"#,
+            r.kind,
+            r.api_version()
+        );
+        let encoded = match self.wire {
+            Wire::Json => format!("{{\"type\":\"BOOKMARK\",\"object\":{json}}}\n").into_bytes(),
+            Wire::Protobuf => {
+                let ty = protobuf::message_type(r.api_version(), r.kind)
+                    .expect("built-in kinds have protobuf types");
+                let raw = protobuf::json_to_proto(ty, json.as_bytes()).expect("bookmarks encode");
+                protobuf::encode_watch_event(
+                    "BOOKMARK",
+                    &protobuf::encode_unknown(r.api_version(), r.kind, &raw),
+                )
+            }
+        };
+        self.buf.put_slice(&encoded);
+        self.flush().await
+    }
+
+    async fn error(&mut self, status: Status) -> Result<(), Closed> {
+        let encoded = match self.wire {
+            Wire::Json => {
+                let mut line = br#"{"type":"ERROR","object":"#.to_vec();
+                line.extend_from_slice(&status.to_json());
+                line.extend_from_slice(b"}\n");
+                line
+            }
+            Wire::Protobuf => protobuf::encode_watch_event(
+                "ERROR",
+                &crate::sim::encoding::status_body(&status, Wire::Protobuf),
+            ),
+        };
+        self.buf.put_slice(&encoded);
+        self.flush().await
+    }
+
+    async fn flush(&mut self) -> Result<(), Closed> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = self.buf.split().freeze();
+        self.tx.send(Ok(chunk)).await.map_err(|_| Closed)
+    }
+
+    /// Sends what is buffered, then breaks the stream. The break waits until
+    /// the server has taken every chunk and had a moment to write it, or
+    /// hyper would drop the unwritten events along with the connection.
+    async fn cut(&mut self) -> Result<(), Closed> {
+        self.flush().await?;
+        while self.tx.capacity() < self.tx.max_capacity() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let _ = self
+            .tx
+            .send(Err(std::io::Error::other("injected fault: watch dropped")))
+            .await;
+        Err(Closed)
+    }
+}
+
+/// The empty shape of a built-in kind after its metadata, as a bookmark
+/// object carries it (`"spec":{"containers":null},"status":{}` for pods).
+fn bookmark_shape(resource: &Resource) -> &'static str {
+    match resource.kind {
+        "Pod" => r#","spec":{"containers":null},"status":{}"#,
+        "Namespace" => r#","spec":{},"status":{}"#,
+        _ => "",
+    }
+}

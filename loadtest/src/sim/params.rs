@@ -1,0 +1,321 @@
+//! Query parameters of list and watch requests, validated as kube-apiserver
+//! validates them (400 for values that do not parse, 422 for combinations it
+//! forbids).
+
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use kubecache_reflector::{FieldSelector, LabelSelector, Status};
+use serde::{Deserialize, Serialize};
+
+use super::resources::Resource;
+
+/// How a list or watch wants its `resourceVersion` matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VersionMatch {
+    /// `resourceVersionMatch` unset: legacy semantics.
+    Unset,
+    /// `NotOlderThan`.
+    NotOlderThan,
+    /// `Exact`.
+    Exact,
+}
+
+/// Parsed query parameters of a collection GET.
+#[derive(Debug)]
+pub struct CollectionParams {
+    /// `watch=1`.
+    pub watch: bool,
+    /// `labelSelector`.
+    pub labels: LabelSelector,
+    /// `fieldSelector`.
+    pub fields: FieldSelector,
+    /// `limit` (0 = none).
+    pub limit: usize,
+    /// `continue`, decoded.
+    pub continue_token: Option<ContinueToken>,
+    /// `resourceVersion`, `None` when unset or empty.
+    pub resource_version: Option<u64>,
+    /// `resourceVersionMatch`.
+    pub version_match: VersionMatch,
+    /// `allowWatchBookmarks`.
+    pub allow_bookmarks: bool,
+    /// `timeoutSeconds`.
+    pub timeout: Option<Duration>,
+    /// `sendInitialEvents`.
+    pub send_initial_events: Option<bool>,
+}
+
+impl CollectionParams {
+    /// Parses and validates the query string of a list or watch.
+    pub fn parse(query: &str, resource: &Resource) -> Result<Self, Status> {
+        let mut params = CollectionParams {
+            watch: false,
+            labels: LabelSelector::default(),
+            fields: FieldSelector::default(),
+            limit: 0,
+            continue_token: None,
+            resource_version: None,
+            version_match: VersionMatch::Unset,
+            allow_bookmarks: false,
+            timeout: None,
+            send_initial_events: None,
+        };
+        let mut raw_rv = None;
+        for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+            match key.as_ref() {
+                "watch" => params.watch = parse_bool(&key, &value)?,
+                "allowWatchBookmarks" => params.allow_bookmarks = parse_bool(&key, &value)?,
+                "sendInitialEvents" => params.send_initial_events = Some(parse_bool(&key, &value)?),
+                "labelSelector" => {
+                    params.labels = LabelSelector::parse(&value)
+                        .map_err(|e| Status::bad_request(e.to_string()))?
+                }
+                "fieldSelector" => {
+                    let fields = FieldSelector::parse(&value)
+                        .map_err(|e| Status::bad_request(e.to_string()))?;
+                    fields
+                        .check_supported(&resource.supported_fields())
+                        .map_err(|e| Status::bad_request(e.to_string()))?;
+                    params.fields = fields;
+                }
+                "limit" => {
+                    let limit: i64 = value.parse().map_err(|_| {
+                        Status::bad_request(format!("limit: invalid value {value:?}"))
+                    })?;
+                    params.limit = usize::try_from(limit.max(0)).unwrap_or(usize::MAX);
+                }
+                "continue" if !value.is_empty() => {
+                    params.continue_token = Some(ContinueToken::decode(&value)?)
+                }
+                "resourceVersion" if !value.is_empty() => raw_rv = Some(value.into_owned()),
+                "resourceVersionMatch" => {
+                    params.version_match = match value.as_ref() {
+                        "" => VersionMatch::Unset,
+                        "NotOlderThan" => VersionMatch::NotOlderThan,
+                        "Exact" => VersionMatch::Exact,
+                        other => {
+                            return Err(invalid(
+                                "FieldValueNotSupported",
+                                "resourceVersionMatch",
+                                format!(
+                                    "Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\""
+                                ),
+                            ));
+                        }
+                    }
+                }
+                "timeoutSeconds" => {
+                    let secs: u64 = value.parse().map_err(|_| {
+                        Status::bad_request(format!("timeoutSeconds: invalid value {value:?}"))
+                    })?;
+                    params.timeout = Some(Duration::from_secs(secs));
+                }
+                _ => {}
+            }
+        }
+        if let Some(rv) = &raw_rv {
+            params.resource_version =
+                Some(rv.parse().map_err(|_| {
+                    Status::bad_request(format!("invalid resource version: {rv:?}"))
+                })?);
+        }
+        params.validate(raw_rv.is_some())?;
+        Ok(params)
+    }
+
+    /// The checks of apimachinery's `ValidateListOptions`.
+    fn validate(&self, has_rv: bool) -> Result<(), Status> {
+        if let Some(send) = self.send_initial_events {
+            if !self.watch {
+                return Err(invalid(
+                    "FieldValueForbidden",
+                    "sendInitialEvents",
+                    "Forbidden: sendInitialEvents is forbidden for list",
+                ));
+            }
+            match self.version_match {
+                VersionMatch::Unset if send => {
+                    return Err(invalid(
+                        "FieldValueForbidden",
+                        "resourceVersionMatch",
+                        "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                    ));
+                }
+                VersionMatch::Exact => {
+                    return Err(invalid(
+                        "FieldValueNotSupported",
+                        "resourceVersionMatch",
+                        "Unsupported value: \"Exact\": supported values: \"NotOlderThan\"",
+                    ));
+                }
+                _ => {}
+            }
+            return Ok(());
+        }
+        if self.version_match != VersionMatch::Unset {
+            if self.watch {
+                return Err(invalid(
+                    "FieldValueForbidden",
+                    "resourceVersionMatch",
+                    "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                ));
+            }
+            if !has_rv {
+                return Err(invalid(
+                    "FieldValueForbidden",
+                    "resourceVersionMatch",
+                    "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
+            }
+            if self.continue_token.is_some() {
+                return Err(invalid(
+                    "FieldValueForbidden",
+                    "resourceVersionMatch",
+                    "Forbidden: resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+            if self.version_match == VersionMatch::Exact && self.resource_version == Some(0) {
+                return Err(invalid(
+                    "FieldValueForbidden",
+                    "resourceVersionMatch",
+                    "Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                ));
+            }
+        }
+        if self.continue_token.is_some() && has_rv && !self.watch {
+            return Err(Status::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether any selector filters objects.
+    pub fn filters(&self) -> bool {
+        !self.labels.is_empty() || !self.fields.is_empty()
+    }
+}
+
+fn invalid(reason: &str, field: &str, detail: impl Into<String>) -> Status {
+    Status::invalid("meta.k8s.io", "ListOptions", reason, field, detail)
+}
+
+/// Go's `strconv.ParseBool`, which the API server uses for query booleans.
+fn parse_bool(key: &str, value: &str) -> Result<bool, Status> {
+    match value {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+        "" | "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+        _ => Err(Status::bad_request(format!(
+            "{key}: invalid value {value:?}: strconv.ParseBool: parsing {value:?}: invalid syntax"
+        ))),
+    }
+}
+
+/// The continue token, as kube-apiserver encodes it: base64 of
+/// `{"v":"meta.k8s.io/v1","rv":23723,"start":"ns/name\u0000"}`. `rv` -1 marks
+/// an inconsistent continuation at the current revision. The simulator adds
+/// `n`, the count of objects before `start`, for `remainingItemCount`; the
+/// token is opaque to clients.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContinueToken {
+    /// Always `meta.k8s.io/v1`.
+    pub v: String,
+    /// The snapshot revision, or -1.
+    pub rv: i64,
+    /// The first key of the next page, relative to the list's prefix.
+    pub start: String,
+    /// Objects returned before `start` (absent in inconsistent tokens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n: Option<usize>,
+}
+
+impl ContinueToken {
+    /// A token that continues after `last_key` at `rv`.
+    pub fn after(rv: i64, last_key: &str, before: Option<usize>) -> Self {
+        ContinueToken {
+            v: "meta.k8s.io/v1".into(),
+            rv,
+            start: format!("{last_key}\0"),
+            n: before,
+        }
+    }
+
+    /// The token as sent to clients.
+    pub fn encode(&self) -> String {
+        BASE64.encode(serde_json::to_vec(self).expect("tokens serialize"))
+    }
+
+    fn decode(token: &str) -> Result<Self, Status> {
+        let bytes = BASE64
+            .decode(token)
+            .map_err(|e| Status::bad_request(format!("continue key is not valid: {e}")))?;
+        let parsed: ContinueToken = serde_json::from_slice(&bytes)
+            .map_err(|e| Status::bad_request(format!("continue key is not valid: {e}")))?;
+        if parsed.v != "meta.k8s.io/v1" {
+            return Err(Status::bad_request(
+                "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+            ));
+        }
+        Ok(parsed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::resources::{RESOURCES, ids};
+
+    fn parse(query: &str) -> Result<CollectionParams, Status> {
+        CollectionParams::parse(query, &RESOURCES[ids::PODS])
+    }
+
+    #[test]
+    fn continue_token_has_the_api_servers_shape() {
+        let token = ContinueToken::after(23723, "bulk-0/pod-00003", None);
+        let json = String::from_utf8(BASE64.decode(token.encode()).unwrap()).unwrap();
+        assert_eq!(
+            json,
+            r#"{"v":"meta.k8s.io/v1","rv":23723,"start":"bulk-0/pod-00003\u0000"}"#
+        );
+        assert_eq!(ContinueToken::decode(&token.encode()).unwrap(), token);
+    }
+
+    #[test]
+    fn send_initial_events_on_a_list_is_forbidden() {
+        let status = parse("sendInitialEvents=true").unwrap_err();
+        assert_eq!(status.code, 422);
+        assert!(
+            status
+                .message
+                .ends_with("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list")
+        );
+    }
+
+    #[test]
+    fn streaming_list_requires_not_older_than() {
+        let status = parse("watch=1&sendInitialEvents=true&allowWatchBookmarks=true").unwrap_err();
+        assert_eq!(status.code, 422);
+        assert!(status.message.ends_with(
+            "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+        ));
+        let status =
+            parse("watch=1&sendInitialEvents=true&resourceVersionMatch=Exact&resourceVersion=5")
+                .unwrap_err();
+        assert!(status.message.ends_with(
+            "resourceVersionMatch: Unsupported value: \"Exact\": supported values: \"NotOlderThan\""
+        ));
+        assert!(parse("watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan").is_ok());
+    }
+
+    #[test]
+    fn malformed_values_are_bad_requests() {
+        assert_eq!(parse("limit=ten").unwrap_err().code, 400);
+        assert_eq!(parse("watch=maybe").unwrap_err().code, 400);
+        assert_eq!(parse("continue=%%%").unwrap_err().code, 400);
+        assert_eq!(parse("resourceVersion=abc").unwrap_err().code, 400);
+        assert_eq!(parse("fieldSelector=spec.foo%3Dbar").unwrap_err().code, 400);
+        assert_eq!(parse("resourceVersionMatch=Exact").unwrap_err().code, 422);
+    }
+}

@@ -1,0 +1,157 @@
+//! The resources the simulated API server serves, with what discovery,
+//! field selectors and the encodings need to know about each.
+
+/// Index of a resource in [`RESOURCES`].
+pub type ResourceId = usize;
+
+/// One served resource (a group/version/plural) and its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resource {
+    /// API group, empty for core.
+    pub group: &'static str,
+    /// API version within the group.
+    pub version: &'static str,
+    /// Plural resource name used in URLs.
+    pub plural: &'static str,
+    /// Singular name, as discovery reports it.
+    pub singular: &'static str,
+    /// Kind of one object.
+    pub kind: &'static str,
+    /// Kind of the list.
+    pub list_kind: &'static str,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+    /// Built-in kinds have a protobuf encoding; custom resources do not.
+    pub builtin: bool,
+    /// Whether `metadata.generation` is kept (bumped on spec changes only).
+    pub has_generation: bool,
+    /// Short names for kubectl.
+    pub short_names: &'static [&'static str],
+    /// Field selector labels beyond `metadata.name` and `metadata.namespace`.
+    pub extra_fields: &'static [&'static str],
+}
+
+impl Resource {
+    /// `v1` or `group/version`.
+    pub fn api_version(&self) -> &'static str {
+        match self.group {
+            "" => self.version,
+            _ => API_VERSIONS
+                .iter()
+                .find(|(g, v, _)| *g == self.group && *v == self.version)
+                .map(|(_, _, av)| *av)
+                .expect("every group/version has its apiVersion listed"),
+        }
+    }
+
+    /// Field selector labels this resource supports.
+    pub fn supported_fields(&self) -> Vec<&'static str> {
+        let mut fields = vec!["metadata.name", "metadata.namespace"];
+        fields.extend_from_slice(self.extra_fields);
+        fields
+    }
+
+    /// The JSON path of a field selector label, e.g. `spec.nodeName` -> `["spec", "nodeName"]`.
+    pub fn field_path(label: &str) -> impl Iterator<Item = &str> {
+        label.split('.')
+    }
+}
+
+/// `apiVersion` strings of the groups served (avoids allocating them at run time).
+const API_VERSIONS: &[(&str, &str, &str)] = &[("example.com", "v1", "example.com/v1")];
+
+/// Every resource the simulator serves, in discovery order.
+pub const RESOURCES: &[Resource] = &[
+    Resource {
+        group: "",
+        version: "v1",
+        plural: "namespaces",
+        singular: "namespace",
+        kind: "Namespace",
+        list_kind: "NamespaceList",
+        namespaced: false,
+        builtin: true,
+        has_generation: false,
+        short_names: &["ns"],
+        extra_fields: &["status.phase"],
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        plural: "pods",
+        singular: "pod",
+        kind: "Pod",
+        list_kind: "PodList",
+        namespaced: true,
+        builtin: true,
+        has_generation: true,
+        short_names: &["po"],
+        extra_fields: &["spec.nodeName", "status.phase"],
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        plural: "configmaps",
+        singular: "configmap",
+        kind: "ConfigMap",
+        list_kind: "ConfigMapList",
+        namespaced: true,
+        builtin: true,
+        has_generation: false,
+        short_names: &["cm"],
+        extra_fields: &[],
+    },
+    Resource {
+        group: "example.com",
+        version: "v1",
+        plural: "widgets",
+        singular: "widget",
+        kind: "Widget",
+        list_kind: "WidgetList",
+        namespaced: true,
+        builtin: false,
+        has_generation: true,
+        short_names: &["wd"],
+        extra_fields: &[],
+    },
+];
+
+/// Ids of the resources, by name, for callers of the in-process API.
+pub mod ids {
+    use super::ResourceId;
+    /// `namespaces`
+    pub const NAMESPACES: ResourceId = 0;
+    /// `pods`
+    pub const PODS: ResourceId = 1;
+    /// `configmaps`
+    pub const CONFIGMAPS: ResourceId = 2;
+    /// `widgets.example.com`
+    pub const WIDGETS: ResourceId = 3;
+}
+
+/// The resource served at `group`/`version`/`plural`, if any.
+pub fn find(group: &str, version: &str, plural: &str) -> Option<ResourceId> {
+    RESOURCES
+        .iter()
+        .position(|r| r.group == group && r.version == version && r.plural == plural)
+}
+
+/// The resource with this plural name (core first), e.g. `pods` or `widgets`.
+pub fn by_plural(plural: &str) -> Option<ResourceId> {
+    RESOURCES.iter().position(|r| r.plural == plural)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_point_at_their_resources() {
+        assert_eq!(RESOURCES[ids::PODS].plural, "pods");
+        assert_eq!(RESOURCES[ids::NAMESPACES].plural, "namespaces");
+        assert_eq!(RESOURCES[ids::CONFIGMAPS].plural, "configmaps");
+        assert_eq!(RESOURCES[ids::WIDGETS].plural, "widgets");
+        assert_eq!(RESOURCES[ids::WIDGETS].api_version(), "example.com/v1");
+        assert_eq!(find("example.com", "v1", "widgets"), Some(ids::WIDGETS));
+    }
+}

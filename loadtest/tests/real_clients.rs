@@ -1,0 +1,152 @@
+//! Real client libraries and tools work against the simulated API server:
+//! kube-runtime's watcher + reflector (both initial-list strategies) and,
+//! when it is installed, kubectl.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Api, Client, Config, ResourceExt};
+use kubecache_loadtest::sim::{Sim, SimConfig, ids};
+
+fn client(url: &str) -> Client {
+    Client::try_from(Config::new(url.parse().expect("sim URL"))).expect("kube client")
+}
+
+/// Syncs kube-runtime's reflector with the sim under churn, stops the churn
+/// and checks that the reflector's store ends up equal to the sim's state.
+async fn kube_runtime_reflector_converges(config: watcher::Config) {
+    let (url, sim) = Sim::start(SimConfig {
+        pods: 20_000,
+        churn_per_sec: 300.0,
+        ..SimConfig::default()
+    })
+    .await
+    .expect("sim starts");
+    let (reader, writer) = reflector::store::<Pod>();
+    let stream = reflector(writer, watcher(Api::<Pod>::all(client(&url)), config))
+        .default_backoff()
+        .applied_objects();
+    let task = tokio::spawn(stream.for_each(|_| async {}));
+    tokio::time::timeout(Duration::from_secs(120), reader.wait_until_ready())
+        .await
+        .expect("kube-runtime syncs within 2 minutes")
+        .expect("store ready");
+    sim.set_churn(0.0);
+    settle(&sim).await;
+    let want: BTreeMap<String, String> = sim
+        .state(ids::PODS)
+        .iter()
+        .map(|o| (o.key.clone(), o.revision.to_string()))
+        .collect();
+    let mut got = BTreeMap::new();
+    for _ in 0..300 {
+        got = reader
+            .state()
+            .iter()
+            .map(|p| {
+                (
+                    format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()),
+                    p.resource_version().unwrap_or_default(),
+                )
+            })
+            .collect();
+        if got == want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    task.abort();
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "kube-runtime's store equals the sim's state");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_runtime_list_watch_syncs_twenty_thousand_pods_under_churn() {
+    kube_runtime_reflector_converges(watcher::Config::default().page_size(500)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_runtime_streaming_list_syncs_twenty_thousand_pods_under_churn() {
+    kube_runtime_reflector_converges(watcher::Config::default().streaming_lists()).await;
+}
+
+/// Waits until the sim has stopped writing (a churn tick in flight finishes).
+async fn settle(sim: &Sim) {
+    loop {
+        let revision = sim.store().revision();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if sim.store().revision() == revision {
+            return;
+        }
+    }
+}
+
+fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> Option<String> {
+    let output = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .ok()?;
+    assert!(
+        output.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(String::from_utf8(output.stdout).expect("utf-8"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_gets_pods_and_widgets() {
+    if std::process::Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: kubectl is not installed on this machine");
+        return;
+    }
+    let (_url, sim) = Sim::start(SimConfig {
+        pods: 120,
+        widgets: 7,
+        ..SimConfig::default()
+    })
+    .await
+    .expect("sim starts");
+    let dir = std::env::temp_dir().join(format!("kubecache-kubectl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, sim.kubeconfig()).unwrap();
+    let path = kubeconfig.clone();
+    let (pods, widgets) = tokio::task::spawn_blocking(move || {
+        (
+            kubectl(&path, &["get", "pods", "-A", "--no-headers"]).unwrap(),
+            kubectl(&path, &["get", "widgets", "-A", "-o", "name"]).unwrap(),
+        )
+    })
+    .await
+    .unwrap();
+    let names: Vec<&str> = pods
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    let want: Vec<String> = sim
+        .state(ids::PODS)
+        .iter()
+        .map(|o| o.name.clone())
+        .collect();
+    assert_eq!(names.len(), want.len());
+    assert!(want.iter().all(|n| names.contains(&n.as_str())));
+    assert_eq!(
+        widgets
+            .lines()
+            .filter(|l| l.starts_with("widget.example.com/"))
+            .count(),
+        7
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
