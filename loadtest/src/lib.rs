@@ -1,3 +1,4 @@
 //! The simulated Kubernetes API server and the kubecache load generator.
 
+pub mod raw;
 pub mod sim;

@@ -22,6 +22,28 @@ struct Cli {
 enum Command {
     /// Serve the simulated API server until interrupted.
     Sim(SimArgs),
+    /// Read a whole collection page by page, discarding the bytes: the
+    /// floor any reflector's time to sync is measured against.
+    RawList(RawListArgs),
+}
+
+#[derive(clap::Args)]
+struct RawListArgs {
+    /// Base URL of the API server (or kubecache).
+    #[arg(long)]
+    server: String,
+    /// Collection path.
+    #[arg(long, default_value = "/api/v1/pods")]
+    path: String,
+    /// Objects per page (0: one unpaginated list).
+    #[arg(long, default_value_t = 500)]
+    limit: usize,
+    /// Bearer token.
+    #[arg(long)]
+    token: Option<String>,
+    /// `Accept` header.
+    #[arg(long, default_value = "application/json")]
+    accept: String,
 }
 
 #[derive(clap::Args)]
@@ -83,6 +105,7 @@ async fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Sim(args) => sim(args).await,
+        Command::RawList(args) => raw_list(args).await,
     }
 }
 
@@ -123,5 +146,18 @@ async fn sim(args: SimArgs) -> anyhow::Result<()> {
     println!("{url}");
     tokio::signal::ctrl_c().await?;
     sim.shutdown().await;
+    Ok(())
+}
+
+async fn raw_list(args: RawListArgs) -> anyhow::Result<()> {
+    let report = kubecache_loadtest::raw::read_all(
+        &args.server,
+        &args.path,
+        args.limit,
+        &args.accept,
+        args.token.as_deref(),
+    )
+    .await?;
+    println!("{}", serde_json::to_string(&report)?);
     Ok(())
 }
