@@ -910,3 +910,29 @@ async fn the_watch_cache_forgets_events_long_before_etcd_compacts() {
     .await;
     assert_eq!(code, 200, "etcd still has revision {old}");
 }
+
+#[tokio::test]
+async fn cut_watches_end_every_open_watch_without_a_clean_end() {
+    let (url, sim) = sim(SimConfig {
+        pods: 3,
+        ..SimConfig::default()
+    })
+    .await;
+    let response = client()
+        .get(format!(
+            "{url}/api/v1/pods?watch=1&resourceVersion={}",
+            sim.store().revision()
+        ))
+        .send()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    sim.cut_watches();
+    let body = tokio::time::timeout(Duration::from_secs(5), response.bytes())
+        .await
+        .expect("the watch ends at once");
+    assert!(
+        body.is_err(),
+        "the stream breaks rather than ending cleanly"
+    );
+}

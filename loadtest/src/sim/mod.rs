@@ -104,7 +104,7 @@ impl Default for SimConfig {
 pub struct Sim {
     url: String,
     store: Arc<Store>,
-    faults: Arc<faults::Faults>,
+    ctx: Arc<Context>,
     generator: Arc<Mutex<Generator>>,
     churn: watch::Sender<f64>,
     token: Option<String>,
@@ -126,10 +126,11 @@ impl Sim {
         );
         let generator = Arc::new(Mutex::new(generator));
         populate(&store, &mut generator.lock(), &config)?;
-        let faults = Arc::new(faults::Faults::default());
+        let (cuts, _) = watch::channel(0);
         let ctx = Arc::new(Context {
             store: store.clone(),
-            faults: faults.clone(),
+            faults: Arc::new(faults::Faults::default()),
+            cuts,
             serve: ServeConfig {
                 page_latency: config.page_latency,
                 bookmark_interval: config.bookmark_interval,
@@ -141,7 +142,7 @@ impl Sim {
             .await
             .with_context(|| format!("binding {}", config.listen))?;
         let url = format!("http://{}", listener.local_addr()?);
-        let app = http::router(ctx);
+        let app = http::router(ctx.clone());
         let server = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 tracing::error!("simulated API server stopped: {e}");
@@ -161,7 +162,7 @@ impl Sim {
         let sim = Sim {
             url: url.clone(),
             store,
-            faults,
+            ctx,
             generator,
             churn,
             token: config.token,
@@ -182,12 +183,18 @@ impl Sim {
 
     /// Arms a fault.
     pub fn inject(&self, spec: FaultSpec) {
-        self.faults.inject(spec);
+        self.ctx.faults.inject(spec);
+    }
+
+    /// Cuts every open watch now (without a clean end of stream), as a
+    /// dropped connection or an API-server restart would.
+    pub fn cut_watches(&self) {
+        self.ctx.cuts.send_modify(|n| *n += 1);
     }
 
     /// Disarms all faults.
     pub fn clear_faults(&self) {
-        self.faults.clear();
+        self.ctx.faults.clear();
     }
 
     /// Changes the churn rate (pod writes per second; 0 stops it).

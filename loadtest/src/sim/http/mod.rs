@@ -31,6 +31,8 @@ pub struct Context {
     pub faults: Arc<Faults>,
     /// Serving knobs.
     pub serve: ServeConfig,
+    /// Bumped to cut every open watch (a fault on demand).
+    pub cuts: tokio::sync::watch::Sender<u64>,
 }
 
 /// How the simulator serves (the parts of the config the handlers read).

@@ -143,6 +143,7 @@ impl Watch {
     async fn stream(&mut self, start: Start) -> Result<(), Closed> {
         let store = self.ctx.store.clone();
         let mut revisions = store.subscribe();
+        let mut cuts = self.ctx.cuts.subscribe();
         let timeout = self.params.timeout.unwrap_or(DEFAULT_TIMEOUT);
         let deadline = Instant::now() + timeout;
         let final_bookmark = deadline - FINAL_BOOKMARK_LEAD.min(timeout / 2);
@@ -213,6 +214,7 @@ impl Watch {
                     final_sent = true;
                 }
                 _ = sleep_until(deadline) => return self.out.flush().await,
+                _ = cuts.changed() => return self.out.cut().await,
                 _ = self.out.tx.closed() => return Err(Closed),
             }
         }
