@@ -31,6 +31,8 @@ mod list;
 mod object;
 mod path;
 mod scan;
+#[cfg(test)]
+mod tests;
 mod transform;
 mod watch;
 
