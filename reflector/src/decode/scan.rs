@@ -299,7 +299,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// Skips the string at the cursor (on its opening quote).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn string(&mut self) -> Result<Span, DecodeError> {
         let buf = self.buf;
         let start = self.pos;
