@@ -48,7 +48,11 @@ fn parse(body: &[u8]) -> Result<ListBody<'_>, DecodeError> {
                 let span = sc.skip_value(1)?;
                 if body[span.start] == b'"' && unescape(body, span)? == "Status" {
                     let status: Status = serde_json::from_slice(body).map_err(|e| {
-                        DecodeError::invalid("", 0, format!("a Status that does not decode: {e}"))
+                        DecodeError::invalid(
+                            "kind",
+                            span.start,
+                            format!("the body is a Status that does not decode: {e}"),
+                        )
                     })?;
                     return Err(DecodeError::Status {
                         expected: "a list",
