@@ -39,6 +39,25 @@ use crate::{CachedObject, ObjectKey};
 /// for index fields under a repeated parent, which keep the last value seen).
 /// The whole input is validated as it is read (see the module doc), so the
 /// output always parses.
+///
+/// ```
+/// use kubecache_reflector::{Transform, decode_object, parse_list};
+///
+/// let body = br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"10"},
+///   "items":[{"metadata":{"name":"web-1","namespace":"shop","resourceVersion":"9",
+///   "managedFields":[{"manager":"kubectl"}]},"spec":{"nodeName":"node-1"}}]}"#;
+/// let transform = Transform::default().index_field("spec.nodeName")?;
+/// let page = parse_list(body)?;
+/// let pod = decode_object(page.items[0], "Pod", "v1", &transform)?;
+/// assert_eq!(pod.key.as_str(), "shop/web-1");
+/// assert_eq!((pod.resource_version, pod.fields[0].as_deref()), (9, Some("node-1")));
+/// assert_eq!(
+///     &pod.json[..],
+///     br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web-1","namespace":"shop","resourceVersion":"9"},"spec":{"nodeName":"node-1"}}"#
+/// );
+/// assert_eq!(&pod.json[..pod.type_meta_len], br#"{"kind":"Pod","apiVersion":"v1","#);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn decode_object(
     raw: &[u8],
     kind: &str,
