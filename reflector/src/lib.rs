@@ -3,11 +3,16 @@
 //! Also home of the Kubernetes wire types that the server and the simulated
 //! API server share: [`Status`], selectors and the protobuf envelope.
 
+mod decode;
 mod object;
 pub mod protobuf;
 mod selector;
 mod status;
 
+pub use decode::{
+    Bookmark, DecodeError, FieldPath, FieldPathError, ListBody, Transform, WatchEventType,
+    WatchLine, decode_object, parse_list, parse_watch_line, peek_object_key,
+};
 pub use object::{CachedObject, ObjectKey};
 pub use selector::{
     FieldOperator, FieldRequirement, FieldSelector, LabelOperator, LabelRequirement, LabelSelector,
