@@ -7,6 +7,7 @@ mod object;
 pub mod protobuf;
 mod selector;
 mod status;
+mod store;
 
 pub use object::{CachedObject, ObjectKey};
 pub use selector::{
@@ -14,3 +15,8 @@ pub use selector::{
     SelectorError,
 };
 pub use status::{Status, StatusCause, StatusDetails, StatusMetadata};
+pub use store::{
+    Change, Event, EventKind, EventLogConfig, EventLogStatus, IndexLookup, IndexSpec, Readiness,
+    RecvError, Snapshot, StoreClosed, StoreConfig, StoreReader, StoreWriter, Subscription, TooOld,
+    TryRecvError, WaitTimeout, store,
+};
