@@ -12,12 +12,52 @@
 //! - Indexes ([`index`]): persistent hash maps (`imbl::HashMap`, a HAMT) from
 //!   an index value to a sorted key set: a slice of up to 32 keys, a B-tree
 //!   beyond. Index sets hold keys, not objects, so a change that keeps an
-//!   object's labels, owners and fields costs the indexes nothing.
+//!   object's labels, owners and fields costs the indexes nothing; a lookup
+//!   resolves each key in the object map (O(log n) per result).
 //! - Publication: the state sits behind one `Arc` under a lock. A reader's
 //!   snapshot clones that `Arc` under the read lock (O(1)); the writer
 //!   changes the state in place under the write lock (`Arc::make_mut`),
 //!   copying a tree node only while a snapshot still shares it. With no
-//!   snapshot alive (the initial sync) nothing is copied at all.
+//!   snapshot alive (the initial sync) nothing is copied at all. An atomic
+//!   swap of a fully published copy (arc-swap) was the alternative: readers
+//!   would never wait, but every change would copy its paths, because the
+//!   published copy always shares them with the writer's (2.3x slower
+//!   updates in a first measurement: 7.1 µs against 3.1 µs per change of a
+//!   100k-entry map). Readers here wait at most for one change to apply.
+//!
+//! ## Measurements
+//!
+//! 100k synthetic pods (`measure.rs`: 5 labels of which 2 shared by the 3
+//! pods of a ReplicaSet, 1 owner, 1 field index over 1,000 nodes, 200
+//! namespaces, 2.5 KB of JSON), release build, this project's shared 2-core
+//! machine, each measurement alone in its process:
+//!
+//! | what | result |
+//! |---|---|
+//! | store (object map + all indexes), RSS growth | 662 B/object |
+//! | event log, per event held (100k `ADDED`) | 82 B/event |
+//! | `CachedObject` fields beyond the JSON (not the store's) | 1,017 B/object |
+//! | initial sync, adds in key order (as a list delivers) | 113k objects/s (8.8 µs) |
+//! | adds in random key order | 66k objects/s (15 µs) |
+//! | status-only updates, no snapshot alive | 184k/s (5.4 µs) |
+//! | status-only updates, a fresh snapshot before each | 72k/s (14 µs) |
+//! | updates moving all 7 index entries, a snapshot held | 16k/s (61 µs) |
+//! | taking a snapshot | 13 ns |
+//! | full range scan | 11 ns/object |
+//! | index query returning 100 of 100k | 28 µs |
+//!
+//! Where the 662 bytes go (estimated from the structures): the object map
+//! entry and its slack (~35 B), the shared key (~64 B), one HAMT entry and a
+//! one-to-three-key slice per value shared by a ReplicaSet's pods (app,
+//! pod-template-hash, owner: ~80 B each per object), one B-tree set entry for
+//! each low-cardinality value (tier, version, team, node: ~25 B each), and
+//! allocator overhead. Key sets as B-trees throughout cost 1.3 KB per
+//! one-key set, hence the small-set slices (224 B per one-key value, key
+//! and HAMT entry included, in the first measurement).
+//!
+//! Time goes mostly into key comparisons: each compares heap strings
+//! through a pointer, so lookups in large trees are cache misses. Nothing is
+//! interned yet: no measurement has shown a gain worth the complexity.
 //!
 //! # Consistency
 //!
@@ -51,6 +91,8 @@ mod event_log;
 mod index;
 mod snapshot;
 
+#[cfg(test)]
+mod measure;
 #[cfg(test)]
 mod tests;
 
@@ -161,29 +203,11 @@ impl StoreWriter {
     /// Cost: O(log n + indexed values that changed), plus a copy of the
     /// touched tree paths when a snapshot is alive.
     pub fn apply(&mut self, change: Change) -> Option<Arc<Event>> {
-        if !self.is_newer(&change) {
-            return None;
-        }
-        let event = {
-            let mut state = self.shared.state.write();
-            Arc::make_mut(&mut state).apply(change)
-        }?;
+        let event = StoreState::apply(&mut self.shared.state.write(), change)?;
         let event = Arc::new(event);
         self.shared.log.append(event.clone());
         self.publish_resource_version(event.resource_version);
         Some(event)
-    }
-
-    /// Whether `change` would be applied (read-only, so that a skipped
-    /// change never copies a snapshot's nodes).
-    fn is_newer(&self, change: &Change) -> bool {
-        let object = change.object();
-        let state = self.shared.state.read();
-        match (change, state.objects.get(object.key.as_str())) {
-            (_, Some(held)) => object.resource_version > held.resource_version,
-            (Change::Upsert(_), None) => true,
-            (Change::Delete { .. }, None) => false,
-        }
     }
 
     /// A bookmark: the store has seen everything up to `rv`. Moves the

@@ -60,39 +60,48 @@ impl StoreState {
 
     /// Applies `change` unless it is not newer than what the state holds for
     /// its key (or deletes an absent key); returns the event it makes.
-    pub(crate) fn apply(&mut self, change: Change) -> Option<Event> {
+    ///
+    /// Takes the `Arc` so that a skipped change never un-shares the state
+    /// from the snapshots that hold it: the state is made unique
+    /// (`Arc::make_mut`) only once the change is known to apply.
+    pub(crate) fn apply(state: &mut Arc<StoreState>, change: Change) -> Option<Event> {
         let rv = change.object().resource_version;
-        let stored = self
+        let stored = state
             .objects
             .get_key_value(change.object().key.as_str())
             .map(|(key, object)| (key.clone(), object.clone()));
-        let event = match (change, stored) {
+        let (kind, object, previous) = match (change, stored) {
             // Not newer than what we hold: a replay or a stale page item.
             (_, Some((_, held))) if rv <= held.resource_version => return None,
             // Nothing to delete.
             (Change::Delete { .. }, None) => return None,
             (Change::Upsert(object), None) => {
+                let state = Arc::make_mut(state);
                 let key: SharedKey = Arc::from(object.key.as_str());
-                self.indexes.insert(&key, &object);
-                self.objects.insert(key, object.clone());
+                state.indexes.insert(&key, &object);
+                state.objects.insert(key, object.clone());
                 (EventKind::Added, object, None)
             }
             (Change::Upsert(object), Some((key, held))) => {
-                self.indexes.replace(&key, &held, &object);
-                self.objects.insert(key, object.clone());
+                let state = Arc::make_mut(state);
+                state.indexes.replace(&key, &held, &object);
+                if let Some(slot) = state.objects.get_mut(&*key) {
+                    *slot = object.clone();
+                }
                 (EventKind::Modified, object, Some(held))
             }
             (Change::Delete { object }, Some((key, held))) => {
-                self.indexes.remove(&key, &held);
-                self.objects.remove(&*key);
+                let state = Arc::make_mut(state);
+                state.indexes.remove(&key, &held);
+                state.objects.remove(&*key);
                 (EventKind::Deleted, object, Some(held))
             }
         };
-        self.resource_version = self.resource_version.max(rv);
-        let (kind, object, previous) = event;
+        let state = Arc::make_mut(state);
+        state.resource_version = state.resource_version.max(rv);
         Some(Event {
             kind,
-            resource_version: self.resource_version,
+            resource_version: state.resource_version,
             object,
             previous,
         })
