@@ -17,6 +17,6 @@ pub use selector::{
 pub use status::{Status, StatusCause, StatusDetails, StatusMetadata};
 pub use store::{
     Change, Event, EventKind, EventLogConfig, EventLogStatus, IndexLookup, IndexSpec, Readiness,
-    RecvError, Snapshot, StoreClosed, StoreConfig, StoreReader, StoreWriter, Subscription, TooOld,
-    TryRecvError, WaitTimeout, store,
+    RecvError, Snapshot, StoreClosed, StoreConfig, StoreConfigError, StoreReader, StoreWriter,
+    Subscription, TooOld, TryRecvError, WaitTimeout, store,
 };

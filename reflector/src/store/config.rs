@@ -13,6 +13,50 @@ pub struct StoreConfig {
     pub event_log: EventLogConfig,
 }
 
+impl StoreConfig {
+    /// Checks what the store cannot work with: a field index without a
+    /// name, two with the same name (lookups by name would be ambiguous),
+    /// an event log that keeps nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreConfigError`], naming the offending field.
+    pub fn validate(&self) -> Result<(), StoreConfigError> {
+        for (i, spec) in self.field_indexes.iter().enumerate() {
+            if spec.name.is_empty() {
+                return Err(StoreConfigError(format!(
+                    "field_indexes[{i}].name: must not be empty (path {:?})",
+                    spec.path
+                )));
+            }
+            if self.field_indexes[..i].iter().any(|s| s.name == spec.name) {
+                return Err(StoreConfigError(format!(
+                    "field_indexes[{i}].name: {:?} is used by an earlier index",
+                    spec.name
+                )));
+            }
+        }
+        if self.event_log.max_events == 0 {
+            return Err(StoreConfigError(
+                "event_log.max_events: must be at least 1, or no watch could follow the store"
+                    .into(),
+            ));
+        }
+        if self.event_log.max_age.is_zero() {
+            return Err(StoreConfigError(
+                "event_log.max_age: must be longer than zero, or no watch could follow the store"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A store configuration that cannot work; the message names the field.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid store configuration: {0}")]
+pub struct StoreConfigError(pub String);
+
 /// One custom field index: a name and the field path its values come from.
 ///
 /// The store never reads `path`: the values arrive precomputed in

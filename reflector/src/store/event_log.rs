@@ -19,6 +19,22 @@
 //! replay from a covered `rv` is exact; from an older one it is refused
 //! with [`TooOld`], which the server turns into 410 Gone.
 //!
+//! ## What a subscriber may assume
+//!
+//! - Every change the writer applied appears exactly once, in the order it
+//!   was applied; skipped changes (not newer than the held version) never
+//!   appear. Nothing is coalesced.
+//! - Positions never decrease. Events of an upstream watch stream have
+//!   strictly increasing positions equal to their objects' resourceVersions.
+//! - For one object, `ADDED`, `MODIFIED`…, `DELETED` follow its history as
+//!   the store saw it; each event's `previous` is the version the event
+//!   before it (for that key) carried, so a filtered watch can tell when an
+//!   object leaves its filter.
+//! - A `DELETED` event carries the object's last state with the deletion's
+//!   resourceVersion; `previous` is the version the store held.
+//! - A relist shows up as ordinary events (the diff between the store and
+//!   the new list); after it, replays from before the list are refused.
+//!
 //! ## Lagging
 //!
 //! The ring holds at most [`EventLogConfig::max_events`] events and none
@@ -134,7 +150,6 @@ pub struct EventLogStatus {
 
 /// The ring and the signal that wakes its subscribers. Shared by the writer
 /// (appends), readers (replays) and subscriptions (cursors).
-#[derive(Debug)]
 pub(crate) struct EventLog {
     /// The ring. Write-locked by the writer to append, advance, evict and
     /// close; read-locked by readers and subscriptions. Never held across an
@@ -148,7 +163,6 @@ pub(crate) struct EventLog {
     config: EventLogConfig,
 }
 
-#[derive(Debug)]
 struct Ring {
     /// The events, oldest first, positions non-decreasing.
     events: VecDeque<Entry>,
@@ -165,11 +179,20 @@ struct Ring {
     closed: bool,
 }
 
-#[derive(Debug)]
 struct Entry {
     event: Arc<Event>,
     /// When the event was appended, for the age bound.
     appended: Instant,
+}
+
+/// A summary: the ring is far too large to print.
+impl std::fmt::Debug for EventLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventLog")
+            .field("status", &self.status())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
 }
 
 impl EventLog {

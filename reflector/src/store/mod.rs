@@ -102,7 +102,7 @@ use std::time::Duration;
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
-pub use config::{EventLogConfig, IndexSpec, StoreConfig};
+pub use config::{EventLogConfig, IndexSpec, StoreConfig, StoreConfigError};
 pub use event_log::{
     Event, EventKind, EventLogStatus, RecvError, Subscription, TooOld, TryRecvError,
 };
@@ -113,6 +113,9 @@ use event_log::EventLog;
 use snapshot::StoreState;
 
 /// A new, empty, not-ready store: its one writer and a first reader.
+///
+/// The configuration is taken as given; check it at start-up with
+/// [`StoreConfig::validate`].
 pub fn store(config: StoreConfig) -> (StoreWriter, StoreReader) {
     let shared = Arc::new(Shared {
         state: RwLock::new(Arc::new(StoreState::new(config.field_indexes.into()))),

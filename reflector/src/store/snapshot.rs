@@ -39,7 +39,7 @@ impl Change {
 /// Everything a snapshot shows: objects, indexes and the resourceVersion they
 /// are at. Cloning is O(1) (a handful of reference counts); the clone shares
 /// every node with the original until one of them changes.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct StoreState {
     /// The newest resourceVersion applied (by a change or a bookmark).
     pub(crate) resource_version: u64,
@@ -105,6 +105,17 @@ impl StoreState {
             object,
             previous,
         })
+    }
+}
+
+/// A summary: a store's content is far too large to print.
+impl std::fmt::Debug for StoreState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreState")
+            .field("resource_version", &self.resource_version)
+            .field("objects", &self.objects.len())
+            .field("field_indexes", &self.field_indexes)
+            .finish_non_exhaustive()
     }
 }
 

@@ -850,3 +850,42 @@ async fn readiness_follows_the_writer_and_ready_waits_for_it() {
     drop(writer);
     assert_eq!(waiting.await.unwrap(), Err(StoreClosed), "never synced");
 }
+
+// ---- configuration ---------------------------------------------------------
+
+#[test]
+fn a_configuration_that_cannot_work_is_refused_naming_the_field() {
+    assert_eq!(StoreConfig::default().validate(), Ok(()));
+    let spec = |name: &str| IndexSpec {
+        name: name.into(),
+        path: "spec.nodeName".into(),
+    };
+    let twice = StoreConfig {
+        field_indexes: vec![spec("node"), spec("node")],
+        ..StoreConfig::default()
+    };
+    let err = twice.validate().unwrap_err().to_string();
+    assert!(err.contains("field_indexes[1].name"), "{err}");
+
+    let unnamed = StoreConfig {
+        field_indexes: vec![spec("")],
+        ..StoreConfig::default()
+    };
+    assert!(
+        unnamed
+            .validate()
+            .unwrap_err()
+            .0
+            .starts_with("field_indexes[0].name")
+    );
+
+    let mut no_log = StoreConfig::default();
+    no_log.event_log.max_events = 0;
+    assert!(
+        no_log
+            .validate()
+            .unwrap_err()
+            .0
+            .starts_with("event_log.max_events")
+    );
+}
