@@ -88,53 +88,75 @@ fn per_object(bytes: usize) -> usize {
 #[test]
 #[ignore = "measurement: run alone, in release, with --nocapture"]
 fn measure_memory_per_object_at_100k_realistic_pods() {
+    // RSS only grows in this order, so each difference is one part's cost.
     let rss0 = rss_bytes();
     let pods: Vec<_> = (0..OBJECTS)
         .map(|i| realistic_pod(i, i as u64 + 1, "Running"))
         .collect();
     let json: usize = pods.iter().map(|p| p.json.len()).sum();
     let rss1 = rss_bytes();
-
-    // Store without an event log (every event is evicted at once).
-    let (mut bare, _bare_reader) = store(config(0));
-    for pod in &pods {
-        bare.apply(Change::Upsert(pod.clone()));
-    }
+    // The same keys with nothing to index (JSON shared, not copied).
+    let unindexed: Vec<_> = pods
+        .iter()
+        .map(|p| {
+            let mut bare = (**p).clone();
+            bare.labels = Box::new([]);
+            bare.owner_uids = Box::new([]);
+            bare.fields = Box::new([None]);
+            Arc::new(bare)
+        })
+        .collect();
     let rss2 = rss_bytes();
 
-    // Store with the default-sized event log, holding all 100k ADDED events.
-    let (mut logged, logged_reader) = store(config(EventLogConfig::DEFAULT_MAX_EVENTS));
-    for pod in &pods {
-        logged.apply(Change::Upsert(pod.clone()));
-    }
+    let fill = |objects: &[Arc<CachedObject>], max_events| {
+        let (mut writer, reader) = store(config(max_events));
+        for object in objects {
+            writer.apply(Change::Upsert(object.clone()));
+        }
+        assert_eq!(reader.snapshot().len(), OBJECTS);
+        writer
+    };
+    // Object map and keys only; every event evicted at once.
+    let map_only = fill(&unindexed, 1);
     let rss3 = rss_bytes();
-    assert_eq!(logged_reader.snapshot().len(), OBJECTS);
+    // Object map, keys and indexes.
+    let indexed = fill(&pods, 1);
+    let rss4 = rss_bytes();
+    // Everything, with the default event log holding 100k ADDED events.
+    let logged = fill(&pods, EventLogConfig::DEFAULT_MAX_EVENTS);
+    let rss5 = rss_bytes();
 
-    let objects = rss1 - rss0;
-    let store = rss2 - rss1;
-    let log = (rss3 - rss2).saturating_sub(store);
+    let map = rss3 - rss2;
+    let store = rss4 - rss3;
+    let log = (rss5 - rss4).saturating_sub(store);
     println!(
         "{OBJECTS} pods, {} B of JSON each on average",
         json / OBJECTS
     );
     println!(
         "CachedObject beyond its JSON: {} B/object",
-        per_object(objects.saturating_sub(json))
+        per_object((rss1 - rss0).saturating_sub(json))
     );
     println!(
-        "store (object map + indexes): {} B/object",
-        per_object(store)
+        "store, object map and shared keys: {} B/object",
+        per_object(map)
     );
+    println!(
+        "store, indexes (5 labels, 1 owner, 1 field): {} B/object",
+        per_object(store - map)
+    );
+    println!("store, total: {} B/object", per_object(store));
     println!(
         "event log (one ADDED event per object): {} B/object",
         per_object(log)
     );
+    let total = (rss1 - rss0) + store + log;
     println!(
-        "total beyond JSON: {} B/object; RSS/JSON with log = {:.3}",
-        per_object((rss3 - rss0 - store).saturating_sub(json)),
-        (rss3 - rss0 - store) as f64 / json as f64
+        "objects + store + log: {} B/object beyond JSON, {:.3} x JSON",
+        per_object(total.saturating_sub(json)),
+        total as f64 / json as f64
     );
-    black_box((&bare, &pods));
+    black_box((&map_only, &indexed, &logged, &pods, &unindexed));
 }
 
 #[test]

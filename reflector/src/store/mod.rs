@@ -9,11 +9,11 @@
 //!   scan and a namespace is a contiguous key range. The key is an
 //!   `Arc<str>` allocated once per object lifetime and shared with every
 //!   index set that holds it.
-//! - Indexes ([`index`]): persistent hash maps (`imbl::HashMap`, a HAMT) from
-//!   an index value to a sorted key set: a slice of up to 32 keys, a B-tree
-//!   beyond. Index sets hold keys, not objects, so a change that keeps an
-//!   object's labels, owners and fields costs the indexes nothing; a lookup
-//!   resolves each key in the object map (O(log n) per result).
+//! - Indexes ([`index`]): per index, a persistent B-tree from an index value
+//!   to a sorted key set: a slice of up to 32 keys, a B-tree beyond. Index
+//!   sets hold keys, not objects, so a change that keeps an object's labels,
+//!   owners and fields costs the indexes nothing; a lookup resolves each key
+//!   in the object map (O(log n) per result).
 //! - Publication: the state sits behind one `Arc` under a lock. A reader's
 //!   snapshot clones that `Arc` under the read lock (O(1)); the writer
 //!   changes the state in place under the write lock (`Arc::make_mut`),
@@ -29,31 +29,33 @@
 //!
 //! 100k synthetic pods (`measure.rs`: 5 labels of which 2 shared by the 3
 //! pods of a ReplicaSet, 1 owner, 1 field index over 1,000 nodes, 200
-//! namespaces, 2.5 KB of JSON), release build, this project's shared 2-core
-//! machine, each measurement alone in its process:
+//! namespaces, 2.5 KB of JSON), release build, each measurement alone in its
+//! process, on this project's 2-core machine shared with other work (times
+//! vary by up to 1.5x between runs; the ranges are over 2-3 runs):
 //!
 //! | what | result |
 //! |---|---|
-//! | store (object map + all indexes), RSS growth | 662 B/object |
-//! | event log, per event held (100k `ADDED`) | 82 B/event |
-//! | `CachedObject` fields beyond the JSON (not the store's) | 1,017 B/object |
-//! | initial sync, adds in key order (as a list delivers) | 113k objects/s (8.8 µs) |
-//! | adds in random key order | 66k objects/s (15 µs) |
-//! | status-only updates, no snapshot alive | 184k/s (5.4 µs) |
-//! | status-only updates, a fresh snapshot before each | 72k/s (14 µs) |
-//! | updates moving all 7 index entries, a snapshot held | 16k/s (61 µs) |
-//! | taking a snapshot | 13 ns |
-//! | full range scan | 11 ns/object |
-//! | index query returning 100 of 100k | 28 µs |
+//! | store: object map and shared keys (RSS growth) | 115 B/object |
+//! | store: indexes (5 labels, 1 owner, 1 field) | 350 B/object |
+//! | event log, per event held (100k `ADDED`) | 88 B/event |
+//! | `CachedObject` fields beyond the JSON (not the store's) | 1,016 B/object |
+//! | all of the above together | 1.62 x the JSON bytes |
+//! | initial sync, adds in key order (as a list delivers) | 108k-152k objects/s (6.6-9.3 µs) |
+//! | adds in random key order | 84k-97k objects/s |
+//! | status-only updates, no snapshot alive | 245k-318k/s (3.1-4.1 µs) |
+//! | status-only updates, a fresh snapshot before each | 144k-148k/s (6.9 µs) |
+//! | updates moving all 7 index entries, a snapshot held | 23k-25k/s (41-44 µs) |
+//! | taking a snapshot | 8-9 ns |
+//! | full range scan | 9-14 ns/object |
+//! | index query returning 100 of 100k | 20 µs |
 //!
-//! Where the 662 bytes go (estimated from the structures): the object map
-//! entry and its slack (~35 B), the shared key (~64 B), one HAMT entry and a
-//! one-to-three-key slice per value shared by a ReplicaSet's pods (app,
-//! pod-template-hash, owner: ~80 B each per object), one B-tree set entry for
-//! each low-cardinality value (tier, version, team, node: ~25 B each), and
-//! allocator overhead. Key sets as B-trees throughout cost 1.3 KB per
-//! one-key set, hence the small-set slices (224 B per one-key value, key
-//! and HAMT entry included, in the first measurement).
+//! Where the index bytes go: for a value held by the 1-3 pods of a
+//! ReplicaSet (app, pod-template-hash, owner) a B-tree entry, the value
+//! string and a small key slice, shared by those pods; for a value held by
+//! many (tier, version, team, node) one 16-byte key in a large set and the
+//! B-tree slack around it. Key sets as B-trees throughout would cost 1.3 KB
+//! per one-key set, hence the small-set slices (224 B per one-key value,
+//! value string and a HAMT entry included, in a first measurement).
 //!
 //! Time goes mostly into key comparisons: each compares heap strings
 //! through a pointer, so lookups in large trees are cache misses. Nothing is
