@@ -87,6 +87,12 @@
 //! [`StoreWriter::mark_listed`] moves the store to the list's
 //! resourceVersion and starts exact history there: a diff is not the real
 //! sequence of changes, so replays from before it are refused.
+//!
+//! The first list goes the same way: apply its items, `mark_listed(RV0)`,
+//! then the watch events buffered since RV0, then `set_ready`. The store
+//! keeps no tombstones: once a key is deleted, an older upsert of it is
+//! applied as a new object, so list items must never be applied after
+//! watch events newer than the list.
 
 mod config;
 mod event_log;
