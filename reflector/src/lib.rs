@@ -8,6 +8,7 @@ mod object;
 pub mod protobuf;
 mod selector;
 mod status;
+mod store;
 
 pub use decode::{
     Bookmark, DecodeError, FieldPath, FieldPathError, ListBody, Transform, WatchEventType,
@@ -19,3 +20,8 @@ pub use selector::{
     SelectorError,
 };
 pub use status::{Status, StatusCause, StatusDetails, StatusMetadata};
+pub use store::{
+    Change, Event, EventKind, EventLogConfig, EventLogStatus, IndexLookup, IndexSpec, Readiness,
+    RecvError, Snapshot, StoreClosed, StoreConfig, StoreConfigError, StoreReader, StoreWriter,
+    Subscription, TooOld, TryRecvError, WaitTimeout, store,
+};
