@@ -9,6 +9,7 @@ pub mod protobuf;
 mod selector;
 mod status;
 mod store;
+pub mod upstream;
 
 pub use decode::{
     Bookmark, DecodeError, FieldPath, FieldPathError, ListBody, Transform, WatchEventType,

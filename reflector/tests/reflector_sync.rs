@@ -1,0 +1,398 @@
+//! The reflector against the simulated API server on 127.0.0.1: it converges
+//! to the server's exact state with every strategy, survives lists longer
+//! than the watch cache, and recovers from every upstream fault without a
+//! gap or a reordering in its event log.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, HistoryWindow, Sim, SimConfig, ids};
+use kubecache_reflector::upstream::{
+    ApiResource, Reflector, ReflectorConfig, ReflectorStatus, ResourceSpec, Strategy, Upstream,
+};
+use kubecache_reflector::{EventKind, StoreConfig, StoreReader, store};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+struct Running {
+    reader: StoreReader,
+    status: watch::Receiver<ReflectorStatus>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn start(url: &str, strategy: Strategy, page_size: usize) -> Running {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+    let (writer, reader) = store(StoreConfig::default());
+    let config = ReflectorConfig {
+        strategy,
+        page_size,
+        ..ReflectorConfig::default()
+    };
+    let reflector = Reflector::new(
+        Upstream::new(client, ResourceSpec::all(ApiResource::pods())),
+        config,
+        writer,
+    );
+    let status = reflector.status();
+    let task = tokio::spawn(reflector.run());
+    Running {
+        reader,
+        status,
+        task,
+    }
+}
+
+/// Waits until the sim stops writing (a churn tick in flight finishes).
+async fn settle(sim: &Sim) -> u64 {
+    loop {
+        let revision = sim.store().revision();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if sim.store().revision() == revision {
+            return revision;
+        }
+    }
+}
+
+/// The sim's pods as the cache should hold them: managedFields stripped.
+fn expected(sim: &Sim) -> BTreeMap<String, (u64, Value)> {
+    sim.state(ids::PODS)
+        .iter()
+        .map(|o| {
+            let mut json: Value = serde_json::from_slice(&o.json).unwrap();
+            json["metadata"]
+                .as_object_mut()
+                .unwrap()
+                .shift_remove("managedFields");
+            (o.key.clone(), (o.revision, json))
+        })
+        .collect()
+}
+
+fn cached(reader: &StoreReader) -> BTreeMap<String, (u64, Value)> {
+    reader
+        .snapshot()
+        .range(None, None)
+        .map(|o| {
+            (
+                o.key.to_string(),
+                (o.resource_version, serde_json::from_slice(&o.json).unwrap()),
+            )
+        })
+        .collect()
+}
+
+/// Stops the churn, waits for the cache to reach the sim's revision and
+/// checks it holds exactly the sim's objects (key, resourceVersion, JSON).
+async fn assert_converged(sim: &Sim, running: &Running) {
+    sim.set_churn(0.0);
+    let revision = settle(sim).await;
+    running
+        .reader
+        .wait_for(revision, Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|_| panic!("the cache reaches revision {revision}"));
+    let (want, got) = (expected(sim), cached(&running.reader));
+    assert_eq!(got.len(), want.len(), "object count");
+    for (key, (rv, json)) in &want {
+        let (got_rv, got_json) = got.get(key).unwrap_or_else(|| panic!("{key} is cached"));
+        assert_eq!(got_rv, rv, "{key}: resourceVersion");
+        assert!(
+            got_json == json,
+            "{key}: the cached JSON is the server's minus managedFields"
+        );
+    }
+}
+
+async fn ready(running: &Running, within: Duration) {
+    tokio::time::timeout(within, running.reader.ready())
+        .await
+        .expect("ready in time")
+        .expect("store open");
+}
+
+async fn converges_under_churn(strategy: Strategy) {
+    let (url, sim) = Sim::start(SimConfig {
+        pods: 20_000,
+        churn_per_sec: 300.0,
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let running = start(&url, strategy, 500);
+    ready(&running, Duration::from_secs(120)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_converged(&sim, &running).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_watch_converges_on_twenty_thousand_pods_under_churn() {
+    converges_under_churn(Strategy::ListWatch).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_converges_on_twenty_thousand_pods_under_churn() {
+    converges_under_churn(Strategy::Parallel).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_converges_on_twenty_thousand_pods_under_churn() {
+    converges_under_churn(Strategy::Streaming).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_falls_back_to_parallel_without_watch_list_and_converges() {
+    let (url, sim) = Sim::start(SimConfig {
+        pods: 3_000,
+        churn_per_sec: 200.0,
+        watch_list: false,
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let running = start(&url, Strategy::Auto, 500);
+    ready(&running, Duration::from_secs(60)).await;
+    assert_eq!(running.status.borrow().strategy, "parallel");
+    assert_converged(&sim, &running).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_gets_ready_when_the_list_outlives_the_watch_cache_and_list_watch_never_does() {
+    // 40 pages of 100 at 50 ms each: a 2 s list against a 1 s watch cache.
+    let watch_cache = HistoryWindow {
+        max_revisions: None,
+        max_age: Some(Duration::from_secs(1)),
+    };
+    let config = SimConfig {
+        pods: 4_000,
+        churn_per_sec: 100.0,
+        page_latency: Duration::from_millis(50),
+        watch_cache,
+        ..SimConfig::default()
+    };
+    let (url, sim) = Sim::start(config).await.unwrap();
+    let classic = start(&url, Strategy::ListWatch, 100);
+    let parallel = start(&url, Strategy::Parallel, 100);
+    ready(&parallel, Duration::from_secs(60)).await;
+    // Give the classic reflector several full attempts.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let (classic_status, parallel_status) = (
+        classic.status.borrow().clone(),
+        parallel.status.borrow().clone(),
+    );
+    assert!(!classic.reader.is_ready(), "list-watch never gets ready");
+    assert!(
+        classic_status.gone >= 2,
+        "list-watch loops on 410: {classic_status:?}"
+    );
+    assert_eq!(
+        parallel_status.gone, 0,
+        "parallel saw no 410: {parallel_status:?}"
+    );
+    assert_eq!(parallel_status.lists, 1);
+    assert_converged(&sim, &parallel).await;
+}
+
+/// Follows the store's event log from the moment the store is ready and
+/// checks that replaying it onto the first snapshot gives the final state:
+/// no gap, no reordering, relists included.
+async fn survives(fault: FaultSpec, strategy: Strategy) {
+    let (url, sim) = Sim::start(SimConfig {
+        pods: 2_000,
+        churn_per_sec: 200.0,
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    sim.inject(fault);
+    let running = start(&url, strategy, 200);
+    ready(&running, Duration::from_secs(60)).await;
+    let snapshot = running.reader.snapshot();
+    let mut replica: BTreeMap<String, u64> = snapshot
+        .range(None, None)
+        .map(|o| (o.key.to_string(), o.resource_version))
+        .collect();
+    let mut events = running
+        .reader
+        .subscribe_from(snapshot.resource_version())
+        .expect("the log covers the snapshot");
+    // Faults again while watching: the open watch is cut so the next ones meet them.
+    sim.inject(fault);
+    sim.inject(FaultSpec {
+        target: FaultTarget::Watch,
+        fault: Fault::DropWatch { after_events: 50 },
+        times: 2,
+    });
+    sim.cut_watches();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_converged(&sim, &running).await;
+    let mut last = snapshot.resource_version();
+    while let Ok(event) = events.try_recv() {
+        assert!(
+            event.object.resource_version >= last,
+            "{:?} after {last}: in order",
+            event.object
+        );
+        last = event.object.resource_version;
+        let key = event.object.key.to_string();
+        match event.kind {
+            EventKind::Deleted => assert!(replica.remove(&key).is_some(), "{key} deleted once"),
+            EventKind::Added | EventKind::Modified => {
+                replica.insert(key, event.object.resource_version);
+            }
+        }
+    }
+    let want: BTreeMap<String, u64> = expected(&sim)
+        .into_iter()
+        .map(|(k, (rv, _))| (k, rv))
+        .collect();
+    assert!(
+        replica == want,
+        "the event log replays onto the first snapshot to the final state"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_watches_are_resumed_without_a_relist() {
+    survives(
+        FaultSpec {
+            target: FaultTarget::Watch,
+            fault: Fault::DropWatch { after_events: 20 },
+            times: 3,
+        },
+        Strategy::Parallel,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_410_on_the_watch_relists_and_emits_the_difference() {
+    survives(
+        FaultSpec {
+            target: FaultTarget::Watch,
+            fault: Fault::WatchGone,
+            times: 2,
+        },
+        Strategy::Parallel,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_continue_token_is_continued_at_the_current_revision() {
+    survives(
+        FaultSpec {
+            target: FaultTarget::Continue,
+            fault: Fault::ExpireContinue,
+            times: 2,
+        },
+        Strategy::Parallel,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttling_and_server_errors_are_retried_with_backoff() {
+    survives(
+        FaultSpec {
+            target: FaultTarget::Any,
+            fault: Fault::TooManyRequests {
+                retry_after_secs: 1,
+            },
+            times: 2,
+        },
+        Strategy::Parallel,
+    )
+    .await;
+    survives(
+        FaultSpec {
+            target: FaultTarget::Any,
+            fault: Fault::InternalError,
+            times: 3,
+        },
+        Strategy::Streaming,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncated_bodies_and_stalls_are_survived() {
+    survives(
+        FaultSpec {
+            target: FaultTarget::Any,
+            fault: Fault::TruncateBody,
+            times: 3,
+        },
+        Strategy::Parallel,
+    )
+    .await;
+    survives(
+        FaultSpec {
+            target: FaultTarget::Any,
+            fault: Fault::Stall { secs: 2 },
+            times: 2,
+        },
+        Strategy::ListWatch,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_after_compaction_deletes_what_vanished_and_adds_what_appeared() {
+    let (url, sim) = Sim::start(SimConfig {
+        pods: 500,
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let running = start(&url, Strategy::Parallel, 100);
+    ready(&running, Duration::from_secs(30)).await;
+    let before = running.reader.snapshot();
+    let mut events = running
+        .reader
+        .subscribe_from(before.resource_version())
+        .unwrap();
+    // Cut the watch and, while the next one stalls, change things and
+    // compact them away: the resumed watch gets 410 and the reflector relists.
+    sim.inject(FaultSpec {
+        target: FaultTarget::Watch,
+        fault: Fault::Stall { secs: 2 },
+        times: 1,
+    });
+    sim.cut_watches();
+    sim.create_pods(1).unwrap();
+    let victims: Vec<_> = sim.state(ids::PODS).into_iter().take(3).collect();
+    for v in &victims {
+        sim.store()
+            .delete(ids::PODS, &v.namespace, &v.name)
+            .unwrap();
+    }
+    sim.create_pods(4).unwrap();
+    sim.store().compact_at(sim.store().revision());
+    assert_converged(&sim, &running).await;
+    let mut deleted = Vec::new();
+    let mut added = 0;
+    while let Ok(event) = events.try_recv() {
+        match event.kind {
+            EventKind::Deleted => deleted.push(event.object.key.name().to_string()),
+            EventKind::Added => added += 1,
+            EventKind::Modified => {}
+        }
+    }
+    deleted.sort();
+    let mut want: Vec<String> = victims.iter().map(|v| v.name.clone()).collect();
+    want.sort();
+    assert_eq!(deleted, want);
+    assert_eq!(added, 5);
+    assert!(running.status.borrow().lists >= 2, "it relisted");
+}
