@@ -244,45 +244,76 @@ pub fn object_body(
     }
 }
 
-/// Encodes a list page as a sequence of byte chunks.
-fn encode_list(resource: &Resource, wire: Wire, page: Page) -> Vec<Bytes> {
+/// A list page as byte chunks, produced as the body is sent: an
+/// unpaginated list of 100k pods is never all in memory at once.
+fn encode_list(
+    resource: &Resource,
+    wire: Wire,
+    page: Page,
+) -> Box<dyn Iterator<Item = Bytes> + Send> {
     match wire {
-        Wire::Json => encode_json_list(resource, page),
-        Wire::Protobuf => vec![encode_proto_list(resource, page)],
+        Wire::Json => Box::new(JsonListChunks::new(resource, page)),
+        Wire::Protobuf => Box::new(std::iter::once(encode_proto_list(resource, page))),
     }
 }
 
-fn encode_json_list(resource: &Resource, page: Page) -> Vec<Bytes> {
-    let mut head = format!(
-        r#"{{"kind":"{}","apiVersion":"{}","metadata":{{"resourceVersion":"{}""#,
-        resource.list_kind,
-        resource.api_version(),
-        page.revision
-    );
-    if let Some(token) = &page.continue_token {
-        head.push_str(&format!(r#","continue":"{token}""#));
-    }
-    if let Some(remaining) = page.remaining {
-        head.push_str(&format!(r#","remainingItemCount":{remaining}"#));
-    }
-    head.push_str(r#"},"items":["#);
-    let mut chunks = Vec::new();
-    let mut buf = BytesMut::with_capacity(CHUNK);
-    buf.put_slice(head.as_bytes());
-    for (i, object) in page.items.iter().enumerate() {
-        if i > 0 {
-            buf.put_u8(b',');
+/// The chunks of a JSON list: the list head, the items (about [`CHUNK`]
+/// bytes at a time), the closing brackets.
+struct JsonListChunks {
+    head: Option<String>,
+    items: std::iter::Enumerate<std::vec::IntoIter<Arc<StoredObject>>>,
+    done: bool,
+}
+
+impl JsonListChunks {
+    fn new(resource: &Resource, page: Page) -> Self {
+        let mut head = format!(
+            r#"{{"kind":"{}","apiVersion":"{}","metadata":{{"resourceVersion":"{}""#,
+            resource.list_kind,
+            resource.api_version(),
+            page.revision
+        );
+        if let Some(token) = &page.continue_token {
+            head.push_str(&format!(r#","continue":"{token}""#));
         }
-        let (open, rest) = object.list_item();
-        buf.put_slice(open);
-        buf.put_slice(&rest);
-        if buf.len() >= CHUNK {
-            chunks.push(buf.split().freeze());
+        if let Some(remaining) = page.remaining {
+            head.push_str(&format!(r#","remainingItemCount":{remaining}"#));
+        }
+        head.push_str(r#"},"items":["#);
+        JsonListChunks {
+            head: Some(head),
+            items: page.items.into_iter().enumerate(),
+            done: false,
         }
     }
-    buf.put_slice(b"]}\n");
-    chunks.push(buf.freeze());
-    chunks
+}
+
+impl Iterator for JsonListChunks {
+    type Item = Bytes;
+
+    fn next(&mut self) -> Option<Bytes> {
+        if self.done {
+            return None;
+        }
+        let mut buf = BytesMut::with_capacity(CHUNK + 16 * 1024);
+        if let Some(head) = self.head.take() {
+            buf.put_slice(head.as_bytes());
+        }
+        while buf.len() < CHUNK {
+            let Some((i, object)) = self.items.next() else {
+                buf.put_slice(b"]}\n");
+                self.done = true;
+                break;
+            };
+            if i > 0 {
+                buf.put_u8(b',');
+            }
+            let (open, rest) = object.list_item();
+            buf.put_slice(open);
+            buf.put_slice(&rest);
+        }
+        Some(buf.freeze())
+    }
 }
 
 fn encode_proto_list(resource: &Resource, page: Page) -> Bytes {
@@ -307,14 +338,14 @@ fn encode_proto_list(resource: &Resource, page: Page) -> Bytes {
 
 /// A body from chunks; a truncated one stops halfway and then fails, so the
 /// connection is dropped before the end of the chunked encoding.
-pub fn chunked(chunks: Vec<Bytes>, truncate: bool) -> Body {
-    let mut parts: Vec<std::io::Result<Bytes>> = chunks.into_iter().map(Ok).collect();
-    if truncate {
-        let whole = Bytes::from(parts.drain(..).flatten().collect::<Vec<_>>().concat());
-        parts = vec![
-            Ok(whole.slice(..whole.len() / 2)),
-            Err(std::io::Error::other("injected fault: truncated body")),
-        ];
+fn chunked(chunks: Box<dyn Iterator<Item = Bytes> + Send>, truncate: bool) -> Body {
+    if !truncate {
+        return Body::from_stream(futures::stream::iter(chunks.map(Ok::<_, std::io::Error>)));
     }
+    let whole = Bytes::from(chunks.collect::<Vec<_>>().concat());
+    let parts = vec![
+        Ok(whole.slice(..whole.len() / 2)),
+        Err(std::io::Error::other("injected fault: truncated body")),
+    ];
     Body::from_stream(futures::stream::iter(parts))
 }
