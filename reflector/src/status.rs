@@ -102,30 +102,14 @@ impl Status {
 
     /// 404 `NotFound` for one object, e.g. `pods "web-1" not found`.
     pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
-        let mut status = Self::failure(404, "NotFound", format!("{resource} \"{name}\" not found"));
-        status.details = Some(StatusDetails {
-            name: name.into(),
-            group: group.into(),
-            kind: resource.into(),
-            ..StatusDetails::default()
-        });
-        status
+        let message = format!("{resource} \"{name}\" not found");
+        Self::about_object(404, "NotFound", message, group, resource, name)
     }
 
     /// 409 `AlreadyExists` for one object.
     pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
-        let mut status = Self::failure(
-            409,
-            "AlreadyExists",
-            format!("{resource} \"{name}\" already exists"),
-        );
-        status.details = Some(StatusDetails {
-            name: name.into(),
-            group: group.into(),
-            kind: resource.into(),
-            ..StatusDetails::default()
-        });
-        status
+        let message = format!("{resource} \"{name}\" already exists");
+        Self::about_object(409, "AlreadyExists", message, group, resource, name)
     }
 
     /// 409 `Conflict`: a write whose resourceVersion precondition failed.
@@ -135,13 +119,22 @@ impl Status {
         } else {
             format!("{resource}.{group}")
         };
-        let mut status = Self::failure(
-            409,
-            "Conflict",
-            format!(
-                "Operation cannot be fulfilled on {qualified} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
-            ),
+        let message = format!(
+            "Operation cannot be fulfilled on {qualified} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
         );
+        Self::about_object(409, "Conflict", message, group, resource, name)
+    }
+
+    /// A failure whose details name the object it is about.
+    fn about_object(
+        code: u16,
+        reason: &str,
+        message: String,
+        group: &str,
+        resource: &str,
+        name: &str,
+    ) -> Self {
+        let mut status = Self::failure(code, reason, message);
         status.details = Some(StatusDetails {
             name: name.into(),
             group: group.into(),
