@@ -396,3 +396,51 @@ async fn a_relist_after_compaction_deletes_what_vanished_and_adds_what_appeared(
     assert_eq!(added, 5);
     assert!(running.status.borrow().lists >= 2, "it relisted");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_keeps_only_the_objects_it_accepts_and_drops_those_that_leave_it() {
+    let (url, sim) = Sim::start(SimConfig::default()).await.unwrap();
+    let pod = |name: &str, keep: &str| serde_json::json!({"metadata": {"name": name, "namespace": "default", "labels": {"keep": keep}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+    for (name, keep) in [("a", "yes"), ("b", "no"), ("c", "yes")] {
+        sim.store().create(ids::PODS, pod(name, keep)).unwrap();
+    }
+    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+    let (writer, reader) = store(StoreConfig::default());
+    let config = ReflectorConfig {
+        strategy: Strategy::Parallel,
+        filter: Some(std::sync::Arc::new(
+            |o: &kubecache_reflector::CachedObject| o.label("keep") == Some("yes"),
+        )),
+        ..ReflectorConfig::default()
+    };
+    let reflector = Reflector::new(
+        Upstream::new(client, ResourceSpec::all(ApiResource::pods())),
+        config,
+        writer,
+    );
+    let task = tokio::spawn(reflector.run());
+    tokio::time::timeout(Duration::from_secs(30), reader.ready())
+        .await
+        .unwrap()
+        .unwrap();
+    let names = |reader: &StoreReader| {
+        reader
+            .snapshot()
+            .range(None, None)
+            .map(|o| o.key.name().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&reader), ["a", "c"]);
+    let label = |keep: &str| serde_json::json!({"metadata": {"labels": {"keep": keep}}});
+    sim.store()
+        .merge_patch(ids::PODS, "default", "a", &label("no"))
+        .unwrap();
+    let rv = sim
+        .store()
+        .merge_patch(ids::PODS, "default", "b", &label("yes"))
+        .unwrap()
+        .revision;
+    reader.wait_for(rv, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(names(&reader), ["b", "c"]);
+    task.abort();
+}

@@ -40,6 +40,7 @@ mod error;
 mod listing;
 mod resource;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -49,6 +50,7 @@ pub use client::{Query, Upstream, WatchLines};
 pub use error::{Recovery, UpstreamError};
 pub use resource::{ApiResource, ResourceSpec};
 
+use crate::CachedObject;
 use crate::decode::{self, Transform, WatchEventType};
 use crate::store::StoreWriter;
 use listing::{Listing, Pending};
@@ -101,8 +103,11 @@ impl Strategy {
     }
 }
 
+/// A predicate on whole objects: those it rejects are not cached.
+pub type ObjectFilter = Arc<dyn Fn(&CachedObject) -> bool + Send + Sync>;
+
 /// How a reflector lists and watches.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ReflectorConfig {
     /// The initial-list strategy.
     pub strategy: Strategy,
@@ -117,6 +122,24 @@ pub struct ReflectorConfig {
     pub watch_timeout: Duration,
     /// What is removed and indexed before objects are stored.
     pub transform: Transform,
+    /// Keeps only the objects it accepts, for what selectors cannot say
+    /// (e.g. "pods owned by a DaemonSet"). An object that stops being
+    /// accepted is deleted from the cache, as a watch with a selector sees
+    /// an object that leaves it.
+    pub filter: Option<ObjectFilter>,
+}
+
+impl std::fmt::Debug for ReflectorConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReflectorConfig")
+            .field("strategy", &self.strategy)
+            .field("page_size", &self.page_size)
+            .field("buffer_limit", &self.buffer_limit)
+            .field("watch_timeout", &self.watch_timeout)
+            .field("transform", &self.transform)
+            .field("filter", &self.filter.is_some())
+            .finish()
+    }
 }
 
 impl Default for ReflectorConfig {
@@ -127,6 +150,7 @@ impl Default for ReflectorConfig {
             buffer_limit: 200_000,
             watch_timeout: Duration::from_secs(290),
             transform: Transform::default(),
+            filter: None,
         }
     }
 }
@@ -333,12 +357,22 @@ impl Reflector {
         })?;
         listing.snapshot.get_or_insert(page.resource_version);
         for item in &page.items {
-            listing.add(&self.writer, self.decode(item)?);
+            let object = self.decode(item)?;
+            if self.accepts(&object) {
+                listing.add(&self.writer, object);
+            }
         }
         let listed = listing.len();
         self.status
             .send_modify(|s| s.progress = Some((listed, page.remaining_item_count)));
         Ok(page.continue_token.filter(|t| !t.is_empty()))
+    }
+
+    fn accepts(&self, object: &CachedObject) -> bool {
+        self.config
+            .filter
+            .as_ref()
+            .is_none_or(|filter| filter(object))
     }
 
     fn decode(&self, raw: &[u8]) -> Result<std::sync::Arc<crate::CachedObject>, UpstreamError> {
@@ -434,7 +468,10 @@ impl Reflector {
             })?;
             match event.event_type {
                 WatchEventType::Added => {
-                    listing.add(&self.writer, self.decode(event.object)?);
+                    let object = self.decode(event.object)?;
+                    if self.accepts(&object) {
+                        listing.add(&self.writer, object);
+                    }
                     if listing.len() % 1000 == 0 {
                         let listed = listing.len();
                         self.status
@@ -569,7 +606,13 @@ impl Reflector {
                 return Ok(None);
             }
             WatchEventType::Added | WatchEventType::Modified => {
-                Pending::Upsert(self.decode(event.object)?)
+                let object = self.decode(event.object)?;
+                if self.accepts(&object) {
+                    Pending::Upsert(object)
+                } else {
+                    // Gone from the cache's point of view (a no-op if it was never in it).
+                    Pending::Delete(object)
+                }
             }
             WatchEventType::Deleted => Pending::Delete(self.decode(event.object)?),
         };
