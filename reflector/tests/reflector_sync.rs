@@ -444,3 +444,26 @@ async fn a_filter_keeps_only_the_objects_it_accepts_and_drops_those_that_leave_i
     assert_eq!(names(&reader), ["b", "c"]);
     task.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_broken_during_a_parallel_list_is_resumed_without_restarting_the_list() {
+    let config = SimConfig {
+        pods: 3_000,
+        churn_per_sec: 300.0,
+        page_latency: Duration::from_millis(30),
+        ..SimConfig::default()
+    };
+    let (url, sim) = Sim::start(config).await.unwrap();
+    // 30 pages of 100 take about a second; the watch opened after page 1 breaks twice meanwhile.
+    sim.inject(FaultSpec {
+        target: FaultTarget::Watch,
+        fault: Fault::DropWatch { after_events: 30 },
+        times: 2,
+    });
+    let running = start(&url, Strategy::Parallel, 100);
+    ready(&running, Duration::from_secs(60)).await;
+    let status = running.status.borrow().clone();
+    assert!(status.failures >= 1, "the watch did break: {status:?}");
+    assert_eq!(status.list_attempts, 1, "the list went on: {status:?}");
+    assert_converged(&sim, &running).await;
+}

@@ -171,6 +171,8 @@ pub enum ListReason {
 pub struct ReflectorStatus {
     /// The strategy in use (`auto` resolves to `streaming` or `parallel`).
     pub strategy: &'static str,
+    /// Lists started (a failed one is retried from its first page).
+    pub list_attempts: u64,
     /// Completed lists (the first one included).
     pub lists: u64,
     /// When the last list completed and why it ran.
@@ -303,6 +305,7 @@ impl Reflector {
         &mut self,
         reason: &ListReason,
     ) -> Result<(u64, Option<WatchLines>), UpstreamError> {
+        self.status.send_modify(|s| s.list_attempts += 1);
         tracing::debug!(resource = %self.name, ?reason, strategy = self.strategy.as_str(), "listing");
         match self.strategy {
             Strategy::ListWatch => self.list_then_watch().await,
@@ -412,6 +415,9 @@ impl Reflector {
         }
         let mut buffer = WatchBuffer::new(snapshot, self.config.buffer_limit);
         let mut lines = self.upstream.watch(&self.watch_query(snapshot)).await?;
+        // Reopening a broken watch backs off, but never for long: the page
+        // request under way waits meanwhile.
+        let mut rewatch = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
         while let Some(current) = token.take() {
             let page = self.page(&mut listing, Some(current.clone()));
             tokio::pin!(page);
@@ -420,10 +426,22 @@ impl Reflector {
                     biased;
                     next = &mut page => break next,
                     line = lines.next_line() => {
-                        if !buffer.read(self, line)? {
-                            // The watch ended (its timeout) or broke: open it again where it was.
-                            lines = self.upstream.watch(&self.watch_query(buffer.rv)).await?;
-                        }
+                        let delay = match buffer.read(self, line) {
+                            Ok(true) => {
+                                rewatch.reset();
+                                continue;
+                            }
+                            // The watch ended (its timeout): open it again where it was.
+                            Ok(false) => Duration::ZERO,
+                            // It broke: nothing is lost, resume where it was.
+                            Err(error) if error.recovery() == Recovery::Resume => {
+                                self.failed(&error, "list");
+                                rewatch.next(None)
+                            }
+                            Err(error) => return Err(error),
+                        };
+                        tokio::time::sleep(delay).await;
+                        lines = self.upstream.watch(&self.watch_query(buffer.rv)).await?;
                     }
                 }
             };
