@@ -41,11 +41,19 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         settle_ms: u64,
     },
+    /// Writes the report again from the JSON a run left beside it.
+    Report {
+        /// The report to write; its data is read from the same path with
+        /// the extension `.json`.
+        #[arg(long, default_value_os_t = default_out())]
+        out: PathBuf,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Run(args) => orchestrate::run(&args),
+        Command::Report { out } => orchestrate::rewrite(&out),
         Command::Contender {
             name,
             server,

@@ -38,6 +38,10 @@ pub struct RunArgs {
     /// A note on the conditions, printed at the top of the report.
     #[arg(long, default_value = "")]
     note: String,
+    /// Keep the scenarios of earlier runs (from the JSON beside `--out`)
+    /// that this run does not measure again.
+    #[arg(long)]
+    keep_previous: bool,
 }
 
 /// Runs every scenario and writes the report.
@@ -58,9 +62,15 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     } else {
         args.contenders.clone()
     };
-    let mut report = Report::new(
-        args.note.clone(),
+    let json = args.out.with_extension("json");
+    let mut report = if args.keep_previous && json.exists() {
+        read(&json)?
+    } else {
+        Report::default()
+    };
+    report.add_run(
         std::env::args().collect::<Vec<_>>().join(" "),
+        args.note.clone(),
     );
     for &pods in &args.pods {
         for &latency in &args.page_latency_ms {
@@ -78,14 +88,27 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
                 }
             }
             drop(sim);
-            report.scenarios.push(scenario);
+            report.put(scenario);
             // Written after every scenario: a long run that fails late keeps
             // what it measured.
             write(&args.out, &report.render())?;
+            write(&json, &serde_json::to_string_pretty(&report)?)?;
         }
     }
     eprintln!("report written to {}", args.out.display());
     Ok(())
+}
+
+/// Renders the report at `out` again from the JSON beside it.
+pub fn rewrite(out: &Path) -> anyhow::Result<()> {
+    let report = read(&out.with_extension("json"))?;
+    write(out, &report.render())
+}
+
+fn read(json: &Path) -> anyhow::Result<Report> {
+    let text =
+        std::fs::read_to_string(json).with_context(|| format!("reading {}", json.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", json.display()))
 }
 
 fn write(path: &Path, text: &str) -> anyhow::Result<()> {

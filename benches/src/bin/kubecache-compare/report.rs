@@ -3,6 +3,8 @@
 
 use std::fmt::Write as _;
 
+use serde::{Deserialize, Serialize};
+
 use crate::contender::Measurement;
 
 const RAW: &str = "raw";
@@ -16,29 +18,43 @@ const KUBECACHE: &[&str] = &[
 /// MB as 10^6 bytes, the unit of the report and of DESIGN.md's "30 MB".
 const MB: f64 = 1e6;
 
-/// Everything measured by one `run`.
+/// Everything measured, by one `run` or several (`--keep-previous`); kept
+/// as JSON beside the Markdown so that later runs can add scenarios.
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Report {
-    date: String,
-    nproc: usize,
-    load_average: String,
-    note: String,
-    command: String,
+    /// The commands that measured it, with their notes.
+    runs: Vec<RunInfo>,
     pub scenarios: Vec<Scenario>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct RunInfo {
+    command: String,
+    note: String,
+    nproc: usize,
 }
 
 /// One simulated API server: its pods and page latency, and what every
 /// contender run against it measured.
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Scenario {
-    pods: usize,
-    page_latency_ms: u64,
+    pub pods: usize,
+    pub page_latency_ms: u64,
+    date: String,
+    load_average: String,
     pub measurements: Vec<Measurement>,
 }
 
 impl Scenario {
+    /// A scenario starting now.
     pub fn new(pods: usize, page_latency_ms: u64) -> Self {
         Scenario {
             pods,
             page_latency_ms,
+            date: chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),
+            load_average: std::fs::read_to_string("/proc/loadavg")
+                .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+                .unwrap_or_default(),
             measurements: Vec::new(),
         }
     }
@@ -81,17 +97,22 @@ impl Scenario {
 }
 
 impl Report {
-    pub fn new(note: String, command: String) -> Self {
-        Report {
-            date: chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),
-            nproc: std::thread::available_parallelism().map_or(0, |n| n.get()),
-            load_average: std::fs::read_to_string("/proc/loadavg")
-                .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-                .unwrap_or_default(),
-            note,
+    /// Records a run of `command`.
+    pub fn add_run(&mut self, command: String, note: String) {
+        self.runs.push(RunInfo {
             command,
-            scenarios: Vec::new(),
-        }
+            note,
+            nproc: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        });
+    }
+
+    /// Adds a scenario in (pods, latency) order, replacing an earlier
+    /// measurement of the same one.
+    pub fn put(&mut self, scenario: Scenario) {
+        let id = (scenario.pods, scenario.page_latency_ms);
+        self.scenarios.retain(|s| (s.pods, s.page_latency_ms) != id);
+        self.scenarios.push(scenario);
+        self.scenarios.sort_by_key(|s| (s.pods, s.page_latency_ms));
     }
 
     pub fn render(&self) -> String {
@@ -101,31 +122,24 @@ impl Report {
             w,
             "# kubecache against kube-runtime: initial sync and memory\n"
         );
-        let _ = writeln!(
-            w,
-            "Measured {} with `nproc` = {}; load average when the run started: {}.",
-            self.date, self.nproc, self.load_average
-        );
-        if !self.note.is_empty() {
-            let _ = writeln!(w, "{}", self.note);
+        let _ = writeln!(w, "Measured by:\n");
+        for run in &self.runs {
+            let _ = writeln!(
+                w,
+                "- `{}` (`nproc` = {}). {}",
+                run.command, run.nproc, run.note
+            );
         }
-        let _ = writeln!(w, "\nCommand: `{}`\n", self.command);
-        let _ = writeln!(w, "{METHOD}");
+        let _ = writeln!(w, "\n{METHOD}");
         for s in &self.scenarios {
             render_scenario(w, s);
         }
         render_targets(w, &self.scenarios);
         let _ = writeln!(
             w,
-            "\n## Raw measurements\n\nOne JSON line per contender run, as printed by `kubecache-compare contender`.\n"
+            "\nEvery run's measurement (one JSON object per contender run, as printed by \
+             `kubecache-compare contender`) is in the JSON file beside this one."
         );
-        for s in &self.scenarios {
-            let _ = writeln!(w, "{}:\n\n```json", s.title());
-            for m in &s.measurements {
-                let _ = writeln!(w, "{}", serde_json::to_string(m).unwrap_or_default());
-            }
-            let _ = writeln!(w, "```\n");
-        }
         out
     }
 }
@@ -148,6 +162,11 @@ for 1 s without error (the 410-at-once check), so with no churn its `ready` is i
 
 fn render_scenario(w: &mut String, s: &Scenario) {
     let _ = writeln!(w, "\n## {}\n", s.title());
+    let _ = writeln!(
+        w,
+        "Started {}; load average then: {}.\n",
+        s.date, s.load_average
+    );
     let raw = s.median(RAW);
     let kr = s.median(KUBE_RUNTIME_LW);
     if let Some(raw) = raw {
@@ -265,11 +284,14 @@ fn render_targets(w: &mut String, scenarios: &[Scenario]) {
             );
         }
         if let Some(kr) = s.median(KUBE_RUNTIME_LW) {
+            let full = s.median(RAW).and_then(|r| r.json_bytes).unwrap_or(0).max(1);
             let _ = writeln!(
                 w,
-                "- {}, reference kube-runtime list-watch: RSS {:.0} MB = {:.1} x the stripped JSON",
+                "- {}, reference kube-runtime list-watch: RSS {:.0} MB = {:.1} x the full JSON \
+                 ({:.1} x the stripped JSON)",
                 s.title(),
                 kr.rss_bytes as f64 / MB,
+                kr.rss_bytes as f64 / full as f64,
                 kr.rss_bytes as f64 / json as f64
             );
         }
@@ -427,8 +449,9 @@ mod tests {
             objects: 10_000,
         });
         s.measurements.push(relist);
-        let mut report = Report::new(String::new(), "test".into());
-        report.scenarios.push(s);
+        let mut report = Report::default();
+        report.add_run("test".into(), String::new());
+        report.put(s);
         let text = report.render();
         assert!(
             text.contains("| kubecache-parallel | 10,000 | 1.10 | 1.10 | 0.28 |"),
