@@ -1,1 +1,8 @@
-//! Benchmarks of kubecache live in `benches/benches/`; this library is intentionally empty.
+//! Benchmarks of kubecache, side by side with its peers.
+//!
+//! - `benches/`: criterion micro-benchmarks (decode, store, index, list page),
+//!   built on the realistic pods of [`fixtures`].
+//! - `src/bin/kubecache-compare/`: the comparison harness, one process per
+//!   contender against one simulated API server (see `README.md`).
+
+pub mod fixtures;
