@@ -26,21 +26,19 @@
 //! `REFLECTOR_HISTORY_SEED=<seed>`; `REFLECTOR_HISTORY_CASES=<n>` runs seeds
 //! `0..n` instead of the default [`CASES`].
 
+mod common;
+use common::start;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kubecache_loadtest::sim::{Sim, SimConfig, Store, ids};
-use kubecache_reflector::upstream::{
-    ApiResource, Reflector, ReflectorConfig, ReflectorStatus, ResourceSpec, Strategy, Upstream,
-};
-use kubecache_reflector::{EventKind, StoreConfig, StoreReader, TryRecvError, store};
+use kubecache_reflector::upstream::{ReflectorStatus, Strategy};
+use kubecache_reflector::{EventKind, StoreReader, TryRecvError};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 /// Seeds run by default: enough interleavings of every strategy to mean
 /// something, few enough that the file runs in seconds in the dev profile.
@@ -214,7 +212,7 @@ async fn run(case: Case) -> Result<Outcome, String> {
         writer.create(sim.store(), &mut rng, false)?;
     }
 
-    let running = start_reflector(&url, case.strategy, case.page_size);
+    let running = start(&url, case.strategy, case.page_size);
     let sim = Arc::new(sim);
     let mut write = {
         let sim = sim.clone();
@@ -490,40 +488,6 @@ impl Writer {
             .map_err(|e| format!("create {name}: {} ({})", e.message, e.code))?;
         self.live.push(name);
         Ok(())
-    }
-}
-
-struct Running {
-    reader: StoreReader,
-    status: watch::Receiver<ReflectorStatus>,
-    task: JoinHandle<()>,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-fn start_reflector(url: &str, strategy: Strategy, page_size: usize) -> Running {
-    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
-    let (writer, reader) = store(StoreConfig::default());
-    let config = ReflectorConfig {
-        strategy,
-        page_size,
-        ..ReflectorConfig::default()
-    };
-    let reflector = Reflector::new(
-        Upstream::new(client, ResourceSpec::all(ApiResource::pods())),
-        config,
-        writer,
-    );
-    let status = reflector.status();
-    let task = tokio::spawn(reflector.run());
-    Running {
-        reader,
-        status,
-        task,
     }
 }
 

@@ -3,55 +3,17 @@
 //! than the watch cache, and recovers from every upstream fault without a
 //! gap or a reordering in its event log.
 
+mod common;
+use common::{Running, start};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, HistoryWindow, Sim, SimConfig, ids};
 use kubecache_reflector::upstream::{
-    ApiResource, Reflector, ReflectorConfig, ReflectorStatus, ResourceSpec, Strategy, Upstream,
+    ApiResource, Reflector, ReflectorConfig, ResourceSpec, Strategy, Upstream,
 };
 use kubecache_reflector::{EventKind, StoreConfig, StoreReader, store};
 use serde_json::Value;
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
-
-struct Running {
-    reader: StoreReader,
-    status: watch::Receiver<ReflectorStatus>,
-    task: JoinHandle<()>,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-fn start(url: &str, strategy: Strategy, page_size: usize) -> Running {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
-    let (writer, reader) = store(StoreConfig::default());
-    let config = ReflectorConfig {
-        strategy,
-        page_size,
-        ..ReflectorConfig::default()
-    };
-    let reflector = Reflector::new(
-        Upstream::new(client, ResourceSpec::all(ApiResource::pods())),
-        config,
-        writer,
-    );
-    let status = reflector.status();
-    let task = tokio::spawn(reflector.run());
-    Running {
-        reader,
-        status,
-        task,
-    }
-}
 
 /// Waits until the sim stops writing (a churn tick in flight finishes).
 async fn settle(sim: &Sim) -> u64 {

@@ -1,0 +1,50 @@
+//! What the reflector integration tests share: a reflector of pods running
+//! against a URL, stopped when dropped.
+
+use kubecache_reflector::upstream::{
+    ApiResource, Reflector, ReflectorConfig, ReflectorStatus, ResourceSpec, Strategy, Upstream,
+};
+use kubecache_reflector::{StoreConfig, StoreReader, store};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// A running reflector of pods and its store.
+pub struct Running {
+    pub reader: StoreReader,
+    pub status: watch::Receiver<ReflectorStatus>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts a reflector of all pods at `url` (logs go to the test output with
+/// `RUST_LOG`).
+pub fn start(url: &str, strategy: Strategy, page_size: usize) -> Running {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+    let (writer, reader) = store(StoreConfig::default());
+    let config = ReflectorConfig {
+        strategy,
+        page_size,
+        ..ReflectorConfig::default()
+    };
+    let reflector = Reflector::new(
+        Upstream::new(client, ResourceSpec::all(ApiResource::pods())),
+        config,
+        writer,
+    );
+    let status = reflector.status();
+    let task = tokio::spawn(reflector.run());
+    Running {
+        reader,
+        status,
+        task,
+    }
+}
