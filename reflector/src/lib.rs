@@ -4,6 +4,7 @@
 //! API server share: [`Status`], selectors and the protobuf envelope.
 
 mod decode;
+pub mod list_options;
 mod object;
 pub mod protobuf;
 mod selector;

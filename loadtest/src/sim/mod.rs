@@ -18,7 +18,6 @@ mod encoding;
 pub mod faults;
 mod http;
 mod object;
-mod params;
 pub mod resources;
 pub mod store;
 

@@ -19,13 +19,13 @@ use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
+use kubecache_reflector::list_options::{CollectionParams, ContinueToken, VersionMatch};
 use kubecache_reflector::{Status, protobuf};
 
 use super::{Context, Target, body_response, fault_for, status_response, watch};
 use crate::sim::encoding::Wire;
 use crate::sim::faults::{Fault, RequestKind};
 use crate::sim::object::StoredObject;
-use crate::sim::params::{CollectionParams, ContinueToken, VersionMatch};
 use crate::sim::resources::{RESOURCES, Resource};
 use crate::sim::store::{ListRead, ReadError, key_of};
 
@@ -39,7 +39,7 @@ const CHUNK: usize = 256 * 1024;
 /// `GET` of a collection.
 pub async fn collection(ctx: &Arc<Context>, target: &Target, query: &str, wire: Wire) -> Response {
     let resource = &RESOURCES[target.resource];
-    let params = match CollectionParams::parse(query, resource) {
+    let params = match CollectionParams::parse(query, &resource.supported_fields()) {
         Ok(params) => params,
         Err(status) => return status_response(&status, wire),
     };

@@ -32,9 +32,9 @@ use super::{Context, Target, body_response, fault_for, status_response};
 use crate::sim::encoding::Wire;
 use crate::sim::faults::{Fault, RequestKind};
 use crate::sim::object::StoredObject;
-use crate::sim::params::CollectionParams;
 use crate::sim::resources::{RESOURCES, Resource};
 use crate::sim::store::{Event, EventType, ListRead, ReadError};
+use kubecache_reflector::list_options::CollectionParams;
 
 /// Without `timeoutSeconds`, kube-apiserver ends a watch after a random
 /// 30–60 minutes (`--min-request-timeout` 1800 s); the simulator uses 30.

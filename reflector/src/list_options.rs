@@ -1,15 +1,14 @@
 //! Query parameters of list and watch requests, validated as kube-apiserver
 //! validates them (400 for values that do not parse, 422 for combinations it
-//! forbids).
+//! forbids). Shared by kubecache's server and the simulated API server.
 
 use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use kubecache_reflector::{FieldSelector, LabelSelector, Status};
 use serde::{Deserialize, Serialize};
 
-use super::resources::Resource;
+use crate::{FieldSelector, LabelSelector, Status};
 
 /// How a list or watch wants its `resourceVersion` matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,8 +47,9 @@ pub struct CollectionParams {
 }
 
 impl CollectionParams {
-    /// Parses and validates the query string of a list or watch.
-    pub fn parse(query: &str, resource: &Resource) -> Result<Self, Status> {
+    /// Parses and validates the query string of a list or watch of a
+    /// resource whose field selectors may name `supported_fields`.
+    pub fn parse(query: &str, supported_fields: &[&str]) -> Result<Self, Status> {
         let mut params = CollectionParams {
             watch: false,
             labels: LabelSelector::default(),
@@ -76,7 +76,7 @@ impl CollectionParams {
                     let fields = FieldSelector::parse(&value)
                         .map_err(|e| Status::bad_request(e.to_string()))?;
                     fields
-                        .check_supported(&resource.supported_fields())
+                        .check_supported(supported_fields)
                         .map_err(|e| Status::bad_request(e.to_string()))?;
                     params.fields = fields;
                 }
@@ -247,7 +247,8 @@ impl ContinueToken {
         BASE64.encode(serde_json::to_vec(self).expect("tokens serialize"))
     }
 
-    fn decode(token: &str) -> Result<Self, Status> {
+    /// Parses a token sent by a client (400 when it is not one).
+    pub fn decode(token: &str) -> Result<Self, Status> {
         let bytes = BASE64
             .decode(token)
             .map_err(|e| Status::bad_request(format!("continue key is not valid: {e}")))?;
@@ -265,10 +266,12 @@ impl ContinueToken {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::resources::{RESOURCES, ids};
 
     fn parse(query: &str) -> Result<CollectionParams, Status> {
-        CollectionParams::parse(query, &RESOURCES[ids::PODS])
+        CollectionParams::parse(
+            query,
+            &["metadata.name", "metadata.namespace", "spec.nodeName"],
+        )
     }
 
     #[test]
