@@ -208,14 +208,8 @@ async fn an_expired_continue_token_gets_410_and_an_inconsistent_token_that_conti
         "The provided continue parameter is too old to display a consistent list result."
     ));
     let inconsistent = status["metadata"]["continue"].as_str().unwrap();
-    use base64::Engine;
-    let decoded: Value = serde_json::from_slice(
-        &base64::engine::general_purpose::STANDARD
-            .decode(inconsistent)
-            .unwrap(),
-    )
-    .unwrap();
-    assert_eq!(decoded["rv"], -1);
+    let decoded = kubecache_reflector::list_options::ContinueToken::decode(inconsistent).unwrap();
+    assert_eq!(decoded.rv, -1);
     let (code, rest) = get_json(&format!(
         "{url}/api/v1/pods?limit=100&continue={inconsistent}"
     ))
