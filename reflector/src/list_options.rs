@@ -232,6 +232,11 @@ pub struct ContinueToken {
 }
 
 impl ContinueToken {
+    /// The key the next page starts after (`start` without its NUL).
+    pub fn last_key(&self) -> &str {
+        self.start.strip_suffix('\0').unwrap_or(&self.start)
+    }
+
     /// A token that continues after `last_key` at `rv`.
     pub fn after(rv: i64, last_key: &str, before: Option<usize>) -> Self {
         ContinueToken {
@@ -261,6 +266,18 @@ impl ContinueToken {
         }
         Ok(parsed)
     }
+}
+
+/// The 410 for a continue token whose snapshot is gone, carrying the token
+/// that continues inconsistently at the newest revision (kube-apiserver's
+/// exact message).
+pub fn expired_continue(start: &str) -> Status {
+    let mut status = Status::expired(
+        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+    );
+    let last_key = start.strip_suffix('\0').unwrap_or(start);
+    status.metadata.continue_token = Some(ContinueToken::after(-1, last_key, None).encode());
+    status
 }
 
 #[cfg(test)]

@@ -125,6 +125,28 @@ impl Status {
         Self::about_object(409, "Conflict", message, group, resource, name)
     }
 
+    /// 504 `Timeout` for a read at a resourceVersion the server has not
+    /// reached in time, as kube-apiserver's watch cache answers
+    /// (`storage.NewTooLargeResourceVersionError`); clients retry after a
+    /// second.
+    pub fn too_large_resource_version(wanted: u64, current: u64) -> Self {
+        let mut status = Self::failure(
+            504,
+            "Timeout",
+            format!("Too large resource version: {wanted}, current: {current}"),
+        );
+        status.details = Some(StatusDetails {
+            causes: vec![StatusCause {
+                reason: "ResourceVersionTooLarge".into(),
+                message: "Too large resource version".into(),
+                field: String::new(),
+            }],
+            retry_after_seconds: Some(1),
+            ..StatusDetails::default()
+        });
+        status
+    }
+
     /// A failure whose details name the object it is about.
     fn about_object(
         code: u16,

@@ -19,7 +19,9 @@ use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
-use kubecache_reflector::list_options::{CollectionParams, ContinueToken, VersionMatch};
+use kubecache_reflector::list_options::{
+    CollectionParams, ContinueToken, VersionMatch, expired_continue,
+};
 use kubecache_reflector::{Status, protobuf};
 
 use super::{Context, Target, body_response, fault_for, status_response, watch};
@@ -147,7 +149,7 @@ async fn list(
             ReadError::Compacted(_) => {
                 Status::expired("The resourceVersion for the provided list is too old.")
             }
-            ReadError::Future(current) => too_large(revision, current),
+            ReadError::Future(current) => Status::too_large_resource_version(revision, current),
         })?;
     let token_rv = if params.continue_token.as_ref().is_some_and(|t| t.rv < 0) {
         -1
@@ -174,37 +176,8 @@ pub async fn wait_for(ctx: &Context, rv: u64) -> Result<u64, Status> {
     let reached = tokio::time::timeout(FRESHNESS_WAIT, revisions.wait_for(|r| *r >= rv)).await;
     match reached {
         Ok(Ok(_)) => Ok(ctx.store.revision()),
-        _ => Err(too_large(rv, ctx.store.revision())),
+        _ => Err(Status::too_large_resource_version(rv, ctx.store.revision())),
     }
-}
-
-fn too_large(rv: u64, current: u64) -> Status {
-    let mut status = Status::failure(
-        504,
-        "Timeout",
-        format!("Too large resource version: {rv}, current: {current}"),
-    );
-    status.details = Some(kubecache_reflector::StatusDetails {
-        causes: vec![kubecache_reflector::StatusCause {
-            reason: "ResourceVersionTooLarge".into(),
-            message: "Too large resource version".into(),
-            field: String::new(),
-        }],
-        retry_after_seconds: Some(1),
-        ..Default::default()
-    });
-    status
-}
-
-/// The 410 for a continue token whose snapshot is gone, with the token that
-/// continues inconsistently at the newest revision.
-fn expired_continue(start: &str) -> Status {
-    let mut status = Status::expired(
-        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
-    );
-    let last_key = start.strip_suffix('\0').unwrap_or(start);
-    status.metadata.continue_token = Some(ContinueToken::after(-1, last_key, None).encode());
-    status
 }
 
 /// Whether an object passes the request's selectors.

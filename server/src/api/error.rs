@@ -1,0 +1,81 @@
+//! The one error type of the HTTP API: a Kubernetes `Status`, rendered as
+//! the API server renders it.
+
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use kubecache_reflector::Status;
+
+/// A failed request: its `Status` is the response body.
+#[derive(Debug)]
+pub struct ApiError(pub Status);
+
+impl From<Status> for ApiError {
+    fn from(status: Status) -> Self {
+        ApiError(status)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = StatusCode::from_u16(self.0.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (
+            code,
+            [(header::CONTENT_TYPE, "application/json")],
+            self.0.to_json(),
+        )
+            .into_response();
+        if let Some(secs) = self.0.details.as_ref().and_then(|d| d.retry_after_seconds) {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, secs.into());
+        }
+        response
+    }
+}
+
+/// 404 for a path the server does not serve, worded as kube-apiserver words it.
+pub fn no_such_path() -> ApiError {
+    let mut status = Status::failure(
+        404,
+        "NotFound",
+        "the server could not find the requested resource",
+    );
+    status.details = Some(Default::default());
+    ApiError(status)
+}
+
+/// 405 for a write: kubecache serves reads only.
+pub fn read_only(method: &str) -> ApiError {
+    ApiError(Status::failure(
+        405,
+        "MethodNotAllowed",
+        format!(
+            "the server does not allow this method on the requested resource: kubecache serves reads only, send {method} to the API server"
+        ),
+    ))
+}
+
+/// 503 until the resource has synced.
+pub fn not_ready(resource: &str, why: &str) -> ApiError {
+    let mut status = Status::failure(
+        503,
+        "ServiceUnavailable",
+        format!("kubecache has not synced {resource} yet: {why}"),
+    );
+    status.details = Some(kubecache_reflector::StatusDetails {
+        retry_after_seconds: Some(1),
+        ..Default::default()
+    });
+    ApiError(status)
+}
+
+/// 406 for a request that accepts no encoding kubecache serves.
+pub fn not_acceptable(accept: &str) -> ApiError {
+    ApiError(Status::failure(
+        406,
+        "NotAcceptable",
+        format!(
+            "only the following media types are accepted: application/json (asked for {accept:?})"
+        ),
+    ))
+}

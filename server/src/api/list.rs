@@ -1,0 +1,288 @@
+//! GET of a collection (list, or watch with `watch=1`) and of one object.
+//!
+//! # resourceVersion semantics
+//!
+//! kubecache holds the current state, not a history of states, so it serves
+//! every read from a snapshot of the store:
+//! - unset: a consistent read (see [`crate::freshness`]): the store catches
+//!   up with the API server's current resourceVersion first;
+//! - `0` ("any"): the store as it is, no waiting;
+//! - `N` with `NotOlderThan` (or `N` without a limit, the legacy rule): the
+//!   store once it has reached `N` (504 after the read-wait timeout);
+//! - `N` with `Exact` (or `N` with a limit and no match, the legacy rule):
+//!   the store's state at `N`, which kubecache has when nothing changed
+//!   between `N` and now, and 410 `Expired` otherwise (clients relist).
+//!
+//! `limit` is honoured for every resourceVersion, `0` included (the API
+//! server ignores it there and sends everything at once; paging is cheap
+//! here, and a client must accept either). All pages of a list come from
+//! one held snapshot; a continue token whose snapshot is no longer held gets
+//! the API server's 410 with an inconsistent continue token.
+//!
+//! Every response says the resourceVersion it was served at: a list in its
+//! metadata, both in the `X-Kubecache-Resource-Version` header.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use bytes::{BufMut, Bytes, BytesMut};
+use kubecache_reflector::list_options::{
+    CollectionParams, ContinueToken, VersionMatch, expired_continue,
+};
+use kubecache_reflector::{CachedObject, IndexLookup, ObjectKey, Snapshot, Status, TryRecvError};
+
+use super::error::{ApiError, not_ready};
+use super::path::ResourcePath;
+use crate::cache::{Cache, Caches};
+use crate::{Filter, Predicates};
+
+/// The header that says which resourceVersion a response was served at.
+pub const RESOURCE_VERSION_HEADER: &str = "x-kubecache-resource-version";
+
+/// Size of the chunks a list body is streamed in.
+const CHUNK: usize = 256 * 1024;
+
+/// `GET` of a resource path.
+pub async fn serve(
+    caches: &Caches,
+    target: ResourcePath,
+    query: &str,
+    _headers: &HeaderMap,
+    predicates: Predicates,
+) -> Result<Response, ApiError> {
+    let cache = &target.cache;
+    if let kubecache_reflector::Readiness::NotReady { reason } = cache.reader.readiness() {
+        return Err(not_ready(&cache.name(), &reason));
+    }
+    if let Some(name) = &target.name {
+        return get(caches, cache, target.namespace.as_deref(), name, query).await;
+    }
+    let mut params = CollectionParams::parse(query, &Filter::supported_fields(&cache.indexes))?;
+    let predicates = predicates.union(query_predicates(query)?);
+    let filter = Filter::new(
+        target.namespace,
+        std::mem::take(&mut params.labels),
+        std::mem::take(&mut params.fields),
+        cache.indexes.clone(),
+    );
+    if params.watch {
+        return crate::watch::serve(caches, cache, filter, params, predicates).await;
+    }
+    list(caches, cache, &filter, &params).await
+}
+
+/// The `predicates` query parameter.
+fn query_predicates(query: &str) -> Result<Predicates, Status> {
+    form_urlencoded::parse(query.as_bytes())
+        .filter(|(key, _)| key == "predicates")
+        .try_fold(Predicates::default(), |all, (_, value)| {
+            Ok(all.union(Predicates::parse(&value)?))
+        })
+}
+
+async fn list(
+    caches: &Caches,
+    cache: &Cache,
+    filter: &Filter,
+    params: &CollectionParams,
+) -> Result<Response, ApiError> {
+    let wait = caches.settings.read_wait;
+    let (snapshot, before) = match (&params.continue_token, params.resource_version) {
+        (Some(token), _) if token.rv >= 0 => {
+            let snapshot = cache
+                .pages
+                .find(token.rv as u64)
+                .ok_or_else(|| expired_continue(&token.start))?;
+            (snapshot, token.n)
+        }
+        // The inconsistent continuation of an expired list: the rest of
+        // the current state.
+        (Some(_), _) => (cache.reader.snapshot(), None),
+        (None, None) => {
+            cache.freshness.consistent(wait).await?;
+            (cache.reader.snapshot(), Some(0))
+        }
+        (None, Some(0)) if params.version_match != VersionMatch::Exact => {
+            (cache.reader.snapshot(), Some(0))
+        }
+        (None, Some(rv))
+            if params.version_match == VersionMatch::Exact
+                || (params.version_match == VersionMatch::Unset && params.limit > 0) =>
+        {
+            (snapshot_at(cache, rv, wait).await?, Some(0))
+        }
+        (None, Some(rv)) => {
+            cache.freshness.reach(rv, wait).await?;
+            (cache.reader.snapshot(), Some(0))
+        }
+    };
+    let after = params
+        .continue_token
+        .as_ref()
+        .map(|token| object_key(token.last_key()));
+    let mut selected = filter.select(&snapshot, after.as_ref());
+    let mut items: Vec<Arc<CachedObject>> = Vec::new();
+    for object in selected.by_ref() {
+        items.push(object.clone());
+        if items.len() == params.limit {
+            break;
+        }
+    }
+    let more = items.len() == params.limit && selected.next().is_some();
+    drop(selected);
+    let mut meta = ListMeta {
+        resource_version: snapshot.resource_version(),
+        continue_token: None,
+        remaining: None,
+    };
+    if more && let Some(last) = items.last() {
+        let served = before.map(|n| n + items.len());
+        let rv = snapshot.resource_version() as i64;
+        meta.continue_token = Some(ContinueToken::after(rv, last.key.as_str(), served).encode());
+        if let Some(served) = served.filter(|_| !params.filters()) {
+            let total = match filter.namespace.as_deref() {
+                Some(ns) => snapshot.index_len(IndexLookup::Namespace(ns)),
+                None => snapshot.len(),
+            };
+            meta.remaining = Some(total.saturating_sub(served));
+        }
+        cache.pages.hold(&snapshot);
+    }
+    Ok(list_response(cache, &meta, items))
+}
+
+/// The store's state at exactly `rv`: the current snapshot, if nothing
+/// changed after `rv` (waiting for `rv` first if the store is behind it).
+async fn snapshot_at(
+    cache: &Cache,
+    rv: u64,
+    wait: std::time::Duration,
+) -> Result<Snapshot, Status> {
+    if let Some(held) = cache.pages.find(rv) {
+        return Ok(held);
+    }
+    cache.freshness.reach(rv, wait).await?;
+    let snapshot = cache.reader.snapshot();
+    let too_old = || Status::expired("The resourceVersion for the provided list is too old.");
+    let mut changes = cache.reader.subscribe_from(rv).map_err(|_| too_old())?;
+    match changes.try_recv() {
+        Err(TryRecvError::Empty | TryRecvError::Closed) => Ok(snapshot),
+        Ok(change) if change.resource_version > snapshot.resource_version() => Ok(snapshot),
+        _ => Err(too_old()),
+    }
+}
+
+/// `metadata` of a list.
+struct ListMeta {
+    resource_version: u64,
+    continue_token: Option<String>,
+    remaining: Option<usize>,
+}
+
+/// A list response, streamed in chunks: items of built-in kinds leave out
+/// `kind` and `apiVersion`, as the API server writes them.
+fn list_response(cache: &Cache, meta: &ListMeta, items: Vec<Arc<CachedObject>>) -> Response {
+    let resource = &cache.resource;
+    let mut head = format!(
+        r#"{{"kind":"{}List","apiVersion":"{}","metadata":{{"resourceVersion":"{}""#,
+        resource.kind,
+        resource.api_version(),
+        meta.resource_version
+    );
+    if let Some(token) = &meta.continue_token {
+        head.push_str(&format!(r#","continue":"{token}""#));
+    }
+    if let Some(remaining) = meta.remaining {
+        head.push_str(&format!(r#","remainingItemCount":{remaining}"#));
+    }
+    head.push_str(r#"},"items":["#);
+    let builtin = cache.builtin;
+    let mut next = 0;
+    let mut head = Some(Bytes::from(head));
+    let chunks = std::iter::from_fn(move || {
+        if next > items.len() {
+            return None;
+        }
+        let mut chunk = BytesMut::with_capacity(CHUNK + 16 * 1024);
+        if let Some(head) = head.take() {
+            chunk.put(head);
+        }
+        while next < items.len() && chunk.len() < CHUNK {
+            if next > 0 {
+                chunk.put_u8(b',');
+            }
+            let object = &items[next];
+            if builtin {
+                chunk.put_u8(b'{');
+                chunk.put(object.without_type_meta());
+            } else {
+                chunk.put(object.json.clone());
+            }
+            next += 1;
+        }
+        if next == items.len() {
+            chunk.put_slice(b"]}");
+            next += 1;
+        }
+        Some(Ok::<_, std::convert::Infallible>(chunk.freeze()))
+    });
+    let body = Body::from_stream(futures::stream::iter(chunks));
+    json_response(body, meta.resource_version)
+}
+
+/// `GET` of one object.
+async fn get(
+    caches: &Caches,
+    cache: &Cache,
+    namespace: Option<&str>,
+    name: &str,
+    query: &str,
+) -> Result<Response, ApiError> {
+    let wait = caches.settings.read_wait;
+    let mut resource_version = None;
+    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+        if key == "resourceVersion" && !value.is_empty() {
+            resource_version = Some(value.parse::<u64>().map_err(|_| {
+                Status::bad_request(format!("invalid resource version: {value:?}"))
+            })?);
+        }
+    }
+    match resource_version {
+        None => cache.freshness.consistent(wait).await?,
+        Some(0) => {}
+        Some(rv) => cache.freshness.reach(rv, wait).await?,
+    }
+    let snapshot = cache.reader.snapshot();
+    let key = ObjectKey::new(namespace.unwrap_or_default(), name);
+    let object = snapshot
+        .get(&key)
+        .ok_or_else(|| Status::not_found(&cache.resource.group, &cache.resource.plural, name))?;
+    Ok(json_response(
+        Body::from(object.json.clone()),
+        snapshot.resource_version(),
+    ))
+}
+
+/// The key of `namespace/name` (or `name`, cluster-scoped) as in a
+/// continue token.
+fn object_key(key: &str) -> ObjectKey {
+    match key.split_once('/') {
+        Some((namespace, name)) => ObjectKey::new(namespace, name),
+        None => ObjectKey::new("", key),
+    }
+}
+
+/// A 200 JSON response served at `resource_version`.
+pub fn json_response(body: Body, resource_version: u64) -> Response {
+    let mut response = Response::new(body);
+    *response.status_mut() = StatusCode::OK;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(RESOURCE_VERSION_HEADER, resource_version.into());
+    response
+}

@@ -1,0 +1,201 @@
+//! The cached resources the server answers for, and the per-resource state
+//! that serving them needs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kubecache_reflector::upstream::{
+    ApiResource, Reflector, ReflectorConfig, ReflectorStatus, ResourceSpec, Upstream,
+};
+use kubecache_reflector::{FieldPathError, IndexSpec, StoreConfig, StoreReader, store};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::freshness::Freshness;
+use crate::pages::HeldSnapshots;
+
+/// How the server serves; the same for every resource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServeSettings {
+    /// Longest a read waits for the store to reach a resourceVersion (its
+    /// own `NotOlderThan`, or the API server's current one for a consistent
+    /// read) before answering 504.
+    pub read_wait: Duration,
+    /// Interval of bookmarks to watchers that allow them.
+    pub bookmark_interval: Duration,
+    /// Events a watcher may have queued, undelivered, before it is closed
+    /// with a 410 `Expired` error.
+    pub watcher_queue: usize,
+    /// How long a paginated list's snapshot is kept after its last page was
+    /// served; a continue token older than that gets 410 `Expired`.
+    pub continue_ttl: Duration,
+}
+
+impl ServeSettings {
+    /// Three seconds: kube-apiserver's watch cache waits as long for a
+    /// resourceVersion it has not reached before answering "Too large
+    /// resource version" (`blockTimeout` in `cacher/watch_cache.go`).
+    pub const DEFAULT_READ_WAIT: Duration = Duration::from_secs(3);
+
+    /// One minute: kube-apiserver's bookmark frequency
+    /// (`bookmarkFrequency` in `cacher/cacher.go`).
+    pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
+
+    /// 1,024 events: a watcher this far behind is about 10 s late on a
+    /// busy resource; kube-apiserver's per-watcher buffer is 10 to 1,000
+    /// events depending on the kind.
+    pub const DEFAULT_WATCHER_QUEUE: usize = 1024;
+
+    /// Five minutes: as long as kube-apiserver honours a continue token
+    /// (until etcd compacts its revision, `--etcd-compaction-interval=5m`).
+    pub const DEFAULT_CONTINUE_TTL: Duration = Duration::from_secs(5 * 60);
+}
+
+impl Default for ServeSettings {
+    fn default() -> Self {
+        ServeSettings {
+            read_wait: Self::DEFAULT_READ_WAIT,
+            bookmark_interval: Self::DEFAULT_BOOKMARK_INTERVAL,
+            watcher_queue: Self::DEFAULT_WATCHER_QUEUE,
+            continue_ttl: Self::DEFAULT_CONTINUE_TTL,
+        }
+    }
+}
+
+/// One cached resource: its store and what serving it needs.
+pub struct Cache {
+    /// The resource.
+    pub resource: ApiResource,
+    /// The store the reflector fills.
+    pub reader: StoreReader,
+    /// The reflector's status.
+    pub status: watch::Receiver<ReflectorStatus>,
+    /// The store's field indexes.
+    pub(crate) indexes: Arc<[IndexSpec]>,
+    /// Whether the kind is built into Kubernetes: list items then leave out
+    /// `kind` and `apiVersion`, as the API server does.
+    pub(crate) builtin: bool,
+    /// Consistent reads.
+    pub(crate) freshness: Freshness,
+    /// Snapshots of paginated lists in progress.
+    pub(crate) pages: HeldSnapshots,
+}
+
+impl Cache {
+    /// Starts a reflector of `spec` through `client` into a new store and
+    /// serves it. The reflector extracts the values of `store`'s field
+    /// indexes (appended to `reflector.transform`). The returned task runs
+    /// the reflector until aborted.
+    ///
+    /// # Errors
+    ///
+    /// A field index whose path does not parse.
+    pub fn start(
+        client: kube::Client,
+        spec: ResourceSpec,
+        store_config: StoreConfig,
+        mut reflector: ReflectorConfig,
+        settings: &ServeSettings,
+    ) -> Result<(Cache, JoinHandle<()>), FieldPathError> {
+        for index in &store_config.field_indexes {
+            reflector.transform = reflector.transform.index_field(&index.path)?;
+        }
+        let upstream = Upstream::new(client, spec);
+        let (writer, reader) = store(store_config);
+        let reflector = Reflector::new(upstream.clone(), reflector, writer);
+        let status = reflector.status();
+        let task = tokio::spawn(reflector.run());
+        Ok((Cache::new(upstream, reader, status, settings), task))
+    }
+
+    /// Serves `reader`, filled by a reflector of `upstream` whose status is
+    /// `status`. Spawns the tasks that serve consistent reads, so it must
+    /// be called within a Tokio runtime.
+    pub fn new(
+        upstream: Upstream,
+        reader: StoreReader,
+        status: watch::Receiver<ReflectorStatus>,
+        settings: &ServeSettings,
+    ) -> Self {
+        let resource = upstream.spec().resource.clone();
+        let builtin =
+            kubecache_reflector::protobuf::message_type(&resource.api_version(), &resource.kind)
+                .is_some();
+        let indexes = reader.snapshot().field_indexes().into();
+        Cache {
+            resource,
+            indexes,
+            builtin,
+            freshness: Freshness::new(upstream, reader.clone()),
+            pages: HeldSnapshots::new(settings.continue_ttl),
+            reader,
+            status,
+        }
+    }
+
+    /// `plural` for the core group, `plural.group` otherwise: the name
+    /// `--resources` and the query API use.
+    pub fn name(&self) -> String {
+        if self.resource.group.is_empty() {
+            self.resource.plural.clone()
+        } else {
+            format!("{}.{}", self.resource.plural, self.resource.group)
+        }
+    }
+}
+
+/// Every cached resource, and the settings they are served with.
+pub struct Caches {
+    caches: Vec<Arc<Cache>>,
+    /// How to serve.
+    pub settings: ServeSettings,
+    /// `true` once the server is shutting down: open watches end cleanly.
+    shutdown: watch::Sender<bool>,
+}
+
+impl Caches {
+    /// Serves `caches` with `settings`.
+    pub fn new(caches: Vec<Cache>, settings: ServeSettings) -> Self {
+        Caches {
+            caches: caches.into_iter().map(Arc::new).collect(),
+            settings,
+            shutdown: watch::Sender::new(false),
+        }
+    }
+
+    /// Ends every open watch (each stream closes cleanly, so clients
+    /// resume elsewhere from their last resourceVersion); for graceful
+    /// shutdown, before the listener stops.
+    pub fn shut_down(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    /// Resolves (`changed()`, or already `true`) when the server shuts down.
+    pub fn shutting_down(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
+    /// Every cache, in configuration order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Cache>> {
+        self.caches.iter()
+    }
+
+    /// The cache of `plural` in `group`/`version`.
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<Cache>> {
+        self.caches.iter().find(|c| {
+            c.resource.group == group
+                && c.resource.version == version
+                && c.resource.plural == plural
+        })
+    }
+
+    /// The cache named `plural` or `plural.group` (see [`Cache::name`]).
+    pub fn by_name(&self, name: &str) -> Option<&Arc<Cache>> {
+        self.caches.iter().find(|c| c.name() == name)
+    }
+
+    /// Whether every store has synced.
+    pub fn ready(&self) -> bool {
+        self.caches.iter().all(|c| c.reader.is_ready())
+    }
+}

@@ -1,0 +1,134 @@
+//! What a list or watch selects: a namespace, a label selector and a field
+//! selector, and how to find the matching objects through the indexes.
+
+use std::sync::Arc;
+
+use kubecache_reflector::{
+    CachedObject, FieldSelector, IndexLookup, IndexSpec, LabelSelector, ObjectKey, Snapshot,
+};
+
+/// The objects a request selects.
+///
+/// Field selectors may name `metadata.name`, `metadata.namespace` and the
+/// paths of the configured field indexes (see [`Filter::supported_fields`]);
+/// the values of indexed fields come precomputed in
+/// [`CachedObject::fields`], so matching never parses JSON.
+#[derive(Clone, Debug)]
+pub struct Filter {
+    /// The namespace of a namespaced path (`None`: all namespaces).
+    pub namespace: Option<String>,
+    /// `labelSelector`.
+    pub labels: LabelSelector,
+    /// `fieldSelector`.
+    pub fields: FieldSelector,
+    /// The configured field indexes, in the order of `CachedObject::fields`.
+    indexes: Arc<[IndexSpec]>,
+}
+
+/// Where the candidates of a filter come from: the whole store or one index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route<'a> {
+    /// Every object (no usable equality).
+    All,
+    /// One index entry; every matching object is in it.
+    Index(IndexLookup<'a>),
+}
+
+impl Filter {
+    /// A filter over a store with these field indexes.
+    pub fn new(
+        namespace: Option<String>,
+        labels: LabelSelector,
+        fields: FieldSelector,
+        indexes: Arc<[IndexSpec]>,
+    ) -> Self {
+        Filter {
+            namespace,
+            labels,
+            fields,
+            indexes,
+        }
+    }
+
+    /// The field paths a field selector may name for a store with these
+    /// indexes.
+    pub fn supported_fields(indexes: &[IndexSpec]) -> Vec<&str> {
+        let mut fields = vec!["metadata.name", "metadata.namespace"];
+        fields.extend(indexes.iter().map(|i| i.path.as_str()));
+        fields
+    }
+
+    /// Whether `object` is selected.
+    pub fn matches(&self, object: &CachedObject) -> bool {
+        if let Some(ns) = &self.namespace
+            && object.key.namespace() != ns
+        {
+            return false;
+        }
+        self.labels.matches(|key| object.label(key))
+            && self.fields.matches(|path| self.field(object, path))
+    }
+
+    /// The value of field `path` of `object` (`metadata.name`,
+    /// `metadata.namespace` or an indexed path).
+    fn field<'o>(&self, object: &'o CachedObject, path: &str) -> Option<&'o str> {
+        match path {
+            "metadata.name" => Some(object.key.name()),
+            "metadata.namespace" => Some(object.key.namespace()),
+            _ => {
+                let at = self.indexes.iter().position(|i| i.path == path)?;
+                object.fields.get(at)?.as_deref()
+            }
+        }
+    }
+
+    /// The index lookups every selected object must be found by: the
+    /// namespace, indexed field equalities and label equalities.
+    pub fn lookups(&self) -> Vec<IndexLookup<'_>> {
+        let mut lookups = Vec::new();
+        let namespace = self
+            .fields
+            .equalities()
+            .find(|(path, _)| *path == "metadata.namespace")
+            .map(|(_, ns)| ns)
+            .or(self.namespace.as_deref());
+        if let Some(ns) = namespace {
+            lookups.push(IndexLookup::Namespace(ns));
+        }
+        for (path, value) in self.fields.equalities() {
+            if let Some(spec) = self.indexes.iter().find(|i| i.path == path) {
+                lookups.push(IndexLookup::Field {
+                    name: &spec.name,
+                    value,
+                });
+            }
+        }
+        for (key, value) in self.labels.equalities() {
+            lookups.push(IndexLookup::Label { key, value });
+        }
+        lookups
+    }
+
+    /// The narrowest source of candidates in `snapshot`: the lookup that
+    /// finds the fewest objects, or the whole store.
+    pub fn route<'f>(&'f self, snapshot: &Snapshot) -> Route<'f> {
+        self.lookups()
+            .into_iter()
+            .min_by_key(|lookup| snapshot.index_len(*lookup))
+            .map_or(Route::All, Route::Index)
+    }
+
+    /// The selected objects of `snapshot` in key order, after key `after`.
+    pub fn select<'s>(
+        &'s self,
+        snapshot: &'s Snapshot,
+        after: Option<&'s ObjectKey>,
+    ) -> Box<dyn Iterator<Item = &'s Arc<CachedObject>> + 's> {
+        let candidates: Box<dyn Iterator<Item = &'s Arc<CachedObject>> + 's> =
+            match self.route(snapshot) {
+                Route::All => Box::new(snapshot.range(None, after)),
+                Route::Index(lookup) => Box::new(snapshot.index_range(lookup, after)),
+            };
+        Box::new(candidates.filter(|object| self.matches(object)))
+    }
+}

@@ -1,0 +1,18 @@
+//! kubecache's server: the Kubernetes-compatible read API and the query API
+//! in front of the reflectors' stores.
+//!
+//! [`router`] builds the HTTP API over a set of [`Caches`]; `main.rs` wires
+//! configuration, upstream, reflectors and the listener around it.
+
+mod api;
+mod cache;
+mod filter;
+mod freshness;
+mod pages;
+mod predicates;
+mod watch;
+
+pub use api::router;
+pub use cache::{Cache, Caches, ServeSettings};
+pub use filter::Filter;
+pub use predicates::Predicates;

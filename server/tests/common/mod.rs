@@ -1,0 +1,122 @@
+//! What the server's integration tests share: the simulated API server,
+//! reflectors of the chosen resources into stores, and kubecache's router on
+//! 127.0.0.1, all in this process and stopped when dropped.
+
+#![allow(dead_code)] // Each test binary uses its own part of this module.
+
+use std::sync::Arc;
+
+use kubecache_loadtest::sim::{Sim, SimConfig};
+use kubecache_reflector::StoreConfig;
+use kubecache_reflector::upstream::{ApiResource, ReflectorConfig, ResourceSpec, Strategy};
+use kubecache_server::{Cache, Caches, ServeSettings};
+use tokio::task::JoinHandle;
+
+/// kubecache serving a simulated API server.
+pub struct Served {
+    /// kubecache's base URL.
+    pub url: String,
+    /// The simulated API server behind it.
+    pub sim: Sim,
+    /// What the router serves.
+    pub caches: Arc<Caches>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// What to start.
+pub struct Setup {
+    pub sim: SimConfig,
+    /// Resources to cache; each with the same store config.
+    pub resources: Vec<ApiResource>,
+    pub store: StoreConfig,
+    pub settings: ServeSettings,
+    pub strategy: Strategy,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            sim: SimConfig {
+                pods: 1000,
+                ..SimConfig::default()
+            },
+            resources: vec![ApiResource::pods()],
+            store: StoreConfig::default(),
+            settings: ServeSettings::default(),
+            strategy: Strategy::Parallel,
+        }
+    }
+}
+
+/// Starts the sim, the reflectors and kubecache; returns once every store
+/// is ready.
+pub async fn serve(setup: Setup) -> Served {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let (sim_url, sim) = Sim::start(setup.sim).await.expect("sim starts");
+    let client = kube::Client::try_from(kube::Config::new(sim_url.parse().unwrap())).unwrap();
+    let mut caches = Vec::new();
+    let mut tasks = Vec::new();
+    for resource in setup.resources {
+        let reflector = ReflectorConfig {
+            strategy: setup.strategy,
+            ..ReflectorConfig::default()
+        };
+        let (cache, task) = Cache::start(
+            client.clone(),
+            ResourceSpec::all(resource),
+            setup.store.clone(),
+            reflector,
+            &setup.settings,
+        )
+        .expect("valid index paths");
+        caches.push(cache);
+        tasks.push(task);
+    }
+    let caches = Arc::new(Caches::new(caches, setup.settings));
+    for cache in caches.iter() {
+        tokio::time::timeout(std::time::Duration::from_secs(60), cache.reader.ready())
+            .await
+            .expect("synced within a minute")
+            .expect("store open");
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let router = kubecache_server::router(caches.clone());
+    tasks.push(tokio::spawn(async move {
+        axum::serve(listener, router).await.unwrap();
+    }));
+    Served {
+        url,
+        sim,
+        caches,
+        tasks,
+    }
+}
+
+/// A kube client of kubecache.
+pub fn client(url: &str) -> kube::Client {
+    kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap()
+}
+
+/// GET `path` (with its query) from kubecache at `url`: status code and body.
+pub async fn get(url: &str, path: &str) -> (u16, bytes::Bytes) {
+    use http_body_util::BodyExt;
+    let request = http::Request::get(path)
+        .body(kube::client::Body::empty())
+        .unwrap();
+    let response = client(url).send(request).await.unwrap();
+    let code = response.status().as_u16();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (code, body)
+}
