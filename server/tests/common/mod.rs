@@ -109,14 +109,51 @@ pub fn client(url: &str) -> kube::Client {
     kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap()
 }
 
-/// GET `path` (with its query) from kubecache at `url`: status code and body.
+/// GET `path` (with its query) from kubecache at `url`: status code and
+/// body. A plain HTTP/1.1 client: kube's client retries 5xx answers, which
+/// tests must see as they are.
 pub async fn get(url: &str, path: &str) -> (u16, bytes::Bytes) {
-    use http_body_util::BodyExt;
     let request = http::Request::get(path)
-        .body(kube::client::Body::empty())
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
         .unwrap();
-    let response = client(url).send(request).await.unwrap();
+    send(url, request).await
+}
+
+/// Sends `request` to kubecache at `url`: status code and body.
+pub async fn send<B>(url: &str, mut request: http::Request<B>) -> (u16, bytes::Bytes)
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    use http_body_util::BodyExt;
+    let mut sender = open(url, &mut request).await;
+    let response = sender.send_request(request).await.unwrap();
     let code = response.status().as_u16();
     let body = response.into_body().collect().await.unwrap().to_bytes();
     (code, body)
+}
+
+/// A connection to kubecache at `url`, ready to send `request` (whose Host
+/// header it sets).
+pub async fn open<B>(
+    url: &str,
+    request: &mut http::Request<B>,
+) -> hyper::client::conn::http1::SendRequest<B>
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let authority = url.trim_start_matches("http://").to_string();
+    request
+        .headers_mut()
+        .insert(http::header::HOST, authority.parse().unwrap());
+    let stream = tokio::net::TcpStream::connect(&authority).await.unwrap();
+    let (sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    sender
 }
