@@ -91,7 +91,7 @@ async fn lists_with_selectors_and_pages_equal_the_api_servers_answers() {
         ),
     ];
     for query in &queries {
-        let expected = list_all(&served.sim.url().to_string(), query).await;
+        let expected = list_all(served.sim.url(), query).await;
         let answered = list_all(&served.url, query).await;
         assert!(
             !expected.is_empty() || query.contains('!'),
