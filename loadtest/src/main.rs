@@ -1,4 +1,5 @@
-//! `kubecache-loadtest`: runs the simulated Kubernetes API server.
+//! `kubecache-loadtest`: runs the simulated Kubernetes API server, reads
+//! lists raw, and loads a running kubecache.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,6 +26,20 @@ enum Command {
     /// Read a whole collection page by page, discarding the bytes: the
     /// floor any reflector's time to sync is measured against.
     RawList(RawListArgs),
+    /// Load a running kubecache with simulated operators (watchers, gets,
+    /// lists, index queries, writes to the API server) and check that every
+    /// watcher got every event; exits non-zero on any loss or failure.
+    Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Read the whole scenario from this YAML file (the flags' names in
+    /// camelCase); the other flags are then ignored.
+    #[arg(long)]
+    scenario: Option<PathBuf>,
+    #[command(flatten)]
+    flags: kubecache_loadtest::run::Scenario,
 }
 
 #[derive(clap::Args)]
@@ -106,7 +121,24 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Sim(args) => sim(args).await,
         Command::RawList(args) => raw_list(args).await,
+        Command::Run(args) => run(args).await,
     }
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let scenario = match &args.scenario {
+        Some(path) => kubecache_loadtest::run::Scenario::from_file(path)?,
+        None => args.flags,
+    };
+    let json = scenario.json.clone();
+    let report = kubecache_loadtest::run::run(scenario).await?;
+    print!("{report}");
+    if let Some(path) = json {
+        std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    anyhow::ensure!(report.ok(), "the run failed: see above");
+    Ok(())
 }
 
 async fn sim(args: SimArgs) -> anyhow::Result<()> {

@@ -221,7 +221,11 @@ impl Watch {
     }
 
     fn visible(&self, object: &StoredObject) -> bool {
-        matches(self.out.resource, &self.params, object)
+        self.target
+            .namespace
+            .as_ref()
+            .is_none_or(|ns| *ns == object.namespace)
+            && matches(self.out.resource, &self.params, object)
     }
 
     /// The event as this watch sees it through its selectors.

@@ -1,0 +1,244 @@
+//! `kubecache-loadtest run`: many simulated operators against a running
+//! kubecache, measured, and checked against the API server's own history.
+//!
+//! # What a run does
+//!
+//! 1. Lists the resource once from kubecache at resourceVersion `S` (a
+//!    consistent read) to learn the objects to get, and the namespaces,
+//!    nodes and labels to filter watches by.
+//! 2. Opens the watchers on kubecache and one *reference* watch on the API
+//!    server, all from `S`.
+//! 3. For the run's duration: request workers send gets, lists and index
+//!    queries in a closed loop (each worker sends its next request when the
+//!    last one is answered); a writer patches objects on the API server at
+//!    a fixed rate, remembering when each write's resourceVersion was
+//!    acknowledged.
+//! 4. Stops writing, lets the watchers settle, and checks completeness: for
+//!    each watcher, the resourceVersions it received must equal those of the
+//!    reference events that match its filter (now or before the change), in
+//!    the same order. Delivery lag is the time from a write's acknowledgement
+//!    to a watcher's receipt of that resourceVersion.
+//!
+//! Any lost, duplicated or reordered event, and any failed request, makes
+//! the run fail (non-zero exit).
+
+mod report;
+mod requests;
+mod targets;
+mod watchers;
+mod writes;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+
+pub use report::Report;
+use targets::Targets;
+use watchers::{WatchFilter, Watcher};
+
+/// A load scenario: from flags or a YAML file (same keys, camelCase).
+#[derive(Debug, Clone, clap::Args, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Scenario {
+    /// kubecache's base URL (loopback only).
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// The API server's base URL, for writes and the reference watch
+    /// (loopback only).
+    #[arg(long, default_value = "http://127.0.0.1:6443")]
+    pub upstream: String,
+    /// Bearer token for kubecache.
+    #[arg(long)]
+    pub token: Option<String>,
+    /// Bearer token for the API server.
+    #[arg(long)]
+    pub upstream_token: Option<String>,
+    /// Collection path of the resource (all namespaces).
+    #[arg(long, default_value = "/api/v1/pods")]
+    pub path: String,
+    /// Seconds of load.
+    #[arg(long, default_value_t = 20)]
+    pub duration_secs: u64,
+    /// At most this many requests in all (0: no bound but the duration).
+    #[arg(long, default_value_t = 0)]
+    pub max_requests: u64,
+    /// Concurrent request workers (each one request at a time).
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// Weight of gets in the request mix.
+    #[arg(long, default_value_t = 1.0)]
+    pub gets: f64,
+    /// Weight of lists in the request mix.
+    #[arg(long, default_value_t = 0.0)]
+    pub lists: f64,
+    /// Weight of index queries in the request mix.
+    #[arg(long, default_value_t = 0.0)]
+    pub index_queries: f64,
+    /// `resourceVersion` of gets and lists: `0` (the cache as it is, the
+    /// default) or empty for consistent reads.
+    #[arg(long, default_value = "0")]
+    pub read_resource_version: String,
+    /// `limit` of lists (0: the whole collection in one response).
+    #[arg(long, default_value_t = 0)]
+    pub list_limit: usize,
+    /// Path of index queries; `{namespace}` and `{node}` are replaced by
+    /// values of random objects.
+    #[arg(long, default_value = "/v1/pods/index/namespace/{namespace}")]
+    pub index_path: String,
+    /// Watchers, spread evenly over the filter kinds of `watch_filters`.
+    #[arg(long, default_value_t = 0)]
+    pub watchers: usize,
+    /// Filter kinds of watchers: `all`, `namespace`, `node`
+    /// (`fieldSelector=spec.nodeName=…`, like per-node agents), `label`.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "all,namespace,node,label"
+    )]
+    pub watch_filters: Vec<String>,
+    /// Writes per second to the API server (merge patches of random objects).
+    #[arg(long, default_value_t = 0.0)]
+    pub writes_per_sec: f64,
+    /// Seconds to wait after the last write for watchers to catch up.
+    #[arg(long, default_value_t = 3)]
+    pub settle_secs: u64,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+}
+
+impl Default for Scenario {
+    fn default() -> Self {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            scenario: Scenario,
+        }
+        Defaults::parse_from(["defaults"]).scenario
+    }
+}
+
+impl Scenario {
+    /// Reads a scenario from a YAML file.
+    pub fn from_file(path: &std::path::Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading scenario {}", path.display()))?;
+        serde_yaml::from_str(&text).with_context(|| format!("scenario {}", path.display()))
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        for (name, url) in [("url", &self.url), ("upstream", &self.upstream)] {
+            let parsed = reqwest::Url::parse(url).with_context(|| format!("{name}: {url:?}"))?;
+            let loopback = match parsed.host() {
+                Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+                Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+                Some(url::Host::Domain(domain)) => domain == "localhost",
+                None => false,
+            };
+            if !loopback || parsed.scheme() != "http" {
+                bail!(
+                    "{name}: {url:?} is not a plain-HTTP loopback URL; the load generator only loads this machine"
+                );
+            }
+        }
+        if self.gets < 0.0 || self.lists < 0.0 || self.index_queries < 0.0 {
+            bail!("gets, lists, indexQueries: weights must not be negative");
+        }
+        if self.concurrency == 0 && self.gets + self.lists + self.index_queries > 0.0 {
+            bail!("concurrency: must be at least 1 when requests are mixed in");
+        }
+        for kind in &self.watch_filters {
+            WatchFilter::kind_from_name(kind)?;
+        }
+        if self.watchers > 0 && self.watch_filters.is_empty() {
+            bail!("watchFilters: at least one kind is needed for watchers");
+        }
+        Ok(())
+    }
+}
+
+/// What every part of a run shares.
+struct RunContext {
+    scenario: Scenario,
+    client: reqwest::Client,
+    /// Set when the run is over: watchers stop reading.
+    stop: AtomicBool,
+    /// Requests sent so far (progress, and the request bound).
+    requests: AtomicU64,
+    /// Events received by all watchers so far (progress).
+    deliveries: AtomicU64,
+}
+
+/// Runs `scenario`; the report says whether every event arrived.
+pub async fn run(scenario: Scenario) -> anyhow::Result<Report> {
+    scenario.validate()?;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(scenario.concurrency.max(1) * 2)
+        .build()?;
+    let ctx = Arc::new(RunContext {
+        scenario,
+        client,
+        stop: AtomicBool::new(false),
+        requests: AtomicU64::new(0),
+        deliveries: AtomicU64::new(0),
+    });
+    let targets = Arc::new(Targets::list(&ctx).await?);
+    eprintln!(
+        "listed {} objects at resourceVersion {} in {:.0} ms",
+        targets.objects.len(),
+        targets.resource_version,
+        targets.list_time.as_secs_f64() * 1e3
+    );
+    let reference = watchers::Reference::start(&ctx, &targets).await?;
+    let mut watchers = Vec::new();
+    for i in 0..ctx.scenario.watchers {
+        let kind = &ctx.scenario.watch_filters[i % ctx.scenario.watch_filters.len()];
+        let filter = WatchFilter::pick(kind, &targets, i)?;
+        watchers.push(Watcher::start(&ctx, filter, targets.resource_version).await?);
+    }
+    let writes = writes::Writes::default();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(ctx.scenario.duration_secs);
+    let writer = tokio::spawn(writes::run(
+        ctx.clone(),
+        targets.clone(),
+        writes.clone(),
+        deadline,
+    ));
+    let progress = tokio::spawn(report::progress(ctx.clone(), started, deadline));
+    let requests = requests::run(ctx.clone(), targets.clone(), deadline).await?;
+    let write_count = writer.await??;
+    let load_time = started.elapsed();
+    // Events up to here must reach every watcher; later ones (churn of
+    // others during the settle time) are not checked.
+    let cutoff = reference.last();
+    tokio::time::sleep(Duration::from_secs(ctx.scenario.settle_secs)).await;
+    ctx.stop.store(true, Ordering::Release);
+    progress.abort();
+    eprintln!();
+    let reference = reference.finish().await?;
+    let mut results = Vec::new();
+    for watcher in watchers {
+        results.push(watcher.finish().await);
+    }
+    let watch = (!results.is_empty()).then(|| {
+        report::watch_report(
+            load_time.as_secs_f64(),
+            &writes,
+            &reference,
+            cutoff,
+            results,
+        )
+    });
+    Ok(Report::new(
+        &ctx.scenario,
+        load_time,
+        requests,
+        write_count,
+        watch,
+    ))
+}

@@ -1,0 +1,119 @@
+//! The objects a run reads and filters by, from one list of kubecache.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+
+use super::RunContext;
+
+/// What the load needs to know about one object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectFacts {
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `spec.nodeName`.
+    pub node: String,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// The objects of the resource at the start of the run.
+pub struct Targets {
+    /// The list's resourceVersion: watches start here.
+    pub resource_version: u64,
+    /// Every object, in list order.
+    pub objects: Vec<ObjectFacts>,
+    /// How long the list took.
+    pub list_time: Duration,
+}
+
+#[derive(Deserialize)]
+struct List {
+    metadata: ListMeta,
+    items: Vec<Item>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListMeta {
+    resource_version: String,
+}
+
+/// Just the parts of an object the load needs (serde skips the rest).
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub struct Item {
+    metadata: ItemMeta,
+    spec: ItemSpec,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct ItemMeta {
+    namespace: String,
+    name: String,
+    labels: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct ItemSpec {
+    node_name: String,
+}
+
+impl From<Item> for ObjectFacts {
+    fn from(item: Item) -> Self {
+        ObjectFacts {
+            namespace: item.metadata.namespace,
+            name: item.metadata.name,
+            node: item.spec.node_name,
+            labels: item.metadata.labels,
+        }
+    }
+}
+
+impl ObjectFacts {
+    /// Reads the facts of one object's JSON.
+    pub fn parse(json: &[u8]) -> anyhow::Result<Self> {
+        Ok(serde_json::from_slice::<Item>(json)?.into())
+    }
+}
+
+impl Targets {
+    /// Lists the resource from kubecache (a consistent read).
+    pub async fn list(ctx: &RunContext) -> anyhow::Result<Self> {
+        let scenario = &ctx.scenario;
+        let started = Instant::now();
+        let url = format!("{}{}", scenario.url, scenario.path);
+        let mut request = ctx.client.get(&url);
+        if let Some(token) = &scenario.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.with_context(|| format!("GET {url}"))?;
+        let status = response.status();
+        let body = response.bytes().await?;
+        if !status.is_success() {
+            bail!("GET {url}: {status}: {}", String::from_utf8_lossy(&body));
+        }
+        let list_time = started.elapsed();
+        let list: List = serde_json::from_slice(&body).with_context(|| format!("GET {url}"))?;
+        let objects: Vec<ObjectFacts> = list.items.into_iter().map(Into::into).collect();
+        if objects.is_empty() {
+            bail!("GET {url}: no objects to load");
+        }
+        Ok(Targets {
+            resource_version: list.metadata.resource_version.parse()?,
+            objects,
+            list_time,
+        })
+    }
+
+    /// The object at `i` (wrapping).
+    pub fn object(&self, i: usize) -> &ObjectFacts {
+        &self.objects[i % self.objects.len()]
+    }
+}

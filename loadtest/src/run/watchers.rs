@@ -1,0 +1,346 @@
+//! Watchers on kubecache and the reference watch on the API server.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use futures::StreamExt;
+use kubecache_reflector::{WatchEventType, parse_watch_line};
+use tokio::task::JoinHandle;
+
+use super::RunContext;
+use super::targets::{ObjectFacts, Targets};
+
+/// What a watcher selects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchFilter {
+    /// Every object.
+    All,
+    /// One namespace (the namespaced path).
+    Namespace(String),
+    /// `fieldSelector=spec.nodeName=…`: a per-node agent.
+    Node(String),
+    /// `labelSelector=key=value`.
+    Label(String, String),
+}
+
+impl WatchFilter {
+    /// Checks a filter kind's name.
+    pub fn kind_from_name(name: &str) -> anyhow::Result<()> {
+        match name {
+            "all" | "namespace" | "node" | "label" => Ok(()),
+            other => bail!(
+                "watchFilters: unknown kind {other:?}; the kinds are all, namespace, node, label"
+            ),
+        }
+    }
+
+    /// A filter of `kind` with the values of one of the targets (the `i`th
+    /// watcher's pick, spread over the objects).
+    pub fn pick(kind: &str, targets: &Targets, i: usize) -> anyhow::Result<Self> {
+        let object = targets.object(i.wrapping_mul(7919));
+        Ok(match kind {
+            "all" => WatchFilter::All,
+            "namespace" => WatchFilter::Namespace(object.namespace.clone()),
+            "node" => WatchFilter::Node(object.node.clone()),
+            "label" => {
+                let (key, value) = object.labels.iter().next().with_context(|| {
+                    format!("{}/{} has no label", object.namespace, object.name)
+                })?;
+                WatchFilter::Label(key.clone(), value.clone())
+            }
+            other => bail!("watchFilters: unknown kind {other:?}"),
+        })
+    }
+
+    /// Whether an object in this state is selected.
+    pub fn matches(&self, object: &ObjectFacts) -> bool {
+        match self {
+            WatchFilter::All => true,
+            WatchFilter::Namespace(ns) => &object.namespace == ns,
+            WatchFilter::Node(node) => &object.node == node,
+            WatchFilter::Label(key, value) => object.labels.get(key) == Some(value),
+        }
+    }
+
+    /// The watch request's path and query, from `rv`, for collection `path`.
+    fn watch_path(&self, path: &str, rv: u64) -> String {
+        let encode = |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+        let base = format!("watch=1&resourceVersion={rv}");
+        match self {
+            WatchFilter::All => format!("{path}?{base}"),
+            WatchFilter::Namespace(ns) => match path.rsplit_once('/') {
+                Some((prefix, plural)) => format!("{prefix}/namespaces/{ns}/{plural}?{base}"),
+                None => format!("{path}?{base}"),
+            },
+            WatchFilter::Node(node) => format!(
+                "{path}?{base}&fieldSelector={}",
+                encode(&format!("spec.nodeName={node}"))
+            ),
+            WatchFilter::Label(key, value) => {
+                format!(
+                    "{path}?{base}&labelSelector={}",
+                    encode(&format!("{key}={value}"))
+                )
+            }
+        }
+    }
+}
+
+/// What one watcher received.
+pub struct WatchResult {
+    /// Its filter.
+    pub filter: WatchFilter,
+    /// resourceVersion and arrival time of every event, in arrival order.
+    pub events: Vec<(u64, Instant)>,
+    /// Bytes received.
+    pub bytes: u64,
+    /// Why it failed, if it did (an ERROR event, a closed stream, garbage).
+    pub failure: Option<String>,
+}
+
+/// A running watcher on kubecache.
+pub struct Watcher {
+    task: JoinHandle<WatchResult>,
+}
+
+impl Watcher {
+    /// Opens a watch with `filter` from `rv`; returns once the response
+    /// head arrived.
+    pub async fn start(
+        ctx: &Arc<RunContext>,
+        filter: WatchFilter,
+        rv: u64,
+    ) -> anyhow::Result<Self> {
+        let url = format!(
+            "{}{}",
+            ctx.scenario.url,
+            filter.watch_path(&ctx.scenario.path, rv)
+        );
+        let response = open(ctx, &url, ctx.scenario.token.as_deref()).await?;
+        let ctx = ctx.clone();
+        let task = tokio::spawn(async move {
+            let mut result = WatchResult {
+                filter,
+                events: Vec::new(),
+                bytes: 0,
+                failure: None,
+            };
+            let outcome = read_lines(&ctx, response, |line| {
+                result.bytes += line.len() as u64 + 1;
+                let (kind, rv) = line_facts(line)?;
+                if kind == "BOOKMARK" {
+                    return Ok(());
+                }
+                if kind == "ERROR" {
+                    bail!("ERROR event: {}", String::from_utf8_lossy(line));
+                }
+                ctx.deliveries.fetch_add(1, Ordering::Relaxed);
+                result.events.push((rv, Instant::now()));
+                Ok(())
+            })
+            .await;
+            result.failure = outcome.err().map(|e| format!("{e:#}"));
+            result
+        });
+        Ok(Watcher { task })
+    }
+
+    /// Waits for the watcher to stop (after the run's stop flag).
+    pub async fn finish(self) -> WatchResult {
+        match self.task.await {
+            Ok(result) => result,
+            Err(e) => WatchResult {
+                filter: WatchFilter::All,
+                events: Vec::new(),
+                bytes: 0,
+                failure: Some(format!("watcher task failed: {e}")),
+            },
+        }
+    }
+}
+
+/// One event of the API server's own history, with the object's state
+/// before and after.
+pub struct ReferenceEvent {
+    /// Its resourceVersion.
+    pub rv: u64,
+    /// The object before (`None`: it did not exist).
+    pub before: Option<Arc<ObjectFacts>>,
+    /// The object after (for a delete: its last state).
+    pub after: Arc<ObjectFacts>,
+}
+
+impl ReferenceEvent {
+    /// Whether a watcher with `filter` must receive this event: the object
+    /// matches after the change, or did before it.
+    pub fn selected_by(&self, filter: &WatchFilter) -> bool {
+        filter.matches(&self.after) || self.before.as_deref().is_some_and(|b| filter.matches(b))
+    }
+}
+
+/// The reference watch: every event of the resource, straight from the API
+/// server.
+pub struct Reference {
+    task: JoinHandle<anyhow::Result<Vec<ReferenceEvent>>>,
+    last: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Reference {
+    /// Watches the API server from the targets' resourceVersion.
+    pub async fn start(ctx: &Arc<RunContext>, targets: &Targets) -> anyhow::Result<Self> {
+        let url = format!(
+            "{}{}",
+            ctx.scenario.upstream,
+            WatchFilter::All.watch_path(&ctx.scenario.path, targets.resource_version)
+        );
+        let response = open(ctx, &url, ctx.scenario.upstream_token.as_deref()).await?;
+        let mut state: std::collections::HashMap<String, Arc<ObjectFacts>> = targets
+            .objects
+            .iter()
+            .map(|o| (format!("{}/{}", o.namespace, o.name), Arc::new(o.clone())))
+            .collect();
+        let last = Arc::new(std::sync::atomic::AtomicU64::new(targets.resource_version));
+        let ctx = ctx.clone();
+        let seen = last.clone();
+        let task = tokio::spawn(async move {
+            let mut events = Vec::new();
+            read_lines(&ctx, response, |line| {
+                let event = parse_watch_line(line).context("reference watch")?;
+                match event.event_type {
+                    WatchEventType::Bookmark => return Ok(()),
+                    WatchEventType::Error => {
+                        bail!("reference watch ERROR: {}", String::from_utf8_lossy(line))
+                    }
+                    _ => {}
+                }
+                let rv = event.resource_version()?;
+                let after = Arc::new(ObjectFacts::parse(event.object)?);
+                let key = format!("{}/{}", after.namespace, after.name);
+                let before = if event.event_type == WatchEventType::Deleted {
+                    state.remove(&key)
+                } else {
+                    state.insert(key, after.clone())
+                };
+                events.push(ReferenceEvent { rv, before, after });
+                seen.store(rv, Ordering::Release);
+                Ok(())
+            })
+            .await?;
+            Ok(events)
+        });
+        Ok(Reference { task, last })
+    }
+
+    /// The resourceVersion of the last event received so far.
+    pub fn last(&self) -> u64 {
+        self.last.load(Ordering::Acquire)
+    }
+
+    /// Waits for the reference to stop (after the run's stop flag).
+    pub async fn finish(self) -> anyhow::Result<Vec<ReferenceEvent>> {
+        self.task.await.context("reference watch task")?
+    }
+}
+
+/// Sends a watch request; fails unless it is answered 200.
+async fn open(
+    ctx: &RunContext,
+    url: &str,
+    token: Option<&str>,
+) -> anyhow::Result<reqwest::Response> {
+    let mut request = ctx.client.get(url);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.with_context(|| format!("GET {url}"))?;
+    if !response.status().is_success() {
+        let status = response.status();
+        let body = response.text().await.unwrap_or_default();
+        bail!("GET {url}: {status}: {body}");
+    }
+    Ok(response)
+}
+
+/// Feeds every line of a watch stream to `each` until the run stops;
+/// a stream that ends before is an error.
+async fn read_lines(
+    ctx: &RunContext,
+    response: reqwest::Response,
+    mut each: impl FnMut(&[u8]) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let mut stream = response.bytes_stream();
+    let mut buf: Vec<u8> = Vec::new();
+    loop {
+        if ctx.stop.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let chunk = match tokio::time::timeout(Duration::from_millis(100), stream.next()).await {
+            Err(_) => continue,
+            Ok(None) => bail!("the watch stream ended before the run did"),
+            Ok(Some(chunk)) => chunk.context("reading the watch stream")?,
+        };
+        buf.extend_from_slice(&chunk);
+        let mut start = 0;
+        while let Some(at) = buf[start..].iter().position(|b| *b == b'\n') {
+            each(&buf[start..start + at])?;
+            start += at + 1;
+        }
+        buf.drain(..start);
+    }
+}
+
+/// The type and resourceVersion of a watch line, found without parsing
+/// it: `{"type":"…","object":{…"metadata":{…"resourceVersion":"N"`. The
+/// first `"resourceVersion":"` is the object's own (metadata comes before
+/// spec and status; JSON inside strings has its quotes escaped).
+fn line_facts(line: &[u8]) -> anyhow::Result<(&str, u64)> {
+    const TYPE: &[u8] = br#"{"type":""#;
+    const RV: &[u8] = br#""resourceVersion":""#;
+    let rest = line
+        .strip_prefix(TYPE)
+        .with_context(|| format!("not a watch line: {}", String::from_utf8_lossy(line)))?;
+    let end = rest
+        .iter()
+        .position(|b| *b == b'"')
+        .context("unterminated type")?;
+    let kind = std::str::from_utf8(&rest[..end])?;
+    let at = find(rest, RV).context("an event without resourceVersion")? + RV.len();
+    let len = rest[at..]
+        .iter()
+        .position(|b| *b == b'"')
+        .context("unterminated resourceVersion")?;
+    let rv = std::str::from_utf8(&rest[at..at + len])?.parse()?;
+    Ok((kind, rv))
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watch_lines_type_and_resource_version_are_read_without_parsing() {
+        let line = br#"{"type":"MODIFIED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"42","annotations":{"x":"{\"resourceVersion\":\"1\"}"}}}}"#;
+        assert_eq!(line_facts(line).unwrap(), ("MODIFIED", 42));
+        assert!(line_facts(b"garbage").is_err());
+    }
+
+    #[test]
+    fn namespace_watchers_use_the_namespaced_path() {
+        let filter = WatchFilter::Namespace("team-a".into());
+        assert_eq!(
+            filter.watch_path("/api/v1/pods", 7),
+            "/api/v1/namespaces/team-a/pods?watch=1&resourceVersion=7"
+        );
+        let node = WatchFilter::Node("node-1".into()).watch_path("/api/v1/pods", 7);
+        assert!(
+            node.ends_with("&fieldSelector=spec.nodeName%3Dnode-1"),
+            "{node}"
+        );
+    }
+}
