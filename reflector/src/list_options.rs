@@ -203,6 +203,12 @@ fn invalid(reason: &str, field: &str, detail: impl Into<String>) -> Status {
 }
 
 /// Go's `strconv.ParseBool`, which the API server uses for query booleans.
+/// Whether a query string asks for a watch (`watch=1`, `watch=true`, …).
+pub fn is_watch(query: &str) -> bool {
+    form_urlencoded::parse(query.as_bytes())
+        .any(|(key, value)| key == "watch" && matches!(parse_bool(&key, &value), Ok(true)))
+}
+
 fn parse_bool(key: &str, value: &str) -> Result<bool, Status> {
     match value {
         "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),

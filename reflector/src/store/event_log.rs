@@ -292,6 +292,16 @@ impl EventLog {
         })
     }
 
+    /// A subscription to the events appended from now on.
+    pub(crate) fn subscribe_at_end(self: &Arc<Self>) -> Subscription {
+        let ring = self.ring.read();
+        Subscription {
+            log: self.clone(),
+            next: ring.first_seq + ring.events.len() as u64,
+            after: 0,
+        }
+    }
+
     pub(crate) fn status(&self) -> EventLogStatus {
         let ring = self.ring.read();
         EventLogStatus {
@@ -374,6 +384,13 @@ impl Subscription {
     /// [`Subscription::recv`].
     pub fn try_recv(&mut self) -> Result<Arc<Event>, TryRecvError> {
         read_next(&self.log, &mut self.next, self.after)
+    }
+
+    /// The sequence number of the next event this subscription reads: two
+    /// subscriptions of one store with the same sequence number are at the
+    /// same point of the log, whatever resourceVersion each started from.
+    pub fn sequence(&self) -> u64 {
+        self.next
     }
 
     /// How many events are in the ring after this subscription's cursor

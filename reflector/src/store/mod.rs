@@ -214,9 +214,13 @@ impl StoreWriter {
     /// Cost: O(log n + indexed values that changed), plus a copy of the
     /// touched tree paths when a snapshot is alive.
     pub fn apply(&mut self, change: Change) -> Option<Arc<Event>> {
-        let event = StoreState::apply(&mut self.shared.state.write(), change)?;
-        let event = Arc::new(event);
+        // The event joins the log before the state is unlocked, so that a
+        // snapshot and a subscription taken together agree (see
+        // `StoreReader::snapshot_and_subscribe`).
+        let mut state = self.shared.state.write();
+        let event = Arc::new(StoreState::apply(&mut state, change)?);
         self.shared.log.append(event.clone());
+        drop(state);
         self.publish_resource_version(event.resource_version);
         Some(event)
     }
@@ -422,6 +426,22 @@ impl StoreReader {
     /// [`TooOld`] as for [`StoreReader::events_since`].
     pub fn subscribe_from(&self, rv: u64) -> Result<Subscription, TooOld> {
         self.shared.log.subscribe_from(rv)
+    }
+
+    /// A snapshot and a subscription to the events after it, taken
+    /// together: every change is either in the snapshot or delivered by the
+    /// subscription, exactly once. What a watch that starts with the
+    /// current state (synthetic `ADDED` events) needs; unlike
+    /// [`StoreReader::subscribe_from`] with the snapshot's resourceVersion,
+    /// it is exact even for changes that do not move the resourceVersion
+    /// (relist diffs).
+    pub fn snapshot_and_subscribe(&self) -> (Snapshot, Subscription) {
+        let state = self.shared.state.read();
+        let subscription = self.shared.log.subscribe_at_end();
+        let snapshot = Snapshot {
+            state: state.clone(),
+        };
+        (snapshot, subscription)
     }
 
     /// The range the event log covers, for status pages.

@@ -685,6 +685,53 @@ fn subscriptions_from_any_point_see_every_later_event_once_in_order_while_the_wr
 }
 
 #[test]
+fn a_snapshot_and_its_subscription_together_hold_every_change_once_even_out_of_order() {
+    // Changes applied out of resourceVersion order (a relist diff) do not
+    // move the resourceVersion, so only taking the snapshot and the
+    // subscription together keeps them apart exactly.
+    const KEYS: u64 = 3_000;
+    let (mut writer, reader) = store(config(KEYS as usize * 2, Duration::from_secs(3600)));
+    writer.apply(upsert(pod("ns", "newest", KEYS + 1)));
+    let writing = std::thread::spawn(move || {
+        for rv in 1..=KEYS {
+            writer.apply(upsert(pod("ns", &format!("p{rv}"), rv)));
+        }
+        writer
+    });
+    let mut taken = Vec::new();
+    while taken.len() < 50 {
+        taken.push(reader.snapshot_and_subscribe());
+    }
+    let writer = writing.join().unwrap();
+    drop(writer);
+    for (snapshot, mut sub) in taken {
+        assert_eq!(snapshot.resource_version(), KEYS + 1, "the rv never moves");
+        let mut seen: Vec<String> = keys(snapshot.range(None, None));
+        while let Ok(event) = sub.try_recv() {
+            seen.push(event.object.key.to_string());
+        }
+        seen.sort();
+        let before = seen.len();
+        seen.dedup();
+        assert_eq!(before, seen.len(), "a change seen twice");
+        assert_eq!(seen.len() as u64, KEYS + 1, "a change lost");
+    }
+}
+
+#[test]
+fn subscriptions_at_the_same_point_of_the_log_have_the_same_sequence() {
+    let (mut writer, reader) = small_store();
+    for rv in 1..=3 {
+        writer.apply(upsert(pod("a", &format!("p{rv}"), rv)));
+    }
+    let (_, live) = reader.snapshot_and_subscribe();
+    let mut replay = reader.subscribe_from(1).unwrap();
+    assert!(replay.sequence() < live.sequence());
+    while replay.try_recv().is_ok() {}
+    assert_eq!(replay.sequence(), live.sequence());
+}
+
+#[test]
 fn a_subscriber_that_falls_out_of_the_ring_is_told_exactly_how_many_events_it_missed() {
     let (mut writer, reader) = store(config(4, Duration::from_secs(3600)));
     let mut sub = reader.subscribe_from(0).unwrap();

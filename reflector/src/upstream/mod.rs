@@ -248,13 +248,14 @@ impl Reflector {
             if confirmed {
                 self.writer.set_ready();
             }
-            reason = match self.watch(rv, lines, !confirmed, &mut backoff).await {
+            let ended = self.watch(rv, lines, !confirmed, &mut backoff).await;
+            metrics::counter!("kubecache_relists_total", "resource" => self.name.clone(), "reason" => ended.reason()).increment(1);
+            reason = match ended {
                 UpstreamError::Gone { message, .. } => {
                     ListReason::Relist(format!("410 Gone: {message}"))
                 }
                 other => ListReason::Relist(other.to_string()),
             };
-            metrics::counter!("kubecache_relists_total", "resource" => self.name.clone(), "reason" => "gone_or_lost").increment(1);
         }
     }
 
