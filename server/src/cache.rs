@@ -2,6 +2,7 @@
 //! that serving them needs.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use kubecache_reflector::upstream::{
@@ -13,6 +14,11 @@ use tokio::task::JoinHandle;
 
 use crate::freshness::Freshness;
 use crate::pages::HeldSnapshots;
+use crate::watch::hub::Hub;
+
+/// The names of the built-in indexes in the query API; configured field
+/// indexes take other names.
+pub const BUILTIN_INDEXES: [&str; 3] = ["namespace", "label", "owner"];
 
 /// How the server serves; the same for every resource.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,6 +85,10 @@ pub struct Cache {
     pub(crate) freshness: Freshness,
     /// Snapshots of paginated lists in progress.
     pub(crate) pages: HeldSnapshots,
+    /// The fan-out of the store's events to watchers.
+    pub(crate) hub: Hub,
+    /// Open watches.
+    pub(crate) watchers: AtomicUsize,
 }
 
 impl Cache {
@@ -121,8 +131,9 @@ impl Cache {
         let builtin =
             kubecache_reflector::protobuf::message_type(&resource.api_version(), &resource.kind)
                 .is_some();
-        let indexes = reader.snapshot().field_indexes().into();
+        let indexes: Arc<[IndexSpec]> = reader.snapshot().field_indexes().into();
         Cache {
+            hub: Hub::start(&reader, indexes.clone()),
             resource,
             indexes,
             builtin,
@@ -130,7 +141,13 @@ impl Cache {
             pages: HeldSnapshots::new(settings.continue_ttl),
             reader,
             status,
+            watchers: AtomicUsize::new(0),
         }
+    }
+
+    /// Open watches of this resource.
+    pub fn watchers(&self) -> usize {
+        self.watchers.load(Ordering::Relaxed)
     }
 
     /// `plural` for the core group, `plural.group` otherwise: the name

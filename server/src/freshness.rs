@@ -54,6 +54,8 @@ pub(crate) struct Freshness {
     /// The store holds every change of the resource up to this
     /// resourceVersion (as far as probes have shown beyond its own).
     complete_through: Arc<AtomicU64>,
+    /// The API server's newest resourceVersion learnt so far.
+    upstream: AtomicU64,
     current: Waiters<Result<u64, Status>>,
     probes: Waiters<()>,
 }
@@ -82,6 +84,7 @@ impl Freshness {
         Freshness {
             reader,
             complete_through,
+            upstream: AtomicU64::new(0),
             current,
             probes,
         }
@@ -93,6 +96,14 @@ impl Freshness {
         self.reader
             .current_resource_version()
             .max(self.complete_through.load(Ordering::Acquire))
+    }
+
+    /// How far the store is behind the API server's resourceVersion last
+    /// learnt by a consistent read (0 when caught up, or never asked).
+    pub(crate) fn lag(&self) -> u64 {
+        self.upstream
+            .load(Ordering::Acquire)
+            .saturating_sub(self.complete_through())
     }
 
     /// Waits until the store holds every change up to the API server's
@@ -111,6 +122,7 @@ impl Freshness {
             Ok(_) => return Err(unavailable("the request loop has stopped")),
             Err(_) => return Err(unavailable("the API server did not answer in time")),
         };
+        self.upstream.fetch_max(current, Ordering::AcqRel);
         self.reach_by(current, deadline).await
     }
 

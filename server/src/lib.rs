@@ -6,10 +6,13 @@
 
 mod api;
 mod cache;
+pub mod config;
 mod filter;
 mod freshness;
+mod metrics;
 mod pages;
 mod predicates;
+pub mod progress;
 mod watch;
 
 pub use api::router;

@@ -175,15 +175,19 @@ async fn snapshot_at(
 }
 
 /// `metadata` of a list.
-struct ListMeta {
-    resource_version: u64,
-    continue_token: Option<String>,
-    remaining: Option<usize>,
+pub(super) struct ListMeta {
+    pub resource_version: u64,
+    pub continue_token: Option<String>,
+    pub remaining: Option<usize>,
 }
 
 /// A list response, streamed in chunks: items of built-in kinds leave out
 /// `kind` and `apiVersion`, as the API server writes them.
-fn list_response(cache: &Cache, meta: &ListMeta, items: Vec<Arc<CachedObject>>) -> Response {
+pub(super) fn list_response(
+    cache: &Cache,
+    meta: &ListMeta,
+    items: Vec<Arc<CachedObject>>,
+) -> Response {
     let resource = &cache.resource;
     let mut head = format!(
         r#"{{"kind":"{}List","apiVersion":"{}","metadata":{{"resourceVersion":"{}""#,

@@ -1,5 +1,5 @@
 //! The HTTP API: the Kubernetes-compatible read API (discovery, list, get,
-//! watch) and the health endpoints.
+//! watch), the query API under `/v1`, `/metrics` and the health endpoints.
 //!
 //! Every error is a Kubernetes `Status` ([`ApiError`]), whatever the route.
 
@@ -7,35 +7,62 @@ mod discovery;
 mod error;
 mod list;
 mod path;
+mod query;
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
+use axum::{Extension, Router};
 
 pub use error::ApiError;
+pub(crate) use list::json_response;
 use path::ApiPath;
 
 use crate::Caches;
+use crate::metrics::Route;
 
-/// The router of kubecache's HTTP API over `caches`.
+/// The router of kubecache's HTTP API over `caches`. Installs the
+/// process's metrics recorder on first use (see [`crate::metrics`]).
 pub fn router(caches: Arc<Caches>) -> Router {
+    crate::metrics::handle();
     Router::new()
         .route("/healthz", get(healthz))
         .route("/livez", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/version", get(|| async { Json(discovery::version()) }))
+        .route("/metrics", get(metrics))
+        .route(
+            "/version",
+            get(|| async { (Extension(Route("discovery")), Json(discovery::version())) }),
+        )
+        .route("/v1/{*rest}", get(query_api))
         // Everything else is a Kubernetes API path (or a 404 Status).
         .fallback(kubernetes)
         .with_state(caches)
+        // Outermost, so that it sees every answer, errors included.
+        .layer(axum::middleware::from_fn(crate::metrics::track))
+}
+
+/// The Prometheus text format.
+async fn metrics(State(caches): State<Arc<Caches>>) -> impl IntoResponse {
+    (
+        Extension(Route("metrics")),
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        crate::metrics::render(&caches),
+    )
+}
+
+/// `/v1/…`.
+async fn query_api(State(caches): State<Arc<Caches>>, uri: Uri) -> impl IntoResponse {
+    let answer = query::serve(&caches, uri.path(), uri.query().unwrap_or("")).await;
+    (Extension(Route("query")), answer)
 }
 
 /// Alive as long as it answers.
-async fn healthz() -> &'static str {
-    "ok"
+async fn healthz() -> impl IntoResponse {
+    (Extension(Route("health")), "ok")
 }
 
 /// Ready when every configured resource has synced; the body says which
@@ -54,13 +81,14 @@ async fn readyz(State(caches): State<Arc<Caches>>) -> Response {
             }
         }
     }
-    if ready {
+    let code = if ready {
         body.push_str("readyz check passed\n");
-        (StatusCode::OK, body).into_response()
+        StatusCode::OK
     } else {
         body.push_str("readyz check failed\n");
-        (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
-    }
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, Extension(Route("health")), body).into_response()
 }
 
 /// Discovery and resource paths, with an optional `/predicates/{list}`
@@ -70,29 +98,41 @@ async fn kubernetes(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
+) -> Response {
+    let mut route = Route("other");
+    let answer = kubernetes_path(&caches, &method, &uri, &headers, &mut route).await;
+    (Extension(route), answer).into_response()
+}
+
+async fn kubernetes_path(
+    caches: &Caches,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    route: &mut Route,
 ) -> Result<Response, ApiError> {
     let (predicates, path) = path::strip_predicates(uri.path())?;
-    let target = path::parse(&caches, path).ok_or_else(error::no_such_path)?;
+    let target = path::parse(caches, path).ok_or_else(error::no_such_path)?;
     if method != Method::GET && method != Method::HEAD {
         return Err(error::read_only(method.as_str()));
     }
-    check_accept(&headers)?;
+    check_accept(headers)?;
+    let query = uri.query().unwrap_or("");
     let document = match target {
-        ApiPath::CoreVersions => Some(discovery::core_versions(&caches)),
-        ApiPath::Groups => Some(discovery::groups(&caches)),
-        ApiPath::Group(group) => discovery::group_document(&caches, &group),
-        ApiPath::Resources { group, version } => discovery::resources(&caches, &group, &version),
+        ApiPath::CoreVersions => Some(discovery::core_versions(caches)),
+        ApiPath::Groups => Some(discovery::groups(caches)),
+        ApiPath::Group(group) => discovery::group_document(caches, &group),
+        ApiPath::Resources { group, version } => discovery::resources(caches, &group, &version),
         ApiPath::Resource(target) => {
-            return list::serve(
-                &caches,
-                target,
-                uri.query().unwrap_or(""),
-                &headers,
-                predicates,
-            )
-            .await;
+            *route = Route(match &target.name {
+                Some(_) => "get",
+                None if kubecache_reflector::list_options::is_watch(query) => "watch",
+                None => "list",
+            });
+            return list::serve(caches, target, query, headers, predicates).await;
         }
     };
+    *route = Route("discovery");
     document
         .map(|doc| Json(doc).into_response())
         .ok_or_else(error::no_such_path)

@@ -1,0 +1,196 @@
+//! The query API under `/v1`: what the Kubernetes API cannot express.
+//!
+//! - `GET /v1/status`: the status of every cached resource;
+//!   `GET /v1/{resource}/status`: of one (`resource` is `plural` or
+//!   `plural.group`, as in `--resources`).
+//! - `GET /v1/{resource}/count`: how many objects the store holds.
+//! - `GET /v1/{resource}/index/{index}/{key}`: the objects an index finds,
+//!   as a Kubernetes list (`{Kind}List`, items in key order);
+//!   `…/{key}/count`: how many. Indexes: `namespace` (key: the namespace),
+//!   `label` (key: `name=value`), `owner` (key: an owner's UID), and each
+//!   configured field index by its name (key: the field's value).
+//!
+//! Lookups read the store as it is (like `resourceVersion=0`); with
+//! `?resourceVersion=N` they first wait until the store has reached `N`
+//! (504 after the read-wait timeout), for read-your-writes. Every answer
+//! carries the resourceVersion it was served at.
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Json, Response};
+use kubecache_reflector::{IndexLookup, Readiness, Status};
+use serde_json::{Value, json};
+
+use super::error::{ApiError, not_ready};
+use super::list::{ListMeta, json_response, list_response};
+use crate::cache::{BUILTIN_INDEXES, Cache, Caches};
+
+/// `GET /v1/…`.
+pub async fn serve(caches: &Caches, path: &str, query: &str) -> Result<Response, ApiError> {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match segments.as_slice() {
+        ["v1", "status"] => {
+            let all: Vec<Value> = caches.iter().map(|c| status(c)).collect();
+            Ok(Json(json!({ "resources": all })).into_response())
+        }
+        ["v1", resource, "status"] => Ok(Json(status(find(caches, resource)?)).into_response()),
+        ["v1", resource, "count"] => {
+            let cache = ready(caches, resource)?;
+            wait(caches, cache, query).await?;
+            let snapshot = cache.reader.snapshot();
+            Ok(count(snapshot.len(), snapshot.resource_version()))
+        }
+        ["v1", resource, "index", index, key, rest @ ..] => {
+            let cache = ready(caches, resource)?;
+            let lookup = lookup(cache, index, key)?;
+            let count_only = match rest {
+                [] => false,
+                ["count"] => true,
+                _ => return Err(super::error::no_such_path()),
+            };
+            wait(caches, cache, query).await?;
+            let snapshot = cache.reader.snapshot();
+            let rv = snapshot.resource_version();
+            if count_only {
+                return Ok(count(snapshot.index_len(lookup), rv));
+            }
+            let items = snapshot.index(lookup).cloned().collect();
+            let meta = ListMeta {
+                resource_version: rv,
+                continue_token: None,
+                remaining: None,
+            };
+            Ok(list_response(cache, &meta, items))
+        }
+        _ => Err(super::error::no_such_path()),
+    }
+}
+
+/// The cache named `name`, or a 404 that lists the cached ones.
+fn find<'c>(caches: &'c Caches, name: &str) -> Result<&'c Cache, ApiError> {
+    caches.by_name(name).map(|c| &**c).ok_or_else(|| {
+        let names: Vec<String> = caches.iter().map(|c| c.name()).collect();
+        ApiError(Status::failure(
+            404,
+            "NotFound",
+            format!(
+                "kubecache does not cache {name:?}; cached resources: {}",
+                names.join(", ")
+            ),
+        ))
+    })
+}
+
+/// The cache named `name`, once it has synced.
+fn ready<'c>(caches: &'c Caches, name: &str) -> Result<&'c Cache, ApiError> {
+    let cache = find(caches, name)?;
+    match cache.reader.readiness() {
+        Readiness::Ready => Ok(cache),
+        Readiness::NotReady { reason } => Err(not_ready(name, &reason)),
+    }
+}
+
+/// Waits for `?resourceVersion=N`, if given.
+async fn wait(caches: &Caches, cache: &Cache, query: &str) -> Result<(), ApiError> {
+    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+        if key == "resourceVersion" && !value.is_empty() {
+            let rv = value.parse::<u64>().map_err(|_| {
+                Status::bad_request(format!("invalid resourceVersion {value:?}: not a number"))
+            })?;
+            cache.freshness.reach(rv, caches.settings.read_wait).await?;
+        }
+    }
+    Ok(())
+}
+
+/// The lookup of `key` in index `index` of `cache`.
+fn lookup<'k>(cache: &'k Cache, index: &'k str, key: &'k str) -> Result<IndexLookup<'k>, ApiError> {
+    Ok(match index {
+        "namespace" => IndexLookup::Namespace(key),
+        "owner" => IndexLookup::Owner(key),
+        "label" => {
+            let (key, value) = key.split_once('=').ok_or_else(|| {
+                Status::bad_request(format!(
+                    "label index key {key:?} is not of the form name=value"
+                ))
+            })?;
+            IndexLookup::Label { key, value }
+        }
+        name => {
+            let spec = cache
+                .indexes
+                .iter()
+                .find(|i| i.name == name)
+                .ok_or_else(|| {
+                    let mut names: Vec<&str> = BUILTIN_INDEXES.to_vec();
+                    names.extend(cache.indexes.iter().map(|i| i.name.as_str()));
+                    ApiError(Status::failure(
+                        404,
+                        "NotFound",
+                        format!(
+                            "{} has no index named {name:?}; indexes: {}",
+                            cache.name(),
+                            names.join(", ")
+                        ),
+                    ))
+                })?;
+            IndexLookup::Field {
+                name: &spec.name,
+                value: key,
+            }
+        }
+    })
+}
+
+/// `{"count":N,"resourceVersion":"RV"}`.
+fn count(count: usize, resource_version: u64) -> Response {
+    let body = json!({"count": count, "resourceVersion": resource_version.to_string()});
+    json_response(Body::from(body.to_string()), resource_version)
+}
+
+/// The status document of one resource.
+fn status(cache: &Cache) -> Value {
+    let snapshot = cache.reader.snapshot();
+    let reflector = cache.status.borrow().clone();
+    let log = cache.reader.event_log_status();
+    let (ready, reason) = match cache.reader.readiness() {
+        Readiness::Ready => (true, None),
+        Readiness::NotReady { reason } => (false, Some(reason.to_string())),
+    };
+    let last_list = reflector
+        .last_list
+        .as_ref()
+        .map(|(at, why)| json!({"secondsAgo": at.elapsed().as_secs_f64(), "reason": why}));
+    let progress = reflector
+        .progress
+        .map(|(listed, remaining)| json!({"listed": listed, "remaining": remaining}));
+    let indexes: Vec<Value> = cache
+        .indexes
+        .iter()
+        .map(|i| json!({"name": i.name, "path": i.path}))
+        .collect();
+    json!({
+        "resource": cache.name(),
+        "group": cache.resource.group,
+        "version": cache.resource.version,
+        "kind": cache.resource.kind,
+        "ready": ready,
+        "notReadyReason": reason,
+        "resourceVersion": snapshot.resource_version().to_string(),
+        "objects": snapshot.len(),
+        "strategy": reflector.strategy,
+        "lists": reflector.lists,
+        "listAttempts": reflector.list_attempts,
+        "lastList": last_list,
+        "listProgress": progress,
+        "failures": reflector.failures,
+        "gone": reflector.gone,
+        "lastError": reflector.last_error,
+        "eventLog": {
+            "oldestResourceVersion": log.oldest.to_string(),
+            "newestResourceVersion": log.newest.to_string(),
+            "events": log.events,
+        },
+        "watchers": cache.watchers(),
+        "indexes": indexes,
+    })
+}

@@ -1,0 +1,507 @@
+//! kubecache's configuration: an optional YAML file, overridden by flags
+//! and their environment variables, validated as a whole before anything
+//! starts.
+//!
+//! Every error names the field it is about, in the file's spelling and,
+//! where one exists, the flag's (`pageSize (--page-size): must be at least
+//! 1`), so a bad ConfigMap or a bad flag fails the start-up with a message
+//! that says what to fix.
+//!
+//! The file (keys in camelCase, unknown keys refused):
+//!
+//! ```yaml
+//! listen: "0.0.0.0:8080"
+//! strategy: auto            # auto | parallel | streaming | list-watch
+//! pageSize: 500
+//! readWaitSeconds: 3
+//! bookmarkIntervalSeconds: 60
+//! watcherQueue: 1024
+//! eventLog: { maxEvents: 102400, maxAgeSeconds: 300 }
+//! resources:
+//!   - resource: pods        # plural or plural.group
+//!     namespace: ""         # one namespace only (default: all)
+//!     labelSelector: ""
+//!     fieldSelector: ""
+//!     stripFields: [metadata.managedFields]
+//!     indexes: [{ name: node, path: spec.nodeName }]
+//! ```
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kubecache_reflector::upstream::{ReflectorConfig, Strategy};
+use kubecache_reflector::{
+    EventLogConfig, FieldSelector, IndexSpec, LabelSelector, StoreConfig, Transform,
+};
+use serde::Deserialize;
+
+use crate::ServeSettings;
+
+/// The command line; every flag also has an environment variable and, but
+/// for the upstream's, a key in the file.
+#[derive(clap::Parser, Debug, Default)]
+#[command(
+    name = "kubecache",
+    version,
+    about = "A shared, indexed, in-memory cache in front of the Kubernetes API server"
+)]
+pub struct Cli {
+    /// YAML configuration file; flags override its keys.
+    #[arg(long, env = "KUBECACHE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address to serve the HTTP API on [default: 0.0.0.0:8080].
+    #[arg(long, env = "KUBECACHE_LISTEN")]
+    pub listen: Option<String>,
+    /// Resources to cache, by plural or plural.group (e.g.
+    /// pods,configmaps,widgets.example.com) [default: pods]. Replaces the
+    /// file's list (and its per-resource settings).
+    #[arg(long, env = "KUBECACHE_RESOURCES", value_delimiter = ',')]
+    pub resources: Option<Vec<String>>,
+    /// Initial-list strategy: auto, parallel, streaming or list-watch
+    /// [default: auto].
+    #[arg(long, env = "KUBECACHE_STRATEGY")]
+    pub strategy: Option<String>,
+    /// Objects per list page [default: 500].
+    #[arg(long, env = "KUBECACHE_PAGE_SIZE")]
+    pub page_size: Option<usize>,
+    /// Longest a read waits for the cache to reach a resourceVersion
+    /// before answering 504, in seconds [default: 3].
+    #[arg(long, env = "KUBECACHE_READ_WAIT_SECONDS")]
+    pub read_wait_seconds: Option<f64>,
+    /// Interval of bookmarks to watchers, in seconds [default: 60].
+    #[arg(long, env = "KUBECACHE_BOOKMARK_INTERVAL_SECONDS")]
+    pub bookmark_interval_seconds: Option<f64>,
+    /// Events queued for one watcher before it is cut with 410 [default:
+    /// 1024].
+    #[arg(long, env = "KUBECACHE_WATCHER_QUEUE")]
+    pub watcher_queue: Option<usize>,
+    /// Most events the replay log of each resource keeps [default: 102400].
+    #[arg(long, env = "KUBECACHE_EVENT_LOG_SIZE")]
+    pub event_log_size: Option<usize>,
+    /// Kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the
+    /// in-cluster service account).
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Run against an in-process simulated API server with this many
+    /// realistic pods (plus config maps and widgets), with churn.
+    #[arg(long)]
+    pub simulate: Option<usize>,
+    /// Pod writes per second of the simulated API server.
+    #[arg(long, default_value_t = 50.0)]
+    pub simulate_churn: f64,
+}
+
+/// The configuration file.
+#[derive(Deserialize, Debug, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FileConfig {
+    listen: Option<String>,
+    strategy: Option<String>,
+    page_size: Option<usize>,
+    read_wait_seconds: Option<f64>,
+    bookmark_interval_seconds: Option<f64>,
+    watcher_queue: Option<usize>,
+    event_log: Option<EventLogFile>,
+    resources: Option<Vec<ResourceFile>>,
+}
+
+/// `eventLog` of the file.
+#[derive(Deserialize, Debug, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct EventLogFile {
+    max_events: Option<usize>,
+    max_age_seconds: Option<f64>,
+}
+
+/// One entry of `resources`.
+#[derive(Deserialize, Debug, Default, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ResourceFile {
+    resource: String,
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    label_selector: String,
+    #[serde(default)]
+    field_selector: String,
+    strip_fields: Option<Vec<String>>,
+    #[serde(default)]
+    indexes: Vec<IndexFile>,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+struct IndexFile {
+    name: String,
+    path: String,
+}
+
+/// The validated configuration.
+#[derive(Debug)]
+pub struct Config {
+    /// Where the HTTP API listens.
+    pub listen: SocketAddr,
+    /// How every resource is served.
+    pub serve: ServeSettings,
+    /// The resources, in order.
+    pub resources: Vec<ResourceConfig>,
+}
+
+/// One resource to cache, ready to start.
+#[derive(Debug)]
+pub struct ResourceConfig {
+    /// `plural` or `plural.group`, found by discovery.
+    pub name: String,
+    /// Only this namespace.
+    pub namespace: Option<String>,
+    /// Upstream label selector.
+    pub label_selector: Option<String>,
+    /// Upstream field selector.
+    pub field_selector: Option<String>,
+    /// The store (field indexes, event log).
+    pub store: StoreConfig,
+    /// The reflector (strategy, page size, transform).
+    pub reflector: ReflectorConfig,
+}
+
+/// A field with a bad value.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration: {field}: {message}")]
+pub struct ConfigError {
+    /// The field, as the file spells it, with the flag where one exists.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn invalid(field: impl Into<String>, message: impl std::fmt::Display) -> ConfigError {
+    ConfigError {
+        field: field.into(),
+        message: message.to_string(),
+    }
+}
+
+impl FileConfig {
+    /// Reads and parses a configuration file.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read, is not YAML, or has an unknown key or a
+    /// value of the wrong type (the message names it and its line).
+    pub fn read(path: &Path) -> Result<Self, ConfigError> {
+        let field = format!("--config {}", path.display());
+        let text = std::fs::read_to_string(path).map_err(|e| invalid(&field, e))?;
+        Self::parse(&text).map_err(|e| invalid(field, e.message))
+    }
+
+    /// Parses a configuration file's text.
+    ///
+    /// # Errors
+    ///
+    /// As [`FileConfig::read`].
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        if text.trim().is_empty() {
+            return Ok(FileConfig::default());
+        }
+        serde_yaml::from_str(text).map_err(|e| invalid("file", e))
+    }
+}
+
+impl Config {
+    /// The configuration of `cli` over `file`: each flag given replaces the
+    /// file's key, then the defaults fill in.
+    ///
+    /// # Errors
+    ///
+    /// The first invalid field.
+    pub fn resolve(cli: &Cli, file: FileConfig) -> Result<Config, ConfigError> {
+        let listen = cli
+            .listen
+            .clone()
+            .or(file.listen)
+            .unwrap_or_else(|| "0.0.0.0:8080".into());
+        let listen: SocketAddr = listen
+            .parse()
+            .map_err(|e| invalid("listen (--listen)", format!("{listen:?}: {e}")))?;
+        let strategy = cli.strategy.clone().or(file.strategy);
+        let strategy: Strategy = match strategy {
+            Some(s) => s.parse().map_err(|e| invalid("strategy (--strategy)", e))?,
+            None => Strategy::Auto,
+        };
+        let page_size = cli.page_size.or(file.page_size).unwrap_or(500);
+        if page_size == 0 {
+            return Err(invalid("pageSize (--page-size)", "must be at least 1"));
+        }
+        let serve = ServeSettings {
+            read_wait: seconds(
+                "readWaitSeconds (--read-wait-seconds)",
+                cli.read_wait_seconds.or(file.read_wait_seconds),
+                ServeSettings::DEFAULT_READ_WAIT,
+            )?,
+            bookmark_interval: seconds(
+                "bookmarkIntervalSeconds (--bookmark-interval-seconds)",
+                cli.bookmark_interval_seconds
+                    .or(file.bookmark_interval_seconds),
+                ServeSettings::DEFAULT_BOOKMARK_INTERVAL,
+            )?,
+            watcher_queue: cli
+                .watcher_queue
+                .or(file.watcher_queue)
+                .unwrap_or(ServeSettings::DEFAULT_WATCHER_QUEUE),
+            ..ServeSettings::default()
+        };
+        if serve.watcher_queue == 0 {
+            return Err(invalid(
+                "watcherQueue (--watcher-queue)",
+                "must be at least 1",
+            ));
+        }
+        let file_log = file.event_log.unwrap_or_default();
+        let event_log = EventLogConfig {
+            max_events: cli
+                .event_log_size
+                .or(file_log.max_events)
+                .unwrap_or(EventLogConfig::DEFAULT_MAX_EVENTS),
+            max_age: seconds(
+                "eventLog.maxAgeSeconds",
+                file_log.max_age_seconds,
+                EventLogConfig::DEFAULT_MAX_AGE,
+            )?,
+        };
+        let resources = match (&cli.resources, file.resources) {
+            (Some(names), _) => names
+                .iter()
+                .map(|name| ResourceFile {
+                    resource: name.trim().to_string(),
+                    ..ResourceFile::default()
+                })
+                .collect(),
+            (None, Some(resources)) => resources,
+            (None, None) => vec![ResourceFile {
+                resource: "pods".into(),
+                ..ResourceFile::default()
+            }],
+        };
+        if resources.is_empty() {
+            return Err(invalid("resources (--resources)", "name at least one"));
+        }
+        let resources = resources
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let reflector = ReflectorConfig {
+                    strategy,
+                    page_size,
+                    ..ReflectorConfig::default()
+                };
+                r.resolve(i, reflector, &event_log)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        for (i, r) in resources.iter().enumerate() {
+            if resources[..i].iter().any(|o| o.name == r.name) {
+                return Err(invalid(
+                    format!("resources[{i}].resource"),
+                    format!("{:?} is listed twice", r.name),
+                ));
+            }
+        }
+        Ok(Config {
+            listen,
+            serve,
+            resources,
+        })
+    }
+}
+
+impl ResourceFile {
+    fn resolve(
+        self,
+        i: usize,
+        mut reflector: ReflectorConfig,
+        event_log: &EventLogConfig,
+    ) -> Result<ResourceConfig, ConfigError> {
+        let field = |name: &str| format!("resources[{i}].{name}");
+        if self.resource.is_empty() {
+            return Err(invalid(field("resource"), "must name a resource"));
+        }
+        if !self.label_selector.is_empty() {
+            LabelSelector::parse(&self.label_selector)
+                .map_err(|e| invalid(field("labelSelector"), e))?;
+        }
+        if !self.field_selector.is_empty() {
+            FieldSelector::parse(&self.field_selector)
+                .map_err(|e| invalid(field("fieldSelector"), e))?;
+        }
+        if let Some(paths) = &self.strip_fields {
+            let mut transform = Transform::keep_everything();
+            for (j, path) in paths.iter().enumerate() {
+                transform = transform
+                    .strip(path)
+                    .map_err(|e| invalid(field(&format!("stripFields[{j}]")), e))?;
+            }
+            reflector.transform = transform;
+        }
+        let store = StoreConfig {
+            field_indexes: self
+                .indexes
+                .into_iter()
+                .map(|index| IndexSpec {
+                    name: index.name,
+                    path: index.path,
+                })
+                .collect(),
+            event_log: event_log.clone(),
+        };
+        for (j, index) in store.field_indexes.iter().enumerate() {
+            if crate::cache::BUILTIN_INDEXES.contains(&index.name.as_str()) {
+                return Err(invalid(
+                    field(&format!("indexes[{j}].name")),
+                    format!("{:?} is a built-in index; choose another name", index.name),
+                ));
+            }
+            kubecache_reflector::FieldPath::parse(&index.path)
+                .map_err(|e| invalid(field(&format!("indexes[{j}].path")), e))?;
+        }
+        store
+            .validate()
+            .map_err(|e| invalid(field("indexes"), e.0))?;
+        let optional = |s: String| (!s.is_empty()).then_some(s);
+        Ok(ResourceConfig {
+            name: self.resource,
+            namespace: optional(self.namespace),
+            label_selector: optional(self.label_selector),
+            field_selector: optional(self.field_selector),
+            store,
+            reflector,
+        })
+    }
+}
+
+/// A duration in seconds, positive and finite.
+fn seconds(field: &str, value: Option<f64>, default: Duration) -> Result<Duration, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(s) if s.is_finite() && s > 0.0 => Ok(Duration::from_secs_f64(s)),
+        Some(s) => Err(invalid(
+            field,
+            format!("{s} is not a positive number of seconds"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(yaml: &str, args: &[&str]) -> Result<Config, ConfigError> {
+        use clap::Parser;
+        let mut argv = vec!["kubecache"];
+        argv.extend_from_slice(args);
+        let cli = Cli::try_parse_from(argv).unwrap();
+        Config::resolve(&cli, FileConfig::parse(yaml)?)
+    }
+
+    fn error_field(yaml: &str, args: &[&str]) -> String {
+        resolve(yaml, args).unwrap_err().field
+    }
+
+    #[test]
+    fn the_defaults_cache_pods_on_port_8080() {
+        let config = resolve("", &[]).unwrap();
+        assert_eq!(config.listen.to_string(), "0.0.0.0:8080");
+        assert_eq!(config.resources.len(), 1);
+        assert_eq!(config.resources[0].name, "pods");
+        assert_eq!(config.serve, ServeSettings::default());
+    }
+
+    #[test]
+    fn flags_override_the_file_and_the_file_fills_in_per_resource_settings() {
+        let yaml = r#"
+listen: "127.0.0.1:9000"
+pageSize: 100
+watcherQueue: 10
+eventLog: { maxEvents: 50, maxAgeSeconds: 60 }
+resources:
+  - resource: pods
+    namespace: team-a
+    labelSelector: "app in (web,api)"
+    stripFields: [metadata.managedFields, status.conditions]
+    indexes: [{ name: node, path: spec.nodeName }]
+  - resource: widgets.example.com
+"#;
+        let config = resolve(yaml, &["--page-size", "7", "--listen", "127.0.0.1:9001"]).unwrap();
+        assert_eq!(config.listen.to_string(), "127.0.0.1:9001");
+        assert_eq!(config.serve.watcher_queue, 10);
+        let pods = &config.resources[0];
+        assert_eq!(pods.reflector.page_size, 7);
+        assert_eq!(pods.namespace.as_deref(), Some("team-a"));
+        assert_eq!(pods.label_selector.as_deref(), Some("app in (web,api)"));
+        assert_eq!(pods.reflector.transform.strip_paths().len(), 2);
+        assert_eq!(pods.store.field_indexes[0].path, "spec.nodeName");
+        assert_eq!(pods.store.event_log.max_events, 50);
+        assert_eq!(config.resources[1].name, "widgets.example.com");
+        let replaced = resolve(yaml, &["--resources", "configmaps,pods"]).unwrap();
+        let names: Vec<&str> = replaced.resources.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["configmaps", "pods"]);
+    }
+
+    #[test]
+    fn every_invalid_field_is_named() {
+        assert_eq!(
+            error_field("", &["--page-size", "0"]),
+            "pageSize (--page-size)"
+        );
+        assert_eq!(
+            error_field("", &["--strategy", "fast"]),
+            "strategy (--strategy)"
+        );
+        assert_eq!(error_field("listen: nowhere", &[]), "listen (--listen)");
+        assert_eq!(
+            error_field("readWaitSeconds: -1", &[]),
+            "readWaitSeconds (--read-wait-seconds)"
+        );
+        assert_eq!(error_field("pageSise: 3", &[]), "file");
+        assert!(
+            resolve("pageSise: 3", &[])
+                .unwrap_err()
+                .message
+                .contains("pageSise")
+        );
+        let resource = |body: &str| format!("resources:\n  - resource: pods\n{body}");
+        assert_eq!(
+            error_field(&resource("    labelSelector: \"a in\"\n"), &[]),
+            "resources[0].labelSelector"
+        );
+        assert_eq!(
+            error_field(&resource("    fieldSelector: \"a\"\n"), &[]),
+            "resources[0].fieldSelector"
+        );
+        assert_eq!(
+            error_field(
+                &resource("    indexes: [{name: n, path: \"spec..x\"}]\n"),
+                &[]
+            ),
+            "resources[0].indexes[0].path"
+        );
+        assert_eq!(
+            error_field(
+                &resource("    indexes: [{name: n, path: a}, {name: n, path: b}]\n"),
+                &[]
+            ),
+            "resources[0].indexes"
+        );
+        assert_eq!(
+            error_field(&resource("    stripFields: [\"\"]\n"), &[]),
+            "resources[0].stripFields[0]"
+        );
+        assert_eq!(
+            error_field(&resource("    indexes: [{name: owner, path: a}]\n"), &[]),
+            "resources[0].indexes[0].name"
+        );
+        assert_eq!(
+            error_field("", &["--resources", "pods,pods"]),
+            "resources[1].resource"
+        );
+    }
+}

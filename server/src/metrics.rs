@@ -1,0 +1,213 @@
+//! Prometheus metrics: the recorder behind `/metrics`, the per-resource
+//! gauges read at scrape time, and the HTTP request metrics layer.
+//!
+//! Counters are recorded where things happen (the reflector's upstream
+//! metrics, the watch streams); gauges that describe a store's state are set
+//! from the stores when `/metrics` is scraped, so they are never stale and
+//! cost nothing between scrapes. Every metric is described in README.md.
+
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::Response;
+use http_body_util::BodyExt;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::Caches;
+
+/// Which handler answered a request: the `route` label of the HTTP
+/// metrics. Handlers put it in the response's extensions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Route(pub &'static str);
+
+/// Seconds buckets of request latencies and list durations: from 100 µs
+/// (a GET served from memory) to 5 minutes (a large first list).
+const SECONDS_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+];
+
+/// The process's recorder, installed as the global one on first use. If
+/// another recorder is already installed (kubecache embedded in a program
+/// with its own), `/metrics` renders an empty registry and says so in a log.
+pub(crate) fn handle() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
+            .expect("the buckets are not empty")
+            .build_recorder();
+        let handle = recorder.handle();
+        if metrics::set_global_recorder(recorder).is_err() {
+            tracing::warn!("a metrics recorder is already installed: /metrics stays empty");
+        }
+        describe();
+        handle
+    })
+}
+
+/// `GET /metrics`: the store gauges, then everything recorded.
+pub(crate) fn render(caches: &Caches) -> String {
+    for cache in caches.iter() {
+        let resource = cache.name();
+        let snapshot = cache.reader.snapshot();
+        let gauge = |name: &'static str, value: f64| {
+            metrics::gauge!(name, "resource" => resource.clone()).set(value);
+        };
+        gauge("kubecache_objects", snapshot.len() as f64);
+        gauge(
+            "kubecache_ready",
+            f64::from(u8::from(cache.reader.is_ready())),
+        );
+        gauge(
+            "kubecache_resource_version",
+            snapshot.resource_version() as f64,
+        );
+        gauge(
+            "kubecache_resource_version_lag",
+            cache.freshness.lag() as f64,
+        );
+        gauge(
+            "kubecache_event_log_events",
+            cache.reader.event_log_status().events as f64,
+        );
+    }
+    if let Some(rss) = resident_memory_bytes() {
+        metrics::gauge!("process_resident_memory_bytes").set(rss as f64);
+    }
+    handle().render()
+}
+
+/// The layer that counts and times every request by route, verb and code,
+/// and counts the bytes of every response body as it is sent. A watch's
+/// latency is its time to the first byte (the response head).
+pub(crate) async fn track(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let verb = verb(&request);
+    let response = next.run(request).await;
+    let route = response
+        .extensions()
+        .get::<Route>()
+        .copied()
+        .unwrap_or(Route("other"))
+        .0;
+    let code = response.status().as_u16().to_string();
+    metrics::counter!("kubecache_http_requests_total", "route" => route, "verb" => verb, "code" => code)
+        .increment(1);
+    metrics::histogram!("kubecache_http_request_duration_seconds", "route" => route, "verb" => verb)
+        .record(started.elapsed().as_secs_f64());
+    let bytes = metrics::counter!("kubecache_http_response_bytes_total", "route" => route);
+    response.map(|body| {
+        axum::body::Body::new(body.map_frame(move |frame| {
+            if let Some(data) = frame.data_ref() {
+                bytes.increment(data.len() as u64);
+            }
+            frame
+        }))
+    })
+}
+
+/// The Kubernetes verb of a request, as the API server's metrics name it.
+fn verb(request: &Request) -> &'static str {
+    let query = request.uri().query().unwrap_or("");
+    let watch = kubecache_reflector::list_options::is_watch(query);
+    match *request.method() {
+        _ if watch => "WATCH",
+        axum::http::Method::GET => "GET",
+        axum::http::Method::HEAD => "HEAD",
+        axum::http::Method::POST => "POST",
+        axum::http::Method::PUT => "PUT",
+        axum::http::Method::PATCH => "PATCH",
+        axum::http::Method::DELETE => "DELETE",
+        _ => "OTHER",
+    }
+}
+
+/// The resident set size, from `/proc/self/statm` (Linux only).
+fn resident_memory_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+/// The `# HELP` lines.
+fn describe() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_gauge!("kubecache_objects", "Objects in the store.");
+    describe_gauge!(
+        "kubecache_ready",
+        "1 once the resource has synced and is served, 0 before."
+    );
+    describe_gauge!(
+        "kubecache_resource_version",
+        "The store's resourceVersion: the newest event or bookmark applied."
+    );
+    describe_gauge!(
+        "kubecache_resource_version_lag",
+        "The API server's resourceVersion last learnt by a consistent read, minus the newest one the store is known complete through (0 when caught up)."
+    );
+    describe_gauge!(
+        "kubecache_event_log_events",
+        "Events held in the replay log that watches resume from."
+    );
+    describe_counter!(
+        "kubecache_events_applied_total",
+        "Watch events applied to the store."
+    );
+    describe_histogram!(
+        "kubecache_upstream_list_duration_seconds",
+        Unit::Seconds,
+        "Duration of complete upstream lists, first page to ready."
+    );
+    describe_counter!(
+        "kubecache_relists_total",
+        "Relists after the first list, by the reason the watch ended (gone: 410; decode; buffer_overflow; ...)."
+    );
+    describe_counter!(
+        "kubecache_upstream_errors_total",
+        "Failed upstream requests by phase (list, continue, watch) and reason (gone is a 410)."
+    );
+    describe_counter!(
+        "kubecache_watch_restarts_total",
+        "Upstream watches resumed from their last resourceVersion, by reason."
+    );
+    describe_gauge!(
+        "kubecache_buffered_events",
+        "Watch events buffered while a parallel list reads its remaining pages."
+    );
+    describe_gauge!("kubecache_watchers", "Open client watches.");
+    describe_counter!(
+        "kubecache_watchers_closed_total",
+        "Client watches ended, by reason (timeout, client, shutdown, slow: cut for falling behind, expired: too old a resourceVersion, closed)."
+    );
+    describe_counter!(
+        "kubecache_watch_events_sent_total",
+        "Events written to client watches."
+    );
+    describe_counter!(
+        "kubecache_watch_bytes_sent_total",
+        Unit::Bytes,
+        "Bytes written to client watches."
+    );
+    describe_counter!(
+        "kubecache_http_requests_total",
+        "HTTP requests by route (list, get, watch, discovery, query, health, metrics, other), verb and code."
+    );
+    describe_histogram!(
+        "kubecache_http_request_duration_seconds",
+        Unit::Seconds,
+        "HTTP request latency to the response head, by route and verb."
+    );
+    describe_counter!(
+        "kubecache_http_response_bytes_total",
+        Unit::Bytes,
+        "Bytes of HTTP response bodies sent, by route."
+    );
+    describe_gauge!(
+        "process_resident_memory_bytes",
+        Unit::Bytes,
+        "Resident memory of the kubecache process."
+    );
+}

@@ -1,0 +1,178 @@
+//! What one watcher is sent for one store event, and the bytes of watch
+//! lines: `{"type":…,"object":…}\n`, one JSON object per line, as
+//! kube-apiserver writes them.
+
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kubecache_reflector::{CachedObject, Event, EventKind, Status};
+
+use crate::{Filter, Predicates};
+
+/// The type of a watch event on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WireKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl WireKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            WireKind::Added => "ADDED",
+            WireKind::Modified => "MODIFIED",
+            WireKind::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One event as a watcher receives it, encoded once and shared by every
+/// watcher that receives the same thing.
+#[derive(Debug)]
+pub(crate) struct Frame {
+    /// The event's position in the event log: the resourceVersion a client
+    /// that has seen it may resume from.
+    pub position: u64,
+    /// The JSON line.
+    pub line: Bytes,
+}
+
+impl Frame {
+    /// The frame of `object` sent as `kind`, at `position`.
+    pub fn new(kind: WireKind, object: Arc<CachedObject>, position: u64) -> Frame {
+        let line = if kind == WireKind::Deleted && object.resource_version != position {
+            event_line(
+                kind,
+                &with_resource_version(&object.json, object.resource_version, position),
+            )
+        } else {
+            event_line(kind, &object.json)
+        };
+        Frame { position, line }
+    }
+}
+
+/// What a watcher with `filter` and `predicates` is sent for `event`, and
+/// the object it carries, as kube-apiserver's watch cache decides it:
+/// an object that starts matching is `ADDED`, one that stops matching is
+/// `DELETED` (its last matching state, at the event's resourceVersion), a
+/// `MODIFIED` event passes only the change predicates.
+pub(crate) fn decide<'e>(
+    filter: &Filter,
+    predicates: &Predicates,
+    event: &'e Event,
+) -> Option<(WireKind, &'e Arc<CachedObject>)> {
+    if event.kind == EventKind::Deleted {
+        return filter
+            .matches(&event.object)
+            .then_some((WireKind::Deleted, &event.object));
+    }
+    let now = filter.matches(&event.object);
+    let before = event.previous.as_ref().filter(|p| filter.matches(p));
+    match (before, now) {
+        (None, true) => Some((WireKind::Added, &event.object)),
+        (Some(previous), true) => predicates
+            .passes(Some(previous), &event.object)
+            .then_some((WireKind::Modified, &event.object)),
+        (Some(previous), false) => Some((WireKind::Deleted, previous)),
+        (None, false) => None,
+    }
+}
+
+/// `{"type":"KIND","object":OBJECT}\n`.
+fn event_line(kind: WireKind, object: &[u8]) -> Bytes {
+    let mut line = BytesMut::with_capacity(object.len() + 32);
+    line.put_slice(br#"{"type":""#);
+    line.put_slice(kind.as_str().as_bytes());
+    line.put_slice(br#"","object":"#);
+    line.put_slice(object);
+    line.put_slice(b"}\n");
+    line.freeze()
+}
+
+/// A `BOOKMARK` line at `resource_version`; `initial_events_end` marks the
+/// end of a streaming list's initial events (`k8s.io/initial-events-end`).
+pub(crate) fn bookmark_line(
+    kind: &str,
+    api_version: &str,
+    resource_version: u64,
+    initial_events_end: bool,
+) -> Bytes {
+    let annotations = if initial_events_end {
+        r#","annotations":{"k8s.io/initial-events-end":"true"}"#
+    } else {
+        ""
+    };
+    Bytes::from(
+        format!(
+            r#"{{"type":"BOOKMARK","object":{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{{"resourceVersion":"{resource_version}"{annotations}}}}}}}"#
+        ) + "\n",
+    )
+}
+
+/// An `ERROR` line carrying `status`.
+pub(crate) fn error_line(status: &Status) -> Bytes {
+    let mut line = BytesMut::new();
+    line.put_slice(br#"{"type":"ERROR","object":"#);
+    line.put_slice(&status.to_json());
+    line.put_slice(b"}\n");
+    line.freeze()
+}
+
+/// `json` with its `metadata.resourceVersion` changed from `from` to `to`.
+///
+/// The first `"resourceVersion":"<from>"` of an object is its metadata's:
+/// `kind`, `apiVersion` and `metadata` come first, managed fields are
+/// stripped, and the pattern cannot occur inside a JSON string (its quotes
+/// would be escaped there). Unchanged if the pattern is missing.
+fn with_resource_version(json: &[u8], from: u64, to: u64) -> Vec<u8> {
+    let pattern = format!(r#""resourceVersion":"{from}""#);
+    let Some(at) = json
+        .windows(pattern.len())
+        .position(|w| w == pattern.as_bytes())
+    else {
+        return json.to_vec();
+    };
+    let mut out = Vec::with_capacity(json.len() + 8);
+    out.extend_from_slice(&json[..at]);
+    out.extend_from_slice(format!(r#""resourceVersion":"{to}""#).as_bytes());
+    out.extend_from_slice(&json[at + pattern.len()..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deleted_frame_carries_the_events_resource_version() {
+        let json = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","annotations":{"x":"\"resourceVersion\":\"7\""},"resourceVersion":"7"}}"#;
+        let rewritten = with_resource_version(json, 7, 12);
+        let value: serde_json::Value = serde_json::from_slice(&rewritten).unwrap();
+        assert_eq!(value["metadata"]["resourceVersion"], "12");
+        assert_eq!(
+            value["metadata"]["annotations"]["x"],
+            "\"resourceVersion\":\"7\""
+        );
+        assert_eq!(with_resource_version(b"{}", 7, 12), b"{}");
+    }
+
+    #[test]
+    fn lines_are_single_json_objects() {
+        for line in [
+            bookmark_line("Pod", "v1", 5, true),
+            error_line(&Status::expired("gone")),
+        ] {
+            assert!(line.ends_with(b"\n"));
+            let value: serde_json::Value = serde_json::from_slice(&line).unwrap();
+            assert!(value["object"].is_object());
+        }
+        let bookmark: serde_json::Value =
+            serde_json::from_slice(&bookmark_line("Pod", "v1", 5, true)).unwrap();
+        assert_eq!(
+            bookmark["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+            "true"
+        );
+    }
+}

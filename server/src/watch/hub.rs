@@ -1,0 +1,387 @@
+//! The fan-out of one store's events to its watchers.
+//!
+//! One dispatcher task per cached resource reads the store's event log
+//! once (a [`Subscription`]) and routes each event to the watchers it may
+//! concern: the watchers of the object's namespace, of its values of the
+//! configured field indexes, of its labels (equality selectors), and the
+//! unrouted ones, looked up for both the object's new and previous state so
+//! that a watcher sees an object leave its filter. Each candidate's full
+//! filter and change predicates are then evaluated, and the event, encoded
+//! once per outcome ([`Frame`]), is queued to the watcher.
+//!
+//! The queue of each watcher is bounded. The dispatcher never waits: a
+//! watcher whose queue is full is cut (it ends with a 410 `Expired` ERROR
+//! and its client resumes or relists), so a slow client never slows the
+//! others or the reflector. Nothing is coalesced: every event reaches every
+//! matching watcher, in the log's order.
+//!
+//! A watcher joins after replaying the log on its own subscription up to
+//! where it found no more events, and hands that subscription over. Log
+//! sequence numbers make the seam exact: the dispatcher delivers the events
+//! between the watcher's point and its own (read through the watcher's
+//! subscription), or skips for that watcher the ones it has already had.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use kubecache_reflector::{
+    CachedObject, Event, IndexLookup, IndexSpec, RecvError, StoreReader, Subscription, TryRecvError,
+};
+use tokio::sync::mpsc;
+
+use super::frame::{Frame, decide};
+use crate::{Filter, Predicates};
+
+/// How often the dispatcher publishes the position bookmarks may carry
+/// while no event arrives, and drops the watchers whose clients are gone.
+const TICK: Duration = Duration::from_secs(1);
+
+/// A watcher handed to the dispatcher.
+pub(crate) struct Join {
+    pub filter: Filter,
+    pub predicates: Predicates,
+    /// Where the watcher's own replay stopped.
+    pub subscription: Subscription,
+    pub queue: mpsc::Sender<Arc<Frame>>,
+    pub signals: Arc<Signals>,
+}
+
+/// What the dispatcher tells a watcher besides its events.
+#[derive(Debug, Default)]
+pub(crate) struct Signals {
+    /// The watcher fell behind and was dropped.
+    cut: AtomicBool,
+    /// The dispatcher has taken the watcher over: every event after its
+    /// replay is queued, so bookmarks may be sent.
+    joined: AtomicBool,
+}
+
+impl Signals {
+    /// Whether the watcher was cut for falling behind.
+    pub fn is_cut(&self) -> bool {
+        self.cut.load(Ordering::Acquire)
+    }
+
+    /// Whether the dispatcher has taken the watcher over.
+    pub fn is_joined(&self) -> bool {
+        self.joined.load(Ordering::Acquire)
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, Ordering::Release);
+    }
+}
+
+/// The handle of one resource's dispatcher.
+#[derive(Debug)]
+pub(crate) struct Hub {
+    joins: mpsc::UnboundedSender<Join>,
+    routed: Arc<AtomicU64>,
+}
+
+impl Hub {
+    /// Starts the dispatcher of `reader`'s events; it runs until the hub is
+    /// dropped or the store is closed.
+    pub fn start(reader: &StoreReader, indexes: Arc<[IndexSpec]>) -> Hub {
+        let (joins, rx) = mpsc::unbounded_channel();
+        let routed = Arc::new(AtomicU64::new(reader.current_resource_version()));
+        let (_, subscription) = reader.snapshot_and_subscribe();
+        let dispatcher = Dispatcher {
+            reader: reader.clone(),
+            subscription,
+            joins: rx,
+            routed: routed.clone(),
+            routes: Routes::new(indexes),
+            watchers: Vec::new(),
+            free: Vec::new(),
+        };
+        tokio::spawn(dispatcher.run());
+        Hub { joins, routed }
+    }
+
+    /// Hands a watcher to the dispatcher. If the dispatcher is gone (the
+    /// store closed), the watcher's queue closes at once.
+    pub fn join(&self, join: Join) {
+        let _ = self.joins.send(join);
+    }
+
+    /// A resourceVersion through which every event has been queued to every
+    /// watcher it concerns: what a bookmark may carry once a watcher's
+    /// queue is empty.
+    pub fn routed(&self) -> u64 {
+        self.routed.load(Ordering::Acquire)
+    }
+}
+
+/// A joined watcher.
+struct Watcher {
+    filter: Filter,
+    predicates: Predicates,
+    queue: mpsc::Sender<Arc<Frame>>,
+    signals: Arc<Signals>,
+    /// Events before this log sequence number were delivered by the
+    /// watcher's own replay.
+    from: u64,
+    /// The sequence number of the last event offered, so that a watcher
+    /// found twice (by new and previous state) is offered it once.
+    offered: u64,
+    route: RouteKey,
+}
+
+impl Watcher {
+    /// Queues `frame`; `false` when the watcher must go (cut or gone).
+    fn offer(&self, frame: &Arc<Frame>) -> bool {
+        match self.queue.try_send(frame.clone()) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.signals.cut();
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+}
+
+/// Where a watcher is filed: the narrowest equality its filter has.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum RouteKey {
+    All,
+    Namespace(Box<str>),
+    Label(Box<str>, Box<str>),
+    Field(usize, Box<str>),
+}
+
+impl RouteKey {
+    /// A configured field index first (one node's pods), then a label,
+    /// then the namespace.
+    fn of(filter: &Filter, indexes: &[IndexSpec]) -> RouteKey {
+        let lookups = filter.lookups();
+        let field = lookups.iter().find_map(|l| match *l {
+            IndexLookup::Field { name, value } => indexes
+                .iter()
+                .position(|i| i.name == name)
+                .map(|at| RouteKey::Field(at, value.into())),
+            _ => None,
+        });
+        let label = || {
+            lookups.iter().find_map(|l| match *l {
+                IndexLookup::Label { key, value } => {
+                    Some(RouteKey::Label(key.into(), value.into()))
+                }
+                _ => None,
+            })
+        };
+        let namespace = || {
+            lookups.iter().find_map(|l| match *l {
+                IndexLookup::Namespace(ns) => Some(RouteKey::Namespace(ns.into())),
+                _ => None,
+            })
+        };
+        field
+            .or_else(label)
+            .or_else(namespace)
+            .unwrap_or(RouteKey::All)
+    }
+}
+
+/// The watchers by route.
+struct Routes {
+    indexes: Arc<[IndexSpec]>,
+    by_key: HashMap<RouteKey, Vec<usize>>,
+}
+
+impl Routes {
+    fn new(indexes: Arc<[IndexSpec]>) -> Self {
+        Routes {
+            indexes,
+            by_key: HashMap::new(),
+        }
+    }
+
+    fn add(&mut self, key: RouteKey, id: usize) {
+        self.by_key.entry(key).or_default().push(id);
+    }
+
+    fn remove(&mut self, key: &RouteKey, id: usize) {
+        if let Some(ids) = self.by_key.get_mut(key) {
+            ids.retain(|&i| i != id);
+            if ids.is_empty() {
+                self.by_key.remove(key);
+            }
+        }
+    }
+
+    /// Appends the watchers that may be concerned by `object` to `out`.
+    fn candidates(&self, object: &CachedObject, out: &mut Vec<usize>) {
+        let mut add = |key: RouteKey| {
+            if let Some(ids) = self.by_key.get(&key) {
+                out.extend_from_slice(ids);
+            }
+        };
+        add(RouteKey::Namespace(object.key.namespace().into()));
+        for (at, value) in object.fields.iter().enumerate() {
+            if let Some(value) = value {
+                add(RouteKey::Field(at, value.clone()));
+            }
+        }
+        for (key, value) in object.labels.iter() {
+            add(RouteKey::Label(key.clone(), value.clone()));
+        }
+    }
+}
+
+struct Dispatcher {
+    reader: StoreReader,
+    subscription: Subscription,
+    joins: mpsc::UnboundedReceiver<Join>,
+    routed: Arc<AtomicU64>,
+    routes: Routes,
+    /// Watchers by id; `None` marks a free slot (listed in `free`).
+    watchers: Vec<Option<Watcher>>,
+    free: Vec<usize>,
+}
+
+impl Dispatcher {
+    async fn run(mut self) {
+        let mut tick = tokio::time::interval(TICK);
+        let mut candidates = Vec::new();
+        loop {
+            tokio::select! {
+                biased;
+                join = self.joins.recv() => match join {
+                    Some(join) => self.join(join),
+                    None => return,
+                },
+                event = self.subscription.recv() => match event {
+                    Ok(event) => {
+                        let sequence = self.subscription.sequence() - 1;
+                        self.dispatch(&event, sequence, &mut candidates);
+                    }
+                    // Every watcher missed events: all must resume or relist.
+                    Err(RecvError::Lagged { .. }) => self.cut_all(),
+                    Err(RecvError::Closed) => return,
+                },
+                _ = tick.tick() => self.sweep(),
+            }
+            self.publish();
+        }
+    }
+
+    /// Publishes the position bookmarks may carry, when every event up to
+    /// the store's resourceVersion has been routed.
+    fn publish(&self) {
+        let rv = self.reader.current_resource_version();
+        if self.subscription.pending() == 0 {
+            self.routed.fetch_max(rv, Ordering::AcqRel);
+        }
+    }
+
+    fn join(&mut self, mut join: Join) {
+        let here = self.subscription.sequence();
+        let mut watcher = Watcher {
+            route: RouteKey::of(&join.filter, &self.routes.indexes),
+            filter: join.filter,
+            predicates: join.predicates,
+            queue: join.queue,
+            signals: join.signals,
+            from: join.subscription.sequence(),
+            offered: u64::MAX,
+        };
+        // Events appended between the watcher's replay and now.
+        while join.subscription.sequence() < here {
+            match join.subscription.try_recv() {
+                Ok(event) => {
+                    if let Some((kind, object)) =
+                        decide(&watcher.filter, &watcher.predicates, &event)
+                    {
+                        let frame =
+                            Arc::new(Frame::new(kind, object.clone(), event.resource_version));
+                        if !watcher.offer(&frame) {
+                            return;
+                        }
+                    }
+                }
+                Err(TryRecvError::Lagged { .. }) => {
+                    watcher.signals.cut();
+                    return;
+                }
+                Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+            }
+        }
+        watcher.from = watcher.from.max(here);
+        let id = self.free.pop().unwrap_or_else(|| {
+            self.watchers.push(None);
+            self.watchers.len() - 1
+        });
+        self.routes.add(watcher.route.clone(), id);
+        watcher.signals.joined.store(true, Ordering::Release);
+        self.watchers[id] = Some(watcher);
+    }
+
+    fn dispatch(&mut self, event: &Event, sequence: u64, candidates: &mut Vec<usize>) {
+        candidates.clear();
+        if let Some(all) = self.routes.by_key.get(&RouteKey::All) {
+            candidates.extend_from_slice(all);
+        }
+        self.routes.candidates(&event.object, candidates);
+        if let Some(previous) = &event.previous {
+            self.routes.candidates(previous, candidates);
+        }
+        // One encoding per outcome, shared by every watcher with it.
+        let mut frames: [Option<Arc<Frame>>; 3] = [None, None, None];
+        let mut leave: Option<Arc<Frame>> = None;
+        for &id in candidates.iter() {
+            let Some(watcher) = self.watchers[id].as_mut() else {
+                continue;
+            };
+            if watcher.offered == sequence || sequence < watcher.from {
+                continue;
+            }
+            watcher.offered = sequence;
+            let Some((kind, object)) = decide(&watcher.filter, &watcher.predicates, event) else {
+                continue;
+            };
+            let slot = if Arc::ptr_eq(object, &event.object) {
+                &mut frames[kind as usize]
+            } else {
+                &mut leave
+            };
+            let frame = slot.get_or_insert_with(|| {
+                Arc::new(Frame::new(kind, object.clone(), event.resource_version))
+            });
+            if !watcher.offer(frame) {
+                self.remove(id);
+            }
+        }
+    }
+
+    fn remove(&mut self, id: usize) {
+        if let Some(watcher) = self.watchers[id].take() {
+            self.routes.remove(&watcher.route, id);
+            self.free.push(id);
+        }
+    }
+
+    /// Drops the watchers whose clients have gone.
+    fn sweep(&mut self) {
+        for id in 0..self.watchers.len() {
+            if self.watchers[id]
+                .as_ref()
+                .is_some_and(|w| w.queue.is_closed())
+            {
+                self.remove(id);
+            }
+        }
+    }
+
+    fn cut_all(&mut self) {
+        for id in 0..self.watchers.len() {
+            if let Some(watcher) = &self.watchers[id] {
+                watcher.signals.cut();
+                self.remove(id);
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Watches: `GET …?watch=1`, served from the store's event log.
+//!
+//! Where a watch starts, as kube-apiserver's watch cache starts it:
+//! - `resourceVersion` unset: a consistent read (see [`crate::freshness`]),
+//!   then synthetic `ADDED` events for the selected objects, then their
+//!   changes; `0`: the same without waiting;
+//! - `resourceVersion=N`: the changes after `N`, replayed from the event
+//!   log; when the log no longer covers `N`, one `ERROR` event with a 410
+//!   `Expired` Status (the client relists);
+//! - `sendInitialEvents=true` (streaming list): the `ADDED` events of the
+//!   state at `N` or later (unset: consistent), then a `BOOKMARK` annotated
+//!   `k8s.io/initial-events-end` when bookmarks are allowed, then changes;
+//!   `sendInitialEvents=false`: only changes, from `N` or from now.
+//!
+//! A watcher sees an object `ADDED` when it starts matching its selectors
+//! and `DELETED` when it stops. Bookmarks (with `allowWatchBookmarks`) come
+//! every bookmark interval and once when the timeout ends the stream;
+//! `timeoutSeconds` defaults to a random 30–60 minutes, as kube-apiserver's
+//! `--min-request-timeout` spreads reconnections. Change predicates (see
+//! [`crate::Predicates`]) drop `MODIFIED` events that change nothing the
+//! watcher asked about.
+//!
+//! Fan-out: see [`hub`].
+
+mod frame;
+pub(crate) mod hub;
+mod stream;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use futures::StreamExt;
+use kubecache_reflector::list_options::CollectionParams;
+use kubecache_reflector::{Status, TooOld};
+use rand::Rng;
+use tokio::time::Instant;
+
+use crate::api::{ApiError, json_response};
+use crate::cache::{Cache, Caches};
+use crate::{Filter, Predicates};
+use stream::{Start, Watch};
+
+/// Chunks buffered between a watcher and its connection.
+const CONNECTION_CHUNKS: usize = 4;
+
+/// A watch of `cache`.
+pub(crate) async fn serve(
+    caches: &Caches,
+    cache: &Arc<Cache>,
+    filter: Filter,
+    params: CollectionParams,
+    predicates: Predicates,
+) -> Result<Response, ApiError> {
+    let wait = caches.settings.read_wait;
+    match params.resource_version {
+        None => cache.freshness.consistent(wait).await?,
+        Some(0) => {}
+        Some(rv) => cache.freshness.reach(rv, wait).await?,
+    }
+    let from = params.resource_version.filter(|&rv| rv > 0);
+    // Without sendInitialEvents, the legacy rule: the current state first
+    // unless a resourceVersion to resume from is given.
+    let initial = params.send_initial_events.unwrap_or(from.is_none());
+    let start = match from {
+        Some(rv) if !initial => match cache.reader.subscribe_from(rv) {
+            Ok(subscription) => Start::After(subscription),
+            Err(TooOld { oldest }) => Start::Error(Status::expired(format!(
+                "too old resource version: {rv} ({oldest})"
+            ))),
+        },
+        _ => {
+            let (snapshot, subscription) = cache.reader.snapshot_and_subscribe();
+            if initial {
+                let end = params.send_initial_events == Some(true) && params.allow_bookmarks;
+                Start::Initial {
+                    objects: filter.select(&snapshot, None).cloned().collect(),
+                    end_bookmark: end.then_some(snapshot.resource_version()),
+                    subscription,
+                }
+            } else {
+                Start::After(subscription)
+            }
+        }
+    };
+    let settings = &caches.settings;
+    let timeout = params.timeout.unwrap_or_else(default_timeout);
+    let watch = Watch {
+        cache: cache.clone(),
+        filter,
+        predicates,
+        bookmarks: params.allow_bookmarks.then_some(settings.bookmark_interval),
+        deadline: Instant::now() + timeout,
+        shutdown: caches.shutting_down(),
+        queue_size: settings.watcher_queue,
+    };
+    let (out, chunks) = tokio::sync::mpsc::channel(CONNECTION_CHUNKS);
+    let served_at = cache.reader.current_resource_version();
+    tokio::spawn(watch.run(start, out));
+    let body = Body::from_stream(
+        tokio_stream::wrappers::ReceiverStream::new(chunks).map(Ok::<_, std::convert::Infallible>),
+    );
+    Ok(json_response(body, served_at))
+}
+
+/// 30 to 60 minutes, at random.
+fn default_timeout() -> Duration {
+    Duration::from_secs(rand::rng().random_range(1800..3600))
+}

@@ -1,0 +1,286 @@
+//! One watcher's response body: initial events, replay, then the live
+//! events its dispatcher queues, with bookmarks, until the timeout, the
+//! client leaves, the server shuts down or the watcher falls behind.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kubecache_reflector::{CachedObject, Status, Subscription, TryRecvError};
+use tokio::sync::{mpsc, watch};
+use tokio::time::{Instant, sleep_until};
+
+use super::frame::{self, Frame, WireKind, decide};
+use super::hub::{Join, Signals};
+use crate::cache::Cache;
+use crate::{Filter, Predicates};
+
+/// Bytes gathered before they are handed to the connection.
+const CHUNK: usize = 64 * 1024;
+
+/// Where the stream starts.
+pub(crate) enum Start {
+    /// `ADDED` for these objects, then the initial-events-end bookmark at
+    /// this resourceVersion if asked, then the events of the subscription.
+    Initial {
+        objects: Vec<Arc<CachedObject>>,
+        end_bookmark: Option<u64>,
+        subscription: Subscription,
+    },
+    /// The events of the subscription.
+    After(Subscription),
+    /// One `ERROR` event, then the end (a too-old resourceVersion).
+    Error(Status),
+}
+
+/// Why a watch ended (the `reason` label of
+/// `kubecache_watchers_closed_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    /// `timeoutSeconds` (or the default 30–60 minutes) passed.
+    Timeout,
+    /// The client went away.
+    Client,
+    /// The server is shutting down.
+    Shutdown,
+    /// The watcher fell behind and was cut with 410.
+    Slow,
+    /// The start was refused with an ERROR event (too old).
+    Expired,
+    /// The store closed (its reflector stopped).
+    Closed,
+}
+
+impl Ending {
+    fn as_str(self) -> &'static str {
+        match self {
+            Ending::Timeout => "timeout",
+            Ending::Client => "client",
+            Ending::Shutdown => "shutdown",
+            Ending::Slow => "slow",
+            Ending::Expired => "expired",
+            Ending::Closed => "closed",
+        }
+    }
+}
+
+/// The client is gone.
+struct Gone;
+
+/// One watcher.
+pub(crate) struct Watch {
+    pub cache: Arc<Cache>,
+    pub filter: Filter,
+    pub predicates: Predicates,
+    /// Bookmarks every so often, and before the timeout.
+    pub bookmarks: Option<Duration>,
+    pub deadline: Instant,
+    pub shutdown: watch::Receiver<bool>,
+    pub queue_size: usize,
+}
+
+impl Watch {
+    /// Streams from `start` into `out` until the watch ends.
+    pub async fn run(self, start: Start, out: mpsc::Sender<Bytes>) {
+        let resource = self.cache.name();
+        metrics::gauge!("kubecache_watchers", "resource" => resource.clone()).increment(1.0);
+        self.cache.watchers.fetch_add(1, Ordering::Relaxed);
+        let cache = self.cache.clone();
+        let mut writer = Writer {
+            out,
+            chunk: BytesMut::new(),
+            events: 0,
+            resource: resource.clone(),
+            last: 0,
+        };
+        let ending = self
+            .stream(start, &mut writer)
+            .await
+            .unwrap_or(Ending::Client);
+        cache.watchers.fetch_sub(1, Ordering::Relaxed);
+        metrics::gauge!("kubecache_watchers", "resource" => resource.clone()).decrement(1.0);
+        metrics::counter!("kubecache_watchers_closed_total", "resource" => resource, "reason" => ending.as_str())
+            .increment(1);
+    }
+
+    async fn stream(mut self, start: Start, out: &mut Writer) -> Result<Ending, Gone> {
+        let mut subscription = match start {
+            Start::Initial {
+                objects,
+                end_bookmark,
+                subscription,
+            } => {
+                for object in objects {
+                    out.event(&Frame::new(
+                        WireKind::Added,
+                        object.clone(),
+                        object.resource_version,
+                    ))
+                    .await?;
+                }
+                if let Some(rv) = end_bookmark {
+                    out.bookmark(&self.cache, rv, true).await?;
+                }
+                subscription
+            }
+            Start::After(subscription) => subscription,
+            Start::Error(status) => {
+                out.error(&status).await?;
+                return Ok(Ending::Expired);
+            }
+        };
+        // Replay the log on our own subscription, then hand it over.
+        loop {
+            match subscription.try_recv() {
+                Ok(event) => {
+                    if let Some((kind, object)) = decide(&self.filter, &self.predicates, &event) {
+                        out.event(&Frame::new(kind, object.clone(), event.resource_version))
+                            .await?;
+                    }
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Lagged { .. }) => {
+                    out.error(&fell_behind()).await?;
+                    return Ok(Ending::Slow);
+                }
+                Err(TryRecvError::Closed) => return out.end(Ending::Closed).await,
+            }
+        }
+        let (queue, mut frames) = mpsc::channel(self.queue_size);
+        let signals = Arc::new(Signals::default());
+        self.cache.hub.join(Join {
+            filter: self.filter.clone(),
+            predicates: self.predicates,
+            subscription,
+            queue,
+            signals: signals.clone(),
+        });
+        self.live(&mut frames, &signals, out).await
+    }
+
+    async fn live(
+        &mut self,
+        frames: &mut mpsc::Receiver<Arc<Frame>>,
+        signals: &Signals,
+        out: &mut Writer,
+    ) -> Result<Ending, Gone> {
+        let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
+        let mut next_bookmark = self.bookmarks.map_or(far, |every| Instant::now() + every);
+        let mut bookmark_due = false;
+        loop {
+            if signals.is_cut() {
+                out.error(&fell_behind()).await?;
+                return Ok(Ending::Slow);
+            }
+            match frames.try_recv() {
+                Ok(frame) => {
+                    out.event(&frame).await?;
+                    continue;
+                }
+                Err(mpsc::error::TryRecvError::Disconnected) if !signals.is_cut() => {
+                    return out.end(Ending::Closed).await;
+                }
+                Err(_) => {}
+            }
+            // Nothing queued: every event routed so far has been written.
+            if bookmark_due && signals.is_joined() {
+                bookmark_due = false;
+                let rv = self.cache.hub.routed();
+                out.bookmark(&self.cache, rv, false).await?;
+            }
+            out.flush().await?;
+            tokio::select! {
+                frame = frames.recv() => {
+                    if let Some(frame) = frame {
+                        out.event(&frame).await?;
+                    }
+                }
+                _ = sleep_until(next_bookmark) => {
+                    bookmark_due = true;
+                    next_bookmark += self.bookmarks.unwrap_or_default();
+                }
+                _ = sleep_until(self.deadline) => {
+                    if self.bookmarks.is_some() && signals.is_joined() && frames.is_empty() {
+                        let rv = self.cache.hub.routed();
+                        out.bookmark(&self.cache, rv, false).await?;
+                    }
+                    return out.end(Ending::Timeout).await;
+                }
+                () = shut_down(&mut self.shutdown) => return out.end(Ending::Shutdown).await,
+                _ = out.out.closed() => return Err(Gone),
+            }
+        }
+    }
+}
+
+/// Resolves when the server shuts down.
+async fn shut_down(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|down| *down).await;
+}
+
+/// The ERROR a watcher gets when it fell behind: its client resumes from
+/// its last resourceVersion (or relists when that is gone too).
+fn fell_behind() -> Status {
+    Status::expired(
+        "watcher fell behind: too many events queued for it; resume from the last resourceVersion received",
+    )
+}
+
+/// Gathers lines into chunks for the connection and counts what is sent.
+struct Writer {
+    out: mpsc::Sender<Bytes>,
+    chunk: BytesMut,
+    /// Events in `chunk`.
+    events: u64,
+    resource: String,
+    /// The resourceVersion of the last event or bookmark written: bookmarks
+    /// never go back before it.
+    last: u64,
+}
+
+impl Writer {
+    async fn event(&mut self, frame: &Frame) -> Result<(), Gone> {
+        self.last = self.last.max(frame.position);
+        self.events += 1;
+        self.line(&frame.line).await
+    }
+
+    async fn bookmark(&mut self, cache: &Cache, rv: u64, end: bool) -> Result<(), Gone> {
+        let rv = rv.max(self.last);
+        self.last = rv;
+        let line =
+            frame::bookmark_line(&cache.resource.kind, &cache.resource.api_version(), rv, end);
+        self.line(&line).await
+    }
+
+    async fn error(&mut self, status: &Status) -> Result<(), Gone> {
+        self.line(&frame::error_line(status)).await?;
+        self.flush().await
+    }
+
+    async fn end(&mut self, ending: Ending) -> Result<Ending, Gone> {
+        self.flush().await?;
+        Ok(ending)
+    }
+
+    async fn line(&mut self, line: &[u8]) -> Result<(), Gone> {
+        self.chunk.put_slice(line);
+        if self.chunk.len() >= CHUNK {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<(), Gone> {
+        if self.chunk.is_empty() {
+            return Ok(());
+        }
+        let chunk = self.chunk.split().freeze();
+        metrics::counter!("kubecache_watch_events_sent_total", "resource" => self.resource.clone())
+            .increment(std::mem::take(&mut self.events));
+        metrics::counter!("kubecache_watch_bytes_sent_total", "resource" => self.resource.clone())
+            .increment(chunk.len() as u64);
+        self.out.send(chunk).await.map_err(|_| Gone)
+    }
+}
