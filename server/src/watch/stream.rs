@@ -140,10 +140,7 @@ impl Watch {
                     }
                 }
                 Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Lagged { .. }) => {
-                    out.error(&fell_behind()).await?;
-                    return Ok(Ending::Slow);
-                }
+                Err(TryRecvError::Lagged { .. }) => return out.cut().await,
                 Err(TryRecvError::Closed) => return out.end(Ending::Closed).await,
             }
         }
@@ -170,8 +167,7 @@ impl Watch {
         let mut bookmark_due = false;
         loop {
             if signals.is_cut() {
-                out.error(&fell_behind()).await?;
-                return Ok(Ending::Slow);
+                return out.cut().await;
             }
             match frames.try_recv() {
                 Ok(frame) => {
@@ -201,6 +197,11 @@ impl Watch {
                     next_bookmark += self.bookmarks.unwrap_or_default();
                 }
                 _ = sleep_until(self.deadline) => {
+                    // Cut while its last write was blocked: it must learn
+                    // that it missed events, timeout or not.
+                    if signals.is_cut() {
+                        return out.cut().await;
+                    }
                     if self.bookmarks.is_some() && signals.is_joined() && frames.is_empty() {
                         let rv = self.cache.hub.routed();
                         out.bookmark(&self.cache, rv, false).await?;
@@ -257,6 +258,12 @@ impl Writer {
     async fn error(&mut self, status: &Status) -> Result<(), Gone> {
         self.line(&frame::error_line(status)).await?;
         self.flush().await
+    }
+
+    /// The ERROR of a watcher that fell behind, then the end.
+    async fn cut(&mut self) -> Result<Ending, Gone> {
+        self.error(&fell_behind()).await?;
+        Ok(Ending::Slow)
     }
 
     async fn end(&mut self, ending: Ending) -> Result<Ending, Gone> {

@@ -157,3 +157,83 @@ where
     tokio::spawn(connection);
     sender
 }
+
+/// The lines of a watch response, read as they arrive.
+pub struct WatchLines {
+    /// The response's status code.
+    pub code: u16,
+    body: hyper::body::Incoming,
+    buffer: Vec<u8>,
+}
+
+impl WatchLines {
+    /// GETs `path` from `base` (kubecache or the sim) and starts reading.
+    pub async fn open(base: &str, path: &str) -> WatchLines {
+        let mut request = http::Request::get(path)
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap();
+        let mut sender = open(base, &mut request).await;
+        let response = sender.send_request(request).await.unwrap();
+        WatchLines {
+            code: response.status().as_u16(),
+            body: response.into_body(),
+            buffer: Vec::new(),
+        }
+    }
+
+    /// The next line as JSON; `None` at the end of the stream.
+    pub async fn next(&mut self) -> Option<serde_json::Value> {
+        use http_body_util::BodyExt;
+        loop {
+            if let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=end).collect();
+                return Some(serde_json::from_slice(&line).expect("a watch line is JSON"));
+            }
+            match self.body.frame().await {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.buffer.extend_from_slice(&data);
+                    }
+                }
+                Some(Err(_)) | None => {
+                    assert!(self.buffer.is_empty(), "a partial line at the end");
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Every line until the stream ends.
+    pub async fn collect(mut self) -> Vec<serde_json::Value> {
+        let mut lines = Vec::new();
+        while let Some(line) = self.next().await {
+            lines.push(line);
+        }
+        lines
+    }
+}
+
+/// `TYPE namespace/name@resourceVersion` of a watch line.
+pub fn describe(line: &serde_json::Value) -> String {
+    let meta = &line["object"]["metadata"];
+    format!(
+        "{} {}/{}@{}",
+        line["type"].as_str().unwrap_or_default(),
+        meta["namespace"].as_str().unwrap_or_default(),
+        meta["name"].as_str().unwrap_or_default(),
+        meta["resourceVersion"].as_str().unwrap_or_default()
+    )
+}
+
+/// kubecache's current resourceVersion of `collection` (a `limit=1` list
+/// at resourceVersion 0).
+pub async fn resource_version(url: &str, collection: &str) -> u64 {
+    let (code, body) = get(url, &format!("{collection}?limit=1&resourceVersion=0")).await;
+    assert_eq!(code, 200);
+    let list: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}

@@ -190,7 +190,7 @@ impl Watch {
                 };
                 for event in &events {
                     if let Some((kind, object)) = self.filter(event) {
-                        self.out.event(kind, object).await?;
+                        self.out.event(kind, &object).await?;
                     }
                 }
                 position = upto;
@@ -228,19 +228,27 @@ impl Watch {
             && matches(self.out.resource, &self.params, object)
     }
 
-    /// The event as this watch sees it through its selectors.
-    fn filter<'e>(&self, event: &'e Event) -> Option<(&'static str, &'e Arc<StoredObject>)> {
+    /// The event as this watch sees it through its selectors. An object
+    /// that leaves them is sent DELETED in its previous state at the event's
+    /// revision, as the watch cache sends it (`convertToWatchEvent` in
+    /// `cacher/cache_watcher.go`).
+    fn filter(&self, event: &Event) -> Option<(&'static str, Arc<StoredObject>)> {
         let now = self.visible(&event.object);
-        let before = event.previous.as_ref().is_some_and(|p| self.visible(p));
-        let kind = match (event.kind, before, now) {
-            (EventType::Added, _, true) => EventType::Added,
-            (EventType::Modified, true, true) => EventType::Modified,
-            (EventType::Modified, false, true) => EventType::Added,
-            (EventType::Modified, true, false) => EventType::Deleted,
-            (EventType::Deleted, _, true) => EventType::Deleted,
+        let before = event.previous.as_ref().filter(|p| self.visible(p));
+        let (kind, object) = match (event.kind, before, now) {
+            (EventType::Added, _, true) => (EventType::Added, event.object.clone()),
+            (EventType::Modified, Some(_), true) => (EventType::Modified, event.object.clone()),
+            (EventType::Modified, None, true) => (EventType::Added, event.object.clone()),
+            (EventType::Modified, Some(previous), false) => {
+                let mut last = previous.to_value();
+                last["metadata"]["resourceVersion"] = event.revision().to_string().into();
+                let last = StoredObject::new(self.out.resource, last, event.revision());
+                (EventType::Deleted, last)
+            }
+            (EventType::Deleted, _, true) => (EventType::Deleted, event.object.clone()),
             _ => return None,
         };
-        Some((kind.as_str(), &event.object))
+        Some((kind.as_str(), object))
     }
 }
 
