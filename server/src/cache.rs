@@ -132,7 +132,7 @@ impl Cache {
             kubecache_reflector::protobuf::message_type(&resource.api_version(), &resource.kind)
                 .is_some();
         let indexes: Arc<[IndexSpec]> = reader.snapshot().field_indexes().into();
-        Cache {
+        let cache = Cache {
             hub: Hub::start(&reader, indexes.clone()),
             resource,
             indexes,
@@ -142,7 +142,9 @@ impl Cache {
             reader,
             status,
             watchers: AtomicUsize::new(0),
-        }
+        };
+        crate::metrics::register(&cache.name());
+        cache
     }
 
     /// Open watches of this resource.

@@ -48,6 +48,38 @@ pub(crate) fn handle() -> &'static PrometheusHandle {
     })
 }
 
+/// Creates the series of `resource` at zero, so that a scrape right after
+/// start-up lists every metric, and `increase()` sees the first failure.
+pub(crate) fn register(resource: &str) {
+    handle();
+    let r = || resource.to_string();
+    for reason in ["gone", "decode", "buffer_overflow", "stream_broken"] {
+        metrics::counter!("kubecache_relists_total", "resource" => r(), "reason" => reason)
+            .absolute(0);
+    }
+    for phase in ["list", "watch"] {
+        metrics::counter!("kubecache_upstream_errors_total", "resource" => r(), "phase" => phase, "reason" => "gone")
+            .absolute(0);
+    }
+    for reason in ["timeout", "stream_broken"] {
+        metrics::counter!("kubecache_watch_restarts_total", "resource" => r(), "reason" => reason)
+            .absolute(0);
+    }
+    for reason in ["slow", "timeout", "client"] {
+        metrics::counter!("kubecache_watchers_closed_total", "resource" => r(), "reason" => reason)
+            .absolute(0);
+    }
+    for counter in [
+        "kubecache_events_applied_total",
+        "kubecache_watch_events_sent_total",
+        "kubecache_watch_bytes_sent_total",
+    ] {
+        metrics::counter!(counter, "resource" => r()).absolute(0);
+    }
+    metrics::gauge!("kubecache_buffered_events", "resource" => r()).set(0.0);
+    metrics::gauge!("kubecache_watchers", "resource" => r()).set(0.0);
+}
+
 /// `GET /metrics`: the store gauges, then everything recorded.
 pub(crate) fn render(caches: &Caches) -> String {
     for cache in caches.iter() {
