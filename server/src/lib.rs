@@ -13,6 +13,7 @@ mod metrics;
 mod pages;
 mod predicates;
 pub mod progress;
+mod table;
 mod watch;
 
 pub use api::router;

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, ResourceExt};
 use kubecache_loadtest::sim::{SimConfig, ids};
+use kubecache_reflector::upstream::ApiResource;
 
 /// kube-runtime's reflector of pods through kubecache, under churn, then
 /// equal to the sim's state once the churn stops.
@@ -65,7 +66,10 @@ async fn kube_runtime_through_kubecache_converges(config: watcher::Config) {
     }
     task.abort();
     assert_eq!(got.len(), want.len());
-    assert!(got == want, "kube-runtime's store equals the API server's state");
+    assert!(
+        got == want,
+        "kube-runtime's store equals the API server's state"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -76,4 +80,144 @@ async fn kube_runtime_list_watch_through_kubecache_converges_under_churn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_runtime_streaming_list_through_kubecache_converges_under_churn() {
     kube_runtime_through_kubecache_converges(watcher::Config::default().streaming_lists()).await;
+}
+
+/// Runs kubectl against `server`; `None` when kubectl is not installed.
+fn kubectl(server: &str, args: &[&str]) -> Option<String> {
+    let output = std::process::Command::new("kubectl")
+        .arg("--server")
+        .arg(server)
+        .args(args)
+        .output()
+        .ok()?;
+    assert!(
+        output.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(String::from_utf8(output.stdout).expect("utf-8"))
+}
+
+fn resource(group: &str, plural: &str, kind: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: "v1".into(),
+        plural: plural.into(),
+        kind: kind.into(),
+        namespaced: true,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_gets_prints_tables_and_watches_through_kubecache() {
+    if std::process::Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: kubectl is not installed on this machine");
+        return;
+    }
+    let served = serve(Setup {
+        sim: SimConfig {
+            pods: 150,
+            configmaps: 20,
+            widgets: 7,
+            ..SimConfig::default()
+        },
+        resources: vec![
+            ApiResource::pods(),
+            resource("", "configmaps", "ConfigMap"),
+            resource("example.com", "widgets", "Widget"),
+        ],
+        ..Setup::default()
+    })
+    .await;
+    let url = served.url.clone();
+    let run = move |args: &'static [&'static str]| {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || kubectl(&url, args).unwrap())
+    };
+
+    // The table: kube-apiserver's pod columns, one row per pod.
+    let table = run(&["get", "pods", "-A"]).await.unwrap();
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    );
+    let pods = served.sim.state(ids::PODS);
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows.len(), pods.len());
+    for (row, pod) in rows.iter().zip(&pods) {
+        assert_eq!(
+            (row[0], row[1]),
+            (pod.namespace.as_str(), pod.name.as_str())
+        );
+        assert_eq!(row.len(), 6, "{row:?}");
+        let value: serde_json::Value = serde_json::from_slice(&pod.json).unwrap();
+        let containers = value["spec"]["containers"].as_array().unwrap().len();
+        assert!(row[2].ends_with(&format!("/{containers}")), "{row:?}");
+    }
+    let wide = run(&["get", "pods", "-A", "-o", "wide"]).await.unwrap();
+    assert!(wide.lines().next().unwrap().contains("NODE"));
+    let configmaps = run(&["get", "configmaps", "-A"]).await.unwrap();
+    assert!(configmaps.starts_with("NAMESPACE"), "{configmaps}");
+    assert!(configmaps.lines().next().unwrap().contains("DATA"));
+    let widgets = run(&["get", "widgets", "-A", "-o", "name"]).await.unwrap();
+    assert_eq!(widgets.lines().count(), 7);
+
+    // -o json and -o yaml: the objects themselves.
+    let json = run(&["get", "pods", "-A", "-o", "json"]).await.unwrap();
+    let list: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap())
+        .collect();
+    let want: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, want);
+    let yaml = run(&["get", "configmaps", "-A", "-o", "yaml"])
+        .await
+        .unwrap();
+    assert_eq!(yaml.matches("kind: ConfigMap").count(), 20);
+
+    // -w: a change made upstream is printed as a row.
+    let url = served.url.clone();
+    let watching = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("timeout")
+            .args([
+                "5",
+                "kubectl",
+                "--server",
+                &url,
+                "get",
+                "pods",
+                "-A",
+                "-w",
+                "--watch-only",
+            ])
+            .output()
+            .unwrap()
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let target = &pods[3];
+    served
+        .sim
+        .store()
+        .merge_patch(
+            ids::PODS,
+            &target.namespace,
+            &target.name,
+            &serde_json::json!({"metadata": {"labels": {"watched": "yes"}}}),
+        )
+        .unwrap();
+    let output = watching.await.unwrap();
+    let printed = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        printed.lines().any(|l| l.contains(&target.name)),
+        "kubectl -w printed the change: {printed:?}"
+    );
 }

@@ -75,7 +75,7 @@ pub fn not_acceptable(accept: &str) -> ApiError {
         406,
         "NotAcceptable",
         format!(
-            "only the following media types are accepted: application/json (asked for {accept:?})"
+            "only the following media types are accepted: application/json, application/json;as=Table;v=v1;g=meta.k8s.io (asked for {accept:?})"
         ),
     ))
 }

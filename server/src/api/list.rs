@@ -25,7 +25,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
 use kubecache_reflector::list_options::{
@@ -36,6 +36,7 @@ use kubecache_reflector::{CachedObject, IndexLookup, ObjectKey, Snapshot, Status
 use super::error::{ApiError, not_ready};
 use super::path::ResourcePath;
 use crate::cache::{Cache, Caches};
+use crate::table::{self, Rendering, TableMeta};
 use crate::{Filter, Predicates};
 
 /// The header that says which resourceVersion a response was served at.
@@ -49,7 +50,7 @@ pub async fn serve(
     caches: &Caches,
     target: ResourcePath,
     query: &str,
-    _headers: &HeaderMap,
+    rendering: Rendering,
     predicates: Predicates,
 ) -> Result<Response, ApiError> {
     let cache = &target.cache;
@@ -57,7 +58,15 @@ pub async fn serve(
         return Err(not_ready(&cache.name(), &reason));
     }
     if let Some(name) = &target.name {
-        return get(caches, cache, target.namespace.as_deref(), name, query).await;
+        return get(
+            caches,
+            cache,
+            target.namespace.as_deref(),
+            name,
+            query,
+            rendering,
+        )
+        .await;
     }
     let mut params = CollectionParams::parse(query, &Filter::supported_fields(&cache.indexes))?;
     let predicates = predicates.union(query_predicates(query)?);
@@ -68,9 +77,9 @@ pub async fn serve(
         cache.indexes.clone(),
     );
     if params.watch {
-        return crate::watch::serve(caches, cache, filter, params, predicates).await;
+        return crate::watch::serve(caches, cache, filter, params, predicates, rendering).await;
     }
-    list(caches, cache, &filter, &params).await
+    list(caches, cache, &filter, &params, rendering).await
 }
 
 /// The `predicates` query parameter.
@@ -87,6 +96,7 @@ async fn list(
     cache: &Cache,
     filter: &Filter,
     params: &CollectionParams,
+    rendering: Rendering,
 ) -> Result<Response, ApiError> {
     let wait = caches.settings.read_wait;
     let (snapshot, before) = match (&params.continue_token, params.resource_version) {
@@ -150,7 +160,18 @@ async fn list(
         }
         cache.pages.hold(&snapshot);
     }
-    Ok(list_response(cache, &meta, items))
+    Ok(match rendering {
+        Rendering::Json => list_response(cache, &meta, items),
+        Rendering::Table { version, include } => {
+            let meta = TableMeta {
+                resource_version: Some(meta.resource_version),
+                continue_token: meta.continue_token,
+                remaining: meta.remaining,
+            };
+            let table = table::render(&cache.resource.kind, version, include, &meta, &items);
+            json_response(Body::from(table), snapshot.resource_version())
+        }
+    })
 }
 
 /// The store's state at exactly `rv`: the current snapshot, if nothing
@@ -243,6 +264,7 @@ async fn get(
     namespace: Option<&str>,
     name: &str,
     query: &str,
+    rendering: Rendering,
 ) -> Result<Response, ApiError> {
     let wait = caches.settings.read_wait;
     let mut resource_version = None;
@@ -263,10 +285,17 @@ async fn get(
     let object = snapshot
         .get(&key)
         .ok_or_else(|| Status::not_found(&cache.resource.group, &cache.resource.plural, name))?;
-    Ok(json_response(
-        Body::from(object.json.clone()),
-        snapshot.resource_version(),
-    ))
+    let body = match rendering {
+        Rendering::Json => object.json.clone(),
+        Rendering::Table { version, include } => table::render(
+            &cache.resource.kind,
+            version,
+            include,
+            &TableMeta::default(),
+            std::slice::from_ref(object),
+        ),
+    };
+    Ok(json_response(Body::from(body), snapshot.resource_version()))
 }
 
 /// The key of `namespace/name` (or `name`, cluster-scoped) as in a

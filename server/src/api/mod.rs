@@ -23,6 +23,7 @@ use path::ApiPath;
 
 use crate::Caches;
 use crate::metrics::Route;
+use crate::table::Rendering;
 
 /// The router of kubecache's HTTP API over `caches`. Installs the
 /// process's metrics recorder on first use (see [`crate::metrics`]).
@@ -116,8 +117,10 @@ async fn kubernetes_path(
     if method != Method::GET && method != Method::HEAD {
         return Err(error::read_only(method.as_str()));
     }
-    check_accept(headers)?;
     let query = uri.query().unwrap_or("");
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let rendering = Rendering::negotiate(accept, query)?
+        .ok_or_else(|| error::not_acceptable(accept.unwrap_or_default()))?;
     let document = match target {
         ApiPath::CoreVersions => Some(discovery::core_versions(caches)),
         ApiPath::Groups => Some(discovery::groups(caches)),
@@ -129,27 +132,11 @@ async fn kubernetes_path(
                 None if kubecache_reflector::list_options::is_watch(query) => "watch",
                 None => "list",
             });
-            return list::serve(caches, target, query, headers, predicates).await;
+            return list::serve(caches, target, query, rendering, predicates).await;
         }
     };
     *route = Route("discovery");
     document
         .map(|doc| Json(doc).into_response())
         .ok_or_else(error::no_such_path)
-}
-
-/// Refuses a request that accepts no JSON (e.g. protobuf only).
-fn check_accept(headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
-        return Ok(());
-    };
-    let json = accept.split(',').any(|range| {
-        let media = range.split(';').next().unwrap_or("").trim();
-        matches!(media, "" | "*/*" | "application/*" | "application/json")
-    });
-    if json {
-        Ok(())
-    } else {
-        Err(error::not_acceptable(accept))
-    }
 }

@@ -18,7 +18,7 @@ pub(crate) enum WireKind {
 }
 
 impl WireKind {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             WireKind::Added => "ADDED",
             WireKind::Modified => "MODIFIED",
@@ -34,8 +34,12 @@ pub(crate) struct Frame {
     /// The event's position in the event log: the resourceVersion a client
     /// that has seen it may resume from.
     pub position: u64,
+    /// What the event is on the wire.
+    pub kind: WireKind,
     /// The JSON line.
     pub line: Bytes,
+    /// The object sent: a slice of `line`, for other renderings (tables).
+    pub object: Bytes,
 }
 
 impl Frame {
@@ -49,7 +53,14 @@ impl Frame {
         } else {
             event_line(kind, &object.json)
         };
-        Frame { position, line }
+        let start = br#"{"type":"","object":"#.len() + kind.as_str().len();
+        let object = line.slice(start..line.len() - 2);
+        Frame {
+            position,
+            kind,
+            line,
+            object,
+        }
     }
 }
 
@@ -156,6 +167,24 @@ mod tests {
             "\"resourceVersion\":\"7\""
         );
         assert_eq!(with_resource_version(b"{}", 7, 12), b"{}");
+    }
+
+    #[test]
+    fn a_frames_object_is_the_object_of_its_line() {
+        let object =
+            br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"7"}}"#;
+        let decoded = kubecache_reflector::decode_object(
+            object,
+            "Pod",
+            "v1",
+            &kubecache_reflector::Transform::default(),
+        )
+        .unwrap();
+        let frame = Frame::new(WireKind::Deleted, Arc::new(decoded), 9);
+        let line: serde_json::Value = serde_json::from_slice(&frame.line).unwrap();
+        let sliced: serde_json::Value = serde_json::from_slice(&frame.object).unwrap();
+        assert_eq!(line["object"], sliced);
+        assert_eq!(sliced["metadata"]["resourceVersion"], "9");
     }
 
     #[test]

@@ -39,6 +39,7 @@ use tokio::time::Instant;
 
 use crate::api::{ApiError, json_response};
 use crate::cache::{Cache, Caches};
+use crate::table::Rendering;
 use crate::{Filter, Predicates};
 use stream::{Start, Watch};
 
@@ -52,6 +53,7 @@ pub(crate) async fn serve(
     filter: Filter,
     params: CollectionParams,
     predicates: Predicates,
+    rendering: Rendering,
 ) -> Result<Response, ApiError> {
     let wait = caches.settings.read_wait;
     match params.resource_version {
@@ -94,6 +96,7 @@ pub(crate) async fn serve(
         deadline: Instant::now() + timeout,
         shutdown: caches.shutting_down(),
         queue_size: settings.watcher_queue,
+        rendering,
     };
     let (out, chunks) = tokio::sync::mpsc::channel(CONNECTION_CHUNKS);
     let served_at = cache.reader.current_resource_version();

@@ -14,6 +14,7 @@ use tokio::time::{Instant, sleep_until};
 use super::frame::{self, Frame, WireKind, decide};
 use super::hub::{Join, Signals};
 use crate::cache::Cache;
+use crate::table::{self, Rendering};
 use crate::{Filter, Predicates};
 
 /// Bytes gathered before they are handed to the connection.
@@ -78,6 +79,8 @@ pub(crate) struct Watch {
     pub deadline: Instant,
     pub shutdown: watch::Receiver<bool>,
     pub queue_size: usize,
+    /// JSON objects, or one-row tables (`kubectl get -w`).
+    pub rendering: Rendering,
 }
 
 impl Watch {
@@ -93,6 +96,8 @@ impl Watch {
             events: 0,
             resource: resource.clone(),
             last: 0,
+            rendering: self.rendering,
+            kind: self.cache.resource.kind.clone(),
         };
         let ending = self
             .stream(start, &mut writer)
@@ -238,13 +243,23 @@ struct Writer {
     /// The resourceVersion of the last event or bookmark written: bookmarks
     /// never go back before it.
     last: u64,
+    rendering: Rendering,
+    /// The resource's kind, for tables.
+    kind: String,
 }
 
 impl Writer {
     async fn event(&mut self, frame: &Frame) -> Result<(), Gone> {
         self.last = self.last.max(frame.position);
         self.events += 1;
-        self.line(&frame.line).await
+        match self.rendering {
+            Rendering::Json => self.line(&frame.line).await,
+            Rendering::Table { version, include } => {
+                let kind = frame.kind.as_str();
+                let line = table::event_line(kind, &self.kind, version, include, &frame.object);
+                self.line(&line).await
+            }
+        }
     }
 
     async fn bookmark(&mut self, cache: &Cache, rv: u64, end: bool) -> Result<(), Gone> {
