@@ -269,6 +269,12 @@ impl Config {
                 EventLogConfig::DEFAULT_MAX_AGE,
             )?,
         };
+        if event_log.max_events == 0 {
+            return Err(invalid(
+                "eventLog.maxEvents (--event-log-size)",
+                "must be at least 1",
+            ));
+        }
         let resources = match (&cli.resources, file.resources) {
             (Some(names), _) => names
                 .iter()
@@ -460,6 +466,10 @@ resources:
         assert_eq!(
             error_field("readWaitSeconds: -1", &[]),
             "readWaitSeconds (--read-wait-seconds)"
+        );
+        assert_eq!(
+            error_field("", &["--event-log-size", "0"]),
+            "eventLog.maxEvents (--event-log-size)"
         );
         assert_eq!(error_field("pageSise: 3", &[]), "file");
         assert!(

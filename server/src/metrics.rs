@@ -53,7 +53,7 @@ pub(crate) fn handle() -> &'static PrometheusHandle {
 pub(crate) fn register(resource: &str) {
     handle();
     let r = || resource.to_string();
-    for reason in ["gone", "decode", "buffer_overflow", "stream_broken"] {
+    for reason in ["gone", "decode"] {
         metrics::counter!("kubecache_relists_total", "resource" => r(), "reason" => reason)
             .absolute(0);
     }
@@ -195,11 +195,11 @@ fn describe() {
     );
     describe_counter!(
         "kubecache_relists_total",
-        "Relists after the first list, by the reason the watch ended (gone: 410; decode; buffer_overflow; ...)."
+        "Relists after the first list, by the reason the watch ended (gone: a 410; decode: an undecodable event)."
     );
     describe_counter!(
         "kubecache_upstream_errors_total",
-        "Failed upstream requests by phase (list, continue, watch) and reason (gone is a 410)."
+        "Failed upstream requests by phase (list, watch) and reason (gone is a 410)."
     );
     describe_counter!(
         "kubecache_watch_restarts_total",

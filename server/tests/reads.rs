@@ -413,3 +413,121 @@ async fn a_continue_token_outliving_its_snapshot_gets_410_with_an_inconsistent_t
         "the rest of the list"
     );
 }
+
+/// `namespace/name` of the items of a list body.
+fn item_keys(body: &[u8]) -> Vec<String> {
+    let list: Value = serde_json::from_slice(body).unwrap();
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            format!(
+                "{}/{}",
+                i["metadata"]["namespace"].as_str().unwrap(),
+                i["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_query_api_finds_and_counts_by_every_index_as_a_scan_of_the_api_servers_state() {
+    let served = serve(with_node_index()).await;
+    let state = served.sim.state(ids::PODS);
+    let objects: Vec<Value> = state
+        .iter()
+        .map(|o| serde_json::from_slice(&o.json).unwrap())
+        .collect();
+    let sample = &objects[objects.len() / 3];
+    let owner = sample["metadata"]["ownerReferences"][0]["uid"]
+        .as_str()
+        .unwrap();
+    let lookups = [
+        (
+            format!(
+                "namespace/{}",
+                sample["metadata"]["namespace"].as_str().unwrap()
+            ),
+            Box::new(|o: &Value| o["metadata"]["namespace"] == sample["metadata"]["namespace"])
+                as Box<dyn Fn(&Value) -> bool>,
+        ),
+        (
+            format!(
+                "label/app.kubernetes.io%2Fname={}",
+                sample["metadata"]["labels"]["app.kubernetes.io/name"]
+                    .as_str()
+                    .unwrap()
+            ),
+            Box::new(|o: &Value| {
+                o["metadata"]["labels"]["app.kubernetes.io/name"]
+                    == sample["metadata"]["labels"]["app.kubernetes.io/name"]
+            }),
+        ),
+        (
+            format!("owner/{owner}"),
+            Box::new(|o: &Value| {
+                o["metadata"]["ownerReferences"]
+                    .as_array()
+                    .is_some_and(|refs| refs.iter().any(|r| r["uid"] == owner))
+            }),
+        ),
+        (
+            format!("node/{}", sample["spec"]["nodeName"].as_str().unwrap()),
+            Box::new(|o: &Value| o["spec"]["nodeName"] == sample["spec"]["nodeName"]),
+        ),
+    ];
+    for (lookup, selects) in lookups {
+        let want: Vec<String> = state
+            .iter()
+            .zip(&objects)
+            .filter(|(_, o)| selects(o))
+            .map(|(s, _)| s.key.clone())
+            .collect();
+        assert!(!want.is_empty(), "{lookup}");
+        let path = format!(
+            "/v1/pods/index/{lookup}?resourceVersion={}",
+            served.sim.store().revision()
+        );
+        let (code, body) = get(&served.url, &path).await;
+        assert_eq!(code, 200, "{lookup}: {}", String::from_utf8_lossy(&body));
+        assert_eq!(item_keys(&body), want, "{lookup}");
+        let (code, body) = get(&served.url, &format!("/v1/pods/index/{lookup}/count")).await;
+        assert_eq!(code, 200);
+        let count: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(count["count"], want.len(), "{lookup}");
+    }
+    let (_, body) = get(&served.url, "/v1/pods/count").await;
+    let count: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(count["count"], state.len());
+
+    let (_, body) = get(&served.url, "/v1/status").await;
+    let status: Value = serde_json::from_slice(&body).unwrap();
+    let pods = &status["resources"][0];
+    assert_eq!(pods["resource"], "pods");
+    assert_eq!(pods["ready"], true);
+    assert_eq!(pods["objects"], state.len());
+    assert_eq!(pods["indexes"][0]["path"], "spec.nodeName");
+    assert!(pods["eventLog"]["newestResourceVersion"].is_string());
+
+    for (path, code, words) in [
+        (
+            "/v1/pods/index/colour/red",
+            404,
+            "no index named \"colour\"",
+        ),
+        ("/v1/secrets/count", 404, "does not cache \"secrets\""),
+        ("/v1/pods/index/label/app", 400, "name=value"),
+    ] {
+        let (got, reason, message) = status_of(&served.url, path).await;
+        assert_eq!(got, code, "{path}: {reason} {message}");
+        assert!(message.contains(words), "{path}: {message}");
+    }
+    let request = http::Request::post("/v1/pods/count")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let (code, body) = common::send(&served.url, request).await;
+    assert_eq!(code, 405);
+    let status: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(status["reason"], "MethodNotAllowed");
+}

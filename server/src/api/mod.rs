@@ -14,7 +14,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Json, Response};
-use axum::routing::get;
+use axum::routing::{any, get};
 use axum::{Extension, Router};
 
 pub use error::ApiError;
@@ -38,7 +38,7 @@ pub fn router(caches: Arc<Caches>) -> Router {
             "/version",
             get(|| async { (Extension(Route("discovery")), Json(discovery::version())) }),
         )
-        .route("/v1/{*rest}", get(query_api))
+        .route("/v1/{*rest}", any(query_api))
         // Everything else is a Kubernetes API path (or a 404 Status).
         .fallback(kubernetes)
         .with_state(caches)
@@ -56,8 +56,16 @@ async fn metrics(State(caches): State<Arc<Caches>>) -> impl IntoResponse {
 }
 
 /// `/v1/…`.
-async fn query_api(State(caches): State<Arc<Caches>>, uri: Uri) -> impl IntoResponse {
-    let answer = query::serve(&caches, uri.path(), uri.query().unwrap_or("")).await;
+async fn query_api(
+    State(caches): State<Arc<Caches>>,
+    method: Method,
+    uri: Uri,
+) -> impl IntoResponse {
+    let answer = if method == Method::GET || method == Method::HEAD {
+        query::serve(&caches, uri.path(), uri.query().unwrap_or("")).await
+    } else {
+        Err(error::read_only(method.as_str()))
+    };
     (Extension(Route("query")), answer)
 }
 

@@ -7,8 +7,9 @@
 //! - `GET /v1/{resource}/index/{index}/{key}`: the objects an index finds,
 //!   as a Kubernetes list (`{Kind}List`, items in key order);
 //!   `…/{key}/count`: how many. Indexes: `namespace` (key: the namespace),
-//!   `label` (key: `name=value`), `owner` (key: an owner's UID), and each
-//!   configured field index by its name (key: the field's value).
+//!   `label` (key: `name=value`, percent-encoded: `app.kubernetes.io%2Fname=web`),
+//!   `owner` (key: an owner's UID), and each configured field index by its
+//!   name (key: the field's value).
 //!
 //! Lookups read the store as it is (like `resourceVersion=0`); with
 //! `?resourceVersion=N` they first wait until the store has reached `N`
@@ -26,7 +27,13 @@ use crate::cache::{BUILTIN_INDEXES, Cache, Caches};
 
 /// `GET /v1/…`.
 pub async fn serve(caches: &Caches, path: &str, query: &str) -> Result<Response, ApiError> {
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    // Split, then decode: a label key's `/` arrives as `%2F`.
+    let segments: Vec<std::borrow::Cow<str>> = path
+        .trim_matches('/')
+        .split('/')
+        .map(|s| percent_encoding::percent_decode_str(s).decode_utf8_lossy())
+        .collect();
+    let segments: Vec<&str> = segments.iter().map(|s| &**s).collect();
     match segments.as_slice() {
         ["v1", "status"] => {
             let all: Vec<Value> = caches.iter().map(|c| status(c)).collect();
