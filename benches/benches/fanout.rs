@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use http_body_util::BodyExt;
-use kubecache_benches::fixtures::{ClusterShape, cached_pods, stored_pods};
+use kubecache_benches::fixtures::{ClusterShape, cached_pods, status_update_batch, stored_pods};
 use kubecache_reflector::upstream::{ApiResource, ResourceSpec, Upstream};
-use kubecache_reflector::{CachedObject, Change, StoreConfig, store};
+use kubecache_reflector::{Change, StoreConfig, store};
 use kubecache_server::{Cache, Caches, ServeSettings};
 use tokio::sync::Notify;
 use tower::ServiceExt;
@@ -81,16 +81,7 @@ fn fanout(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let mut elapsed = Duration::ZERO;
                 for _ in 0..iters {
-                    let updates: Vec<Arc<CachedObject>> = (0..BATCH)
-                        .map(|_| {
-                            rv += 1;
-                            next = (next + 1) % pods.len();
-                            Arc::new(CachedObject {
-                                resource_version: rv,
-                                ..(*pods[next]).clone()
-                            })
-                        })
-                        .collect();
+                    let updates = status_update_batch(&pods, &mut next, &mut rv, BATCH);
                     let target = received.load(Ordering::Relaxed) + BATCH * watchers;
                     let started = Instant::now();
                     for update in updates {

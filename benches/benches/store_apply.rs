@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use kubecache_benches::fixtures::{ClusterShape, cached_pods, stored_pods};
+use kubecache_benches::fixtures::{ClusterShape, cached_pods, status_update_batch, stored_pods};
 use kubecache_reflector::{
     CachedObject, Change, IndexSpec, StoreConfig, StoreReader, StoreWriter, store,
 };
@@ -59,16 +59,7 @@ fn status_updates(c: &mut Criterion) {
         b.iter_custom(|iters| {
             // New versions of the next pods in turn, made before the clock
             // starts: a status change keeps labels, owners and fields.
-            let updates: Vec<Arc<CachedObject>> = (0..iters)
-                .map(|_| {
-                    rv += 1;
-                    next = (next + 1) % n;
-                    Arc::new(CachedObject {
-                        resource_version: rv,
-                        ..(*pods[next]).clone()
-                    })
-                })
-                .collect();
+            let updates = status_update_batch(&pods, &mut next, &mut rv, iters);
             let started = Instant::now();
             for update in updates {
                 writer.apply(Change::Upsert(update));

@@ -109,6 +109,27 @@ pub fn cached_pods(pods: &[Arc<StoredObject>]) -> Vec<Arc<CachedObject>> {
         .collect()
 }
 
+/// `count` status-only updates of `pods` in turn, after `*next`, at the
+/// resourceVersions after `*rv` (both advanced): new versions that keep
+/// labels, owners and indexed fields, so the indexes do not move.
+pub fn status_update_batch(
+    pods: &[Arc<CachedObject>],
+    next: &mut usize,
+    rv: &mut u64,
+    count: u64,
+) -> Vec<Arc<CachedObject>> {
+    (0..count)
+        .map(|_| {
+            *rv += 1;
+            *next = (*next + 1) % pods.len();
+            Arc::new(CachedObject {
+                resource_version: *rv,
+                ..(*pods[*next]).clone()
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

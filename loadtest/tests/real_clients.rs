@@ -36,11 +36,7 @@ async fn kube_runtime_reflector_converges(config: watcher::Config) {
         .expect("store ready");
     sim.set_churn(0.0);
     settle(&sim).await;
-    let want: BTreeMap<String, String> = sim
-        .state(ids::PODS)
-        .iter()
-        .map(|o| (o.key.clone(), o.revision.to_string()))
-        .collect();
+    let want = sim.versions(ids::PODS);
     let mut got = BTreeMap::new();
     for _ in 0..300 {
         got = reader

@@ -41,12 +41,7 @@ async fn kube_runtime_through_kubecache_converges(config: watcher::Config) {
     tokio::time::sleep(Duration::from_secs(3)).await;
     served.sim.set_churn(0.0);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let want: BTreeMap<String, String> = served
-        .sim
-        .state(ids::PODS)
-        .iter()
-        .map(|o| (o.key.clone(), o.revision.to_string()))
-        .collect();
+    let want = served.sim.versions(ids::PODS);
     let mut got = BTreeMap::new();
     for _ in 0..300 {
         got = reader

@@ -8,7 +8,6 @@ mod common;
 use common::{Setup, serve};
 use kubecache_loadtest::run::{Scenario, run};
 use kubecache_loadtest::sim::SimConfig;
-use kubecache_reflector::{IndexSpec, StoreConfig};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simulated_operators_get_every_event_and_answer_through_kubecache() {
@@ -17,13 +16,7 @@ async fn simulated_operators_get_every_event_and_answer_through_kubecache() {
             pods: 2_000,
             ..SimConfig::default()
         },
-        store: StoreConfig {
-            field_indexes: vec![IndexSpec {
-                name: "node".into(),
-                path: "spec.nodeName".into(),
-            }],
-            ..StoreConfig::default()
-        },
+        store: common::node_index(),
         ..Setup::default()
     })
     .await;

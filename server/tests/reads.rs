@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use common::{Setup, get, serve};
 use kubecache_loadtest::sim::ids;
-use kubecache_reflector::{IndexSpec, StoreConfig};
 use kubecache_server::ServeSettings;
 use serde_json::{Value, json};
 
@@ -50,13 +49,7 @@ async fn list_all(base: &str, path: &str) -> Vec<String> {
 
 fn with_node_index() -> Setup {
     Setup {
-        store: StoreConfig {
-            field_indexes: vec![IndexSpec {
-                name: "node".into(),
-                path: "spec.nodeName".into(),
-            }],
-            ..StoreConfig::default()
-        },
+        store: common::node_index(),
         ..Setup::default()
     }
 }

@@ -10,22 +10,12 @@ use std::time::Duration;
 
 use common::{Setup, WatchLines, describe, get, resource_version, serve};
 use kubecache_loadtest::sim::ids;
-use kubecache_reflector::{EventLogConfig, IndexSpec, StoreConfig};
+use kubecache_reflector::{EventLogConfig, StoreConfig};
 use kubecache_server::ServeSettings;
 use serde_json::{Value, json};
 
 const PODS: &str = "/api/v1/pods";
 const LABEL: &str = "kubecache-test";
-
-fn with_node_index() -> StoreConfig {
-    StoreConfig {
-        field_indexes: vec![IndexSpec {
-            name: "node".into(),
-            path: "spec.nodeName".into(),
-        }],
-        ..StoreConfig::default()
-    }
-}
 
 /// The watch lines other than bookmarks.
 fn events(lines: &[Value]) -> Vec<&Value> {
@@ -79,7 +69,7 @@ async fn caught_up(served: &common::Served) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_watcher_gets_exactly_the_events_the_api_server_sends_for_its_query_in_order() {
     let served = serve(Setup {
-        store: with_node_index(),
+        store: common::node_index(),
         ..Setup::default()
     })
     .await;
@@ -202,7 +192,9 @@ async fn a_stalled_watcher_is_cut_with_410_while_the_others_get_every_event() {
     })
     .await;
     let rv = resource_version(&served.url, PODS).await;
-    let query = format!("{PODS}?watch=1&resourceVersion={rv}&timeoutSeconds=8");
+    let query = format!("{PODS}?watch=1&resourceVersion={rv}&timeoutSeconds=120");
+    let pods = served.sim.state(ids::PODS);
+    let writes = 5 * pods.len();
     // Never read until the writes are done: kernel buffers fill, then its
     // queue, and the dispatcher cuts it.
     let mut stalled = WatchLines::open(
@@ -213,14 +205,17 @@ async fn a_stalled_watcher_is_cut_with_410_while_the_others_get_every_event() {
     let readers: Vec<_> = (0..3)
         .map(|_| {
             let (url, query) = (served.url.clone(), query.clone());
-            tokio::spawn(async move { WatchLines::open(&url, &query).await.collect().await })
+            tokio::spawn(async move { WatchLines::open(&url, &query).await.events(writes).await })
         })
         .collect();
-    let reference = tokio::spawn(WatchLines::open(served.sim.url(), &query).await.collect());
+    let reference = tokio::spawn(
+        WatchLines::open(served.sim.url(), &query)
+            .await
+            .events(writes),
+    );
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     // About 30 MB of events, far more than sockets buffer.
-    let pods = served.sim.state(ids::PODS);
     for round in 0..5 {
         for (i, pod) in pods.iter().enumerate() {
             let patch = json!({"metadata": {"annotations": {"round": format!("{round}")}}});
@@ -236,14 +231,10 @@ async fn a_stalled_watcher_is_cut_with_410_while_the_others_get_every_event() {
     }
     caught_up(&served).await;
 
-    let expected: Vec<String> = events(&reference.await.unwrap())
-        .into_iter()
-        .map(describe)
-        .collect();
-    assert_eq!(expected.len(), 5 * pods.len());
+    let expected: Vec<String> = reference.await.unwrap().iter().map(describe).collect();
+    assert_eq!(expected.len(), writes);
     for reader in readers {
-        let got = reader.await.unwrap();
-        let got: Vec<String> = events(&got).into_iter().map(describe).collect();
+        let got: Vec<String> = reader.await.unwrap().iter().map(describe).collect();
         assert_eq!(got, expected, "a reading watcher got every event in order");
     }
     let mut got = Vec::new();

@@ -232,6 +232,15 @@ impl Sim {
             .unwrap_or_default()
     }
 
+    /// `key -> resourceVersion` of every object of `resource`: what a
+    /// client's cache of it equals once it has caught up.
+    pub fn versions(&self, resource: ResourceId) -> std::collections::BTreeMap<String, String> {
+        self.state(resource)
+            .iter()
+            .map(|o| (o.key.clone(), o.revision.to_string()))
+            .collect()
+    }
+
     /// A kubeconfig (YAML) that kubectl and kube-rs accept for this server.
     pub fn kubeconfig(&self) -> String {
         let user = match &self.token {

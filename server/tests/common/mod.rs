@@ -12,6 +12,18 @@ use kubecache_reflector::upstream::{ApiResource, ReflectorConfig, ResourceSpec, 
 use kubecache_server::{Cache, Caches, ServeSettings};
 use tokio::task::JoinHandle;
 
+/// A store with a field index `node` on `spec.nodeName`, as per-node agents
+/// need.
+pub fn node_index() -> StoreConfig {
+    StoreConfig {
+        field_indexes: vec![kubecache_reflector::IndexSpec {
+            name: "node".into(),
+            path: "spec.nodeName".into(),
+        }],
+        ..StoreConfig::default()
+    }
+}
+
 /// kubecache serving a simulated API server.
 pub struct Served {
     /// kubecache's base URL.
@@ -201,6 +213,19 @@ impl WatchLines {
                 }
             }
         }
+    }
+
+    /// The next `n` lines other than bookmarks (fewer if the stream ends).
+    pub async fn events(mut self, n: usize) -> Vec<serde_json::Value> {
+        let mut events = Vec::new();
+        while events.len() < n {
+            match self.next().await {
+                Some(line) if line["type"] == "BOOKMARK" => {}
+                Some(line) => events.push(line),
+                None => break,
+            }
+        }
+        events
     }
 
     /// Every line until the stream ends.
