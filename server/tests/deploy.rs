@@ -1483,3 +1483,47 @@ fn the_binary_refuses_a_config_with_an_unknown_field_and_names_it() {
         }
     }
 }
+
+#[test]
+fn on_sigterm_the_binary_ends_its_watches_cleanly_and_exits_zero() {
+    // What a rolling upgrade relies on: watchers see their stream end (and
+    // resume on another replica), and the pod stops well within the grace
+    // period.
+    let mut kubecache = Kubecache::start(&["--simulate", "300", "--simulate-churn", "0"]);
+    kubecache
+        .wait_ready(Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let addr = kubecache.addr;
+    let watch = std::thread::spawn(move || {
+        http_get(
+            addr,
+            "/api/v1/pods?watch=1&resourceVersion=0&timeoutSeconds=600",
+        )
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let stopped = Command::new("kill")
+        .args(["-TERM", &kubecache.child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(stopped.success());
+    let started = Instant::now();
+    let (code, body) = watch
+        .join()
+        .expect("the watch thread")
+        .expect("the watch stream ends cleanly");
+    assert_eq!(code, 200);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the watch ended promptly"
+    );
+    let lines: Vec<Value> = body
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).expect("whole JSON lines"))
+        .collect();
+    assert_eq!(lines.len(), 300, "every object, then the end");
+    let status = kubecache
+        .wait_exit(Duration::from_secs(10))
+        .expect("kubecache exits after SIGTERM");
+    assert!(status.success(), "{status}\n{}", kubecache.output());
+}
