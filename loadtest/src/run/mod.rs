@@ -99,6 +99,10 @@ pub struct Scenario {
         default_value = "all,namespace,node,label"
     )]
     pub watch_filters: Vec<String>,
+    /// Unfiltered watchers that never read their stream (stalled clients):
+    /// kubecache must cut them without slowing the others.
+    #[arg(long, default_value_t = 0)]
+    pub stalled_watchers: usize,
     /// Writes per second to the API server (merge patches of random objects).
     #[arg(long, default_value_t = 0.0)]
     pub writes_per_sec: f64,
@@ -200,6 +204,13 @@ pub async fn run(scenario: Scenario) -> anyhow::Result<Report> {
         let filter = WatchFilter::pick(kind, &targets, i)?;
         watchers.push(Watcher::start(&ctx, filter, targets.resource_version).await?);
     }
+    // Held unread until the run is over, then dropped.
+    let mut stalled = Vec::new();
+    for _ in 0..ctx.scenario.stalled_watchers {
+        let path = WatchFilter::All.watch_path(&ctx.scenario.path, targets.resource_version);
+        let url = format!("{}{path}", ctx.scenario.url);
+        stalled.push(watchers::open(&ctx, &url, ctx.scenario.token.as_deref()).await?);
+    }
     let writes = writes::Writes::default();
     let started = Instant::now();
     let deadline = started + Duration::from_secs(ctx.scenario.duration_secs);
@@ -220,6 +231,7 @@ pub async fn run(scenario: Scenario) -> anyhow::Result<Report> {
     ctx.stop.store(true, Ordering::Release);
     progress.abort();
     eprintln!();
+    drop(stalled);
     let reference = reference.finish().await?;
     let mut results = Vec::new();
     for watcher in watchers {

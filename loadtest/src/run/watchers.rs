@@ -65,7 +65,7 @@ impl WatchFilter {
     }
 
     /// The watch request's path and query, from `rv`, for collection `path`.
-    fn watch_path(&self, path: &str, rv: u64) -> String {
+    pub(super) fn watch_path(&self, path: &str, rv: u64) -> String {
         let encode = |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
         let base = format!("watch=1&resourceVersion={rv}");
         match self {
@@ -245,7 +245,7 @@ impl Reference {
 }
 
 /// Sends a watch request; fails unless it is answered 200.
-async fn open(
+pub(super) async fn open(
     ctx: &RunContext,
     url: &str,
     token: Option<&str>,
