@@ -2,7 +2,6 @@
 //! kube-runtime's watcher + reflector (both initial-list strategies) and,
 //! when it is installed, kubectl.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -36,10 +35,8 @@ async fn kube_runtime_reflector_converges(config: watcher::Config) {
         .expect("store ready");
     sim.set_churn(0.0);
     settle(&sim).await;
-    let want = sim.versions(ids::PODS);
-    let mut got = BTreeMap::new();
-    for _ in 0..300 {
-        got = reader
+    let view = || {
+        reader
             .state()
             .iter()
             .map(|p| {
@@ -48,12 +45,11 @@ async fn kube_runtime_reflector_converges(config: watcher::Config) {
                     p.resource_version().unwrap_or_default(),
                 )
             })
-            .collect();
-        if got == want {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            .collect()
+    };
+    let (want, got) = sim
+        .converged(ids::PODS, Duration::from_secs(30), view)
+        .await;
     task.abort();
     assert_eq!(got.len(), want.len());
     assert!(got == want, "kube-runtime's store equals the sim's state");

@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{Setup, serve};
@@ -41,10 +40,8 @@ async fn kube_runtime_through_kubecache_converges(config: watcher::Config) {
     tokio::time::sleep(Duration::from_secs(3)).await;
     served.sim.set_churn(0.0);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let want = served.sim.versions(ids::PODS);
-    let mut got = BTreeMap::new();
-    for _ in 0..300 {
-        got = reader
+    let view = || {
+        reader
             .state()
             .iter()
             .map(|p| {
@@ -53,12 +50,12 @@ async fn kube_runtime_through_kubecache_converges(config: watcher::Config) {
                     p.resource_version().unwrap_or_default(),
                 )
             })
-            .collect();
-        if got == want {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            .collect()
+    };
+    let (want, got) = served
+        .sim
+        .converged(ids::PODS, Duration::from_secs(30), view)
+        .await;
     task.abort();
     assert_eq!(got.len(), want.len());
     assert!(

@@ -241,6 +241,28 @@ impl Sim {
             .collect()
     }
 
+    /// Polls `view` (a client cache's `key -> resourceVersion`) for up to
+    /// `within` until it equals the state of `resource`: `(state, last view)`,
+    /// for tests of clients that must converge to the API server's state.
+    pub async fn converged(
+        &self,
+        resource: ResourceId,
+        within: Duration,
+        view: impl Fn() -> std::collections::BTreeMap<String, String>,
+    ) -> (
+        std::collections::BTreeMap<String, String>,
+        std::collections::BTreeMap<String, String>,
+    ) {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let (want, got) = (self.versions(resource), view());
+            if got == want || tokio::time::Instant::now() >= deadline {
+                return (want, got);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// A kubeconfig (YAML) that kubectl and kube-rs accept for this server.
     pub fn kubeconfig(&self) -> String {
         let user = match &self.token {
