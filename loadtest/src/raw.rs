@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use kubecache_reflector::protobuf;
 use serde::Serialize;
 
 /// What a raw read measured.
@@ -68,9 +69,26 @@ pub async fn read_all(
     })
 }
 
-/// The continue token of a JSON list page, found without parsing the page:
-/// list metadata comes before the items.
+/// The continue token of a list page, JSON or protobuf, found without
+/// decoding the items.
 fn continue_token(body: &[u8]) -> Option<String> {
+    if body.starts_with(&protobuf::MAGIC) {
+        return protobuf_continue_token(body);
+    }
+    json_continue_token(body)
+}
+
+/// In a protobuf page: `ListMeta.continue` (the items are skipped over by
+/// their length prefixes, not decoded).
+fn protobuf_continue_token(body: &[u8]) -> Option<String> {
+    let unknown = protobuf::decode_unknown(body).ok()?;
+    let list = protobuf::decode_list(unknown.raw).ok()?;
+    list.meta.continue_token.map(str::to_owned)
+}
+
+/// In a JSON page, found without parsing the page: list metadata comes
+/// before the items.
+fn json_continue_token(body: &[u8]) -> Option<String> {
     let head = &body[..body.len().min(4096)];
     let at = head.windows(12).position(|w| w == br#""continue":""#)? + 12;
     let end = head[at..].iter().position(|b| *b == b'"')?;
@@ -90,5 +108,28 @@ mod tests {
             continue_token(br#"{"metadata":{"resourceVersion":"9"},"items":[]}"#),
             None
         );
+    }
+
+    #[test]
+    fn the_continue_token_is_found_in_a_protobuf_list_metadata() {
+        let page = |token: Option<&str>| {
+            let meta = protobuf::ListMeta {
+                resource_version: "9",
+                continue_token: token,
+                remaining_item_count: token.map(|_| 3),
+            };
+            let mut body = Vec::new();
+            protobuf::encode_list_unknown::<&[u8]>(
+                "v1",
+                "PodList",
+                &meta,
+                &[b"\x0a\x00"],
+                &mut body,
+            );
+            body
+        };
+        assert_eq!(continue_token(&page(Some("abc="))).as_deref(), Some("abc="));
+        assert_eq!(continue_token(&page(None)), None);
+        assert_eq!(continue_token(b"k8s\0garbage"), None);
     }
 }

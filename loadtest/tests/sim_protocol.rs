@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, HistoryWindow, Sim, SimConfig, ids};
+use kubecache_loadtest::sim::{
+    Fault, FaultSpec, FaultTarget, HistoryWindow, ServingCost, Sim, SimConfig, ids,
+};
 use kubecache_reflector::protobuf;
 use serde_json::{Value, json};
 
@@ -929,4 +931,55 @@ async fn cut_watches_end_every_open_watch_without_a_clean_end() {
         body.is_err(),
         "the stream breaks rather than ending cleanly"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_serving_cost_each_body_takes_its_bytes_over_the_throughput_of_its_encoding_and_path()
+ {
+    const MB: f64 = 1e6;
+    let cost = ServingCost {
+        etcd_json: 4.0 * MB,
+        etcd_protobuf: 8.0 * MB,
+        cache_json: 16.0 * MB,
+        cache_protobuf: 32.0 * MB,
+    };
+    let (url, sim) = sim(SimConfig {
+        pods: 400,
+        serving_cost: Some(cost),
+        ..SimConfig::default()
+    })
+    .await;
+    for (query, accept, rate) in [
+        ("limit=500", "application/json", cost.etcd_json),
+        (
+            "limit=500",
+            "application/vnd.kubernetes.protobuf",
+            cost.etcd_protobuf,
+        ),
+        ("resourceVersion=0", "application/json", cost.cache_json),
+        (
+            "resourceVersion=0",
+            "application/vnd.kubernetes.protobuf",
+            cost.cache_protobuf,
+        ),
+    ] {
+        let started = std::time::Instant::now();
+        let body = client()
+            .get(format!("{url}/api/v1/pods?{query}"))
+            .header("Accept", accept)
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let took = started.elapsed().as_secs_f64();
+        let floor = body.len() as f64 / rate;
+        assert!(
+            took >= floor * 0.95,
+            "{query} as {accept}: {} bytes in {took:.3} s, under the {floor:.3} s the cost gives",
+            body.len()
+        );
+    }
+    sim.shutdown().await;
 }

@@ -2,7 +2,7 @@
 //! the history the reflector applies is the API server's history.
 //!
 //! Each case is drawn from a seed: a strategy (list-watch, parallel,
-//! streaming), a small page size (so page boundaries fall between writes),
+//! streaming), a wire format (JSON, protobuf), a small page size (so page boundaries fall between writes),
 //! a page latency of a few milliseconds, a few hundred tiny pods, and a
 //! writer that creates, relabels, changes the spec of, annotates, deletes and
 //! recreates (same name, new uid) pods at random small intervals from the
@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kubecache_loadtest::sim::{Sim, SimConfig, Store, ids};
-use kubecache_reflector::upstream::{ReflectorStatus, Strategy};
+use kubecache_reflector::upstream::{ReflectorStatus, Strategy, Wire};
 use kubecache_reflector::{EventKind, StoreReader, TryRecvError};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -66,6 +66,7 @@ const PATIENCE: Duration = Duration::from_secs(30);
 struct Case {
     seed: u64,
     strategy: Strategy,
+    wire: Wire,
     page_size: usize,
     page_latency: Duration,
     pods: usize,
@@ -85,9 +86,12 @@ impl Case {
         let mut rng = SmallRng::seed_from_u64(seed);
         let strategy =
             [Strategy::ListWatch, Strategy::Parallel, Strategy::Streaming][(seed % 3) as usize];
+        // Every pairing of strategy and wire format, six seeds apart.
+        let wire = [Wire::Json, Wire::Protobuf][(seed / 3 % 2) as usize];
         Case {
             seed,
             strategy,
+            wire,
             page_size: rng.random_range(3..=40),
             page_latency: Duration::from_millis(rng.random_range(1..=5)),
             pods: rng.random_range(150..=400),
@@ -212,7 +216,7 @@ async fn run(case: Case) -> Result<Outcome, String> {
         writer.create(sim.store(), &mut rng, false)?;
     }
 
-    let running = start(&url, case.strategy, case.page_size);
+    let running = start(&url, case.strategy, case.wire, case.page_size);
     let sim = Arc::new(sim);
     let mut write = {
         let sim = sim.clone();

@@ -1,7 +1,8 @@
 //! The reflector against the simulated API server on 127.0.0.1: it converges
 //! to the server's exact state with every strategy, survives lists longer
 //! than the watch cache, and recovers from every upstream fault without a
-//! gap or a reordering in its event log.
+//! gap or a reordering in its event log. Every scenario runs over JSON and
+//! over protobuf (`<scenario>::over_json`, `<scenario>::over_protobuf`).
 
 mod common;
 use common::{Running, start};
@@ -10,10 +11,33 @@ use std::time::Duration;
 
 use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, HistoryWindow, Sim, SimConfig, ids};
 use kubecache_reflector::upstream::{
-    ApiResource, Reflector, ReflectorConfig, ResourceSpec, Strategy, Upstream,
+    ApiResource, Reflector, ReflectorConfig, ResourceSpec, Strategy, Upstream, Wire,
 };
 use kubecache_reflector::{EventKind, StoreConfig, StoreReader, store};
 use serde_json::Value;
+
+/// Defines a scenario (an async fn of the wire format) run once per wire
+/// format, as the tests `<scenario>::over_json` and `<scenario>::over_protobuf`.
+macro_rules! over_each_wire {
+    ($(#[$doc:meta])* async fn $name:ident($wire:ident) $body:block) => {
+        mod $name {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn over_json() {
+                scenario(Wire::Json).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn over_protobuf() {
+                scenario(Wire::Protobuf).await;
+            }
+
+            $(#[$doc])*
+            async fn scenario($wire: Wire) $body
+        }
+    };
+}
 
 /// Waits until the sim stops writing (a churn tick in flight finishes).
 async fn settle(sim: &Sim) -> u64 {
@@ -83,7 +107,7 @@ async fn ready(running: &Running, within: Duration) {
         .expect("store open");
 }
 
-async fn converges_under_churn(strategy: Strategy) {
+async fn converges_under_churn(strategy: Strategy, wire: Wire) {
     let (url, sim) = Sim::start(SimConfig {
         pods: 20_000,
         churn_per_sec: 300.0,
@@ -91,29 +115,32 @@ async fn converges_under_churn(strategy: Strategy) {
     })
     .await
     .unwrap();
-    let running = start(&url, strategy, 500);
+    let running = start(&url, strategy, wire, 500);
     ready(&running, Duration::from_secs(120)).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_converged(&sim, &running).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn list_watch_converges_on_twenty_thousand_pods_under_churn() {
-    converges_under_churn(Strategy::ListWatch).await;
+over_each_wire! {
+async fn list_watch_converges_on_twenty_thousand_pods_under_churn(wire) {
+    converges_under_churn(Strategy::ListWatch, wire).await;
+}
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn parallel_converges_on_twenty_thousand_pods_under_churn() {
-    converges_under_churn(Strategy::Parallel).await;
+over_each_wire! {
+async fn parallel_converges_on_twenty_thousand_pods_under_churn(wire) {
+    converges_under_churn(Strategy::Parallel, wire).await;
+}
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn streaming_converges_on_twenty_thousand_pods_under_churn() {
-    converges_under_churn(Strategy::Streaming).await;
+over_each_wire! {
+async fn streaming_converges_on_twenty_thousand_pods_under_churn(wire) {
+    converges_under_churn(Strategy::Streaming, wire).await;
+}
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn auto_falls_back_to_parallel_without_watch_list_and_converges() {
+over_each_wire! {
+async fn auto_falls_back_to_parallel_without_watch_list_and_converges(wire) {
     let (url, sim) = Sim::start(SimConfig {
         pods: 3_000,
         churn_per_sec: 200.0,
@@ -122,14 +149,15 @@ async fn auto_falls_back_to_parallel_without_watch_list_and_converges() {
     })
     .await
     .unwrap();
-    let running = start(&url, Strategy::Auto, 500);
+    let running = start(&url, Strategy::Auto, wire, 500);
     ready(&running, Duration::from_secs(60)).await;
     assert_eq!(running.status.borrow().strategy, "parallel");
     assert_converged(&sim, &running).await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn parallel_gets_ready_when_the_list_outlives_the_watch_cache_and_list_watch_never_does() {
+over_each_wire! {
+async fn parallel_gets_ready_when_the_list_outlives_the_watch_cache_and_list_watch_never_does(wire) {
     // 40 pages of 100 at 50 ms each: a 2 s list against a 1 s watch cache.
     let watch_cache = HistoryWindow {
         max_revisions: None,
@@ -143,8 +171,8 @@ async fn parallel_gets_ready_when_the_list_outlives_the_watch_cache_and_list_wat
         ..SimConfig::default()
     };
     let (url, sim) = Sim::start(config).await.unwrap();
-    let classic = start(&url, Strategy::ListWatch, 100);
-    let parallel = start(&url, Strategy::Parallel, 100);
+    let classic = start(&url, Strategy::ListWatch, wire, 100);
+    let parallel = start(&url, Strategy::Parallel, wire, 100);
     ready(&parallel, Duration::from_secs(60)).await;
     // Give the classic reflector several full attempts.
     tokio::time::sleep(Duration::from_secs(8)).await;
@@ -164,11 +192,12 @@ async fn parallel_gets_ready_when_the_list_outlives_the_watch_cache_and_list_wat
     assert_eq!(parallel_status.lists, 1);
     assert_converged(&sim, &parallel).await;
 }
+}
 
 /// Follows the store's event log from the moment the store is ready and
 /// checks that replaying it onto the first snapshot gives the final state:
 /// no gap, no reordering, relists included.
-async fn survives(fault: FaultSpec, strategy: Strategy) {
+async fn survives(fault: FaultSpec, strategy: Strategy, wire: Wire) {
     let (url, sim) = Sim::start(SimConfig {
         pods: 2_000,
         churn_per_sec: 200.0,
@@ -177,7 +206,7 @@ async fn survives(fault: FaultSpec, strategy: Strategy) {
     .await
     .unwrap();
     sim.inject(fault);
-    let running = start(&url, strategy, 200);
+    let running = start(&url, strategy, wire, 200);
     ready(&running, Duration::from_secs(60)).await;
     let snapshot = running.reader.snapshot();
     let mut replica: BTreeMap<String, u64> = snapshot
@@ -224,8 +253,8 @@ async fn survives(fault: FaultSpec, strategy: Strategy) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dropped_watches_are_resumed_without_a_relist() {
+over_each_wire! {
+async fn dropped_watches_are_resumed_without_a_relist(wire) {
     survives(
         FaultSpec {
             target: FaultTarget::Watch,
@@ -233,12 +262,14 @@ async fn dropped_watches_are_resumed_without_a_relist() {
             times: 3,
         },
         Strategy::Parallel,
+        wire,
     )
     .await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_410_on_the_watch_relists_and_emits_the_difference() {
+over_each_wire! {
+async fn a_410_on_the_watch_relists_and_emits_the_difference(wire) {
     survives(
         FaultSpec {
             target: FaultTarget::Watch,
@@ -246,12 +277,14 @@ async fn a_410_on_the_watch_relists_and_emits_the_difference() {
             times: 2,
         },
         Strategy::Parallel,
+        wire,
     )
     .await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_expired_continue_token_is_continued_at_the_current_revision() {
+over_each_wire! {
+async fn an_expired_continue_token_is_continued_at_the_current_revision(wire) {
     survives(
         FaultSpec {
             target: FaultTarget::Continue,
@@ -259,12 +292,14 @@ async fn an_expired_continue_token_is_continued_at_the_current_revision() {
             times: 2,
         },
         Strategy::Parallel,
+        wire,
     )
     .await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn throttling_and_server_errors_are_retried_with_backoff() {
+over_each_wire! {
+async fn throttling_and_server_errors_are_retried_with_backoff(wire) {
     survives(
         FaultSpec {
             target: FaultTarget::Any,
@@ -274,6 +309,7 @@ async fn throttling_and_server_errors_are_retried_with_backoff() {
             times: 2,
         },
         Strategy::Parallel,
+        wire,
     )
     .await;
     survives(
@@ -283,12 +319,14 @@ async fn throttling_and_server_errors_are_retried_with_backoff() {
             times: 3,
         },
         Strategy::Streaming,
+        wire,
     )
     .await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn truncated_bodies_and_stalls_are_survived() {
+over_each_wire! {
+async fn truncated_bodies_and_stalls_are_survived(wire) {
     survives(
         FaultSpec {
             target: FaultTarget::Any,
@@ -296,6 +334,7 @@ async fn truncated_bodies_and_stalls_are_survived() {
             times: 3,
         },
         Strategy::Parallel,
+        wire,
     )
     .await;
     survives(
@@ -305,19 +344,21 @@ async fn truncated_bodies_and_stalls_are_survived() {
             times: 2,
         },
         Strategy::ListWatch,
+        wire,
     )
     .await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_relist_after_compaction_deletes_what_vanished_and_adds_what_appeared() {
+over_each_wire! {
+async fn a_relist_after_compaction_deletes_what_vanished_and_adds_what_appeared(wire) {
     let (url, sim) = Sim::start(SimConfig {
         pods: 500,
         ..SimConfig::default()
     })
     .await
     .unwrap();
-    let running = start(&url, Strategy::Parallel, 100);
+    let running = start(&url, Strategy::Parallel, wire, 100);
     ready(&running, Duration::from_secs(30)).await;
     let before = running.reader.snapshot();
     let mut events = running
@@ -358,9 +399,10 @@ async fn a_relist_after_compaction_deletes_what_vanished_and_adds_what_appeared(
     assert_eq!(added, 5);
     assert!(running.status.borrow().lists >= 2, "it relisted");
 }
+}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_filter_keeps_only_the_objects_it_accepts_and_drops_those_that_leave_it() {
+over_each_wire! {
+async fn a_filter_keeps_only_the_objects_it_accepts_and_drops_those_that_leave_it(wire) {
     let (url, sim) = Sim::start(SimConfig::default()).await.unwrap();
     let pod = |name: &str, keep: &str| serde_json::json!({"metadata": {"name": name, "namespace": "default", "labels": {"keep": keep}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
     for (name, keep) in [("a", "yes"), ("b", "no"), ("c", "yes")] {
@@ -370,6 +412,7 @@ async fn a_filter_keeps_only_the_objects_it_accepts_and_drops_those_that_leave_i
     let (writer, reader) = store(StoreConfig::default());
     let config = ReflectorConfig {
         strategy: Strategy::Parallel,
+        wire,
         filter: Some(std::sync::Arc::new(
             |o: &kubecache_reflector::CachedObject| o.label("keep") == Some("yes"),
         )),
@@ -406,9 +449,10 @@ async fn a_filter_keeps_only_the_objects_it_accepts_and_drops_those_that_leave_i
     assert_eq!(names(&reader), ["b", "c"]);
     task.abort();
 }
+}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_watch_broken_during_a_parallel_list_is_resumed_without_restarting_the_list() {
+over_each_wire! {
+async fn a_watch_broken_during_a_parallel_list_is_resumed_without_restarting_the_list(wire) {
     let config = SimConfig {
         pods: 3_000,
         churn_per_sec: 300.0,
@@ -422,10 +466,11 @@ async fn a_watch_broken_during_a_parallel_list_is_resumed_without_restarting_the
         fault: Fault::DropWatch { after_events: 30 },
         times: 2,
     });
-    let running = start(&url, Strategy::Parallel, 100);
+    let running = start(&url, Strategy::Parallel, wire, 100);
     ready(&running, Duration::from_secs(60)).await;
     let status = running.status.borrow().clone();
     assert!(status.failures >= 1, "the watch did break: {status:?}");
     assert_eq!(status.list_attempts, 1, "the list went on: {status:?}");
     assert_converged(&sim, &running).await;
+}
 }

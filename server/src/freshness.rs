@@ -196,8 +196,8 @@ async fn current_resource_version(upstream: &Upstream) -> Result<u64, Status> {
         .list(&query)
         .await
         .map_err(|e| unavailable(&e.to_string()))?;
-    kubecache_reflector::parse_list(&body)
-        .map(|list| list.resource_version)
+    body.page()
+        .map(|page| page.resource_version)
         .map_err(|e| unavailable(&format!("its list could not be read: {e}")))
 }
 
@@ -211,13 +211,13 @@ async fn probe(upstream: &Upstream, reader: &StoreReader, complete_through: &Ato
         timeout: Some(PROBE_TIMEOUT),
         ..Query::default()
     };
-    let Ok(mut lines) = upstream.watch(&query).await else {
+    let Ok(mut events) = upstream.watch(&query).await else {
         return;
     };
-    let Ok(Some(line)) = lines.next_line().await else {
+    let Ok(Some(event)) = events.next_event().await else {
         return;
     };
-    let Ok(line) = kubecache_reflector::parse_watch_line(&line) else {
+    let Ok(line) = event.line() else {
         return;
     };
     let Ok(rv) = line.resource_version() else {

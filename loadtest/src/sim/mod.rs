@@ -13,6 +13,7 @@
 //! # Ok(()) }
 //! ```
 
+mod cost;
 pub mod data;
 mod encoding;
 pub mod faults;
@@ -33,6 +34,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use cost::ServingCost;
 pub use faults::{Fault, FaultSpec, Target as FaultTarget};
 pub use object::StoredObject;
 pub use resources::{RESOURCES, Resource, ResourceId, ids};
@@ -61,6 +63,9 @@ pub struct SimConfig {
     pub churn_per_sec: f64,
     /// Delay before every list page read "from etcd" (slow etcd).
     pub page_latency: Duration,
+    /// Pace every response to a real server's throughput for its encoding
+    /// and path (see [`ServingCost`]); `None` serves as fast as it can.
+    pub serving_cost: Option<ServingCost>,
     /// How much history etcd keeps (compaction): lists at a revision and
     /// continue tokens older than it get 410.
     pub history: HistoryWindow,
@@ -88,6 +93,7 @@ impl Default for SimConfig {
             widgets: 0,
             churn_per_sec: 0.0,
             page_latency: Duration::ZERO,
+            serving_cost: None,
             history: HistoryWindow::ETCD,
             watch_cache: HistoryWindow::WATCH_CACHE,
             bookmark_interval: Duration::from_secs(60),
@@ -132,6 +138,7 @@ impl Sim {
             cuts,
             serve: ServeConfig {
                 page_latency: config.page_latency,
+                serving_cost: config.serving_cost,
                 bookmark_interval: config.bookmark_interval,
                 watch_list: config.watch_list,
                 token: config.token.clone(),

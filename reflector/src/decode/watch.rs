@@ -35,7 +35,8 @@ impl WatchEventType {
         }
     }
 
-    fn from_wire(name: &str) -> Option<Self> {
+    /// The type named `name` on the wire.
+    pub(crate) fn from_wire(name: &str) -> Option<Self> {
         Some(match name {
             "ADDED" => WatchEventType::Added,
             "MODIFIED" => WatchEventType::Modified,

@@ -510,10 +510,13 @@ impl<'a> Decoder<'_, 'a> {
         };
         let out = &mut *self.out;
         match msg.special {
+            // Go's zero time: `null`, and kept as Go's JSON keeps it (a
+            // non-pointer Time such as a condition's `lastProbeTime` is
+            // written as `null`, and as an empty message in protobuf).
             Special::Time | Special::MicroTime => {
                 if f[1].is_none() && f[2].is_none() {
                     out.extend_from_slice(b"null");
-                    return Ok(Written::Empty);
+                    return Ok(Written::Value);
                 }
                 let secs = varint(f[1])? as i64;
                 let nanos = i64::from(varint(f[2])? as i32);
@@ -530,7 +533,7 @@ impl<'a> Decoder<'_, 'a> {
                 };
                 if secs == text::GO_ZERO_UNIX && nanos == 0 {
                     out.extend_from_slice(b"null");
-                    return Ok(Written::Empty);
+                    return Ok(Written::Value);
                 }
                 let micros = micro.then_some((nanos / 1000) as u32);
                 if !text::write_rfc3339(out, secs, micros) {

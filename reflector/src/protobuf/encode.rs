@@ -580,7 +580,12 @@ impl<'de> Visitor<'de> for SpecialVisitor<'_, '_> {
     }
 
     fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        if self.in_list {
+        // `null` is Go's zero time, which Go writes (for every non-pointer
+        // Time, e.g. a condition's `lastProbeTime`) as an empty message; it
+        // decodes back to `null`. A `null` pointer Time means nil, which
+        // reads back as the same `null`.
+        let zero_time = matches!(self.special, Special::Time | Special::MicroTime);
+        if self.in_list || zero_time {
             put_bytes_field(self.ctx.out, self.tag, &[]);
         }
         Ok(())

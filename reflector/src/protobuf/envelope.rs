@@ -174,6 +174,78 @@ impl ListMeta<'_> {
     }
 }
 
+/// A list message read back: its `metadata` and each item's encoded message,
+/// not decoded (transcode them one by one with
+/// [`proto_to_json_into`](super::proto_to_json_into)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListParts<'a> {
+    /// The list's `metadata`. An empty `continue` (Go writes the field even
+    /// when it is empty) reads as `None`.
+    pub meta: ListMeta<'a>,
+    /// Each item's message bytes, in list order.
+    pub items: Vec<&'a [u8]>,
+}
+
+/// Splits a list message (`PodList`, `ConfigMapList`, ...: every Kubernetes
+/// list is `metadata=1 ListMeta, items=2 repeated`; `raw` is the `raw` of its
+/// `runtime.Unknown`) into its `ListMeta` and the bytes of its items.
+///
+/// `ListMeta` fields, from `k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto`:
+/// `selfLink=1` (ignored), `resourceVersion=2`, `continue=3`,
+/// `remainingItemCount=4`.
+pub fn decode_list(raw: &[u8]) -> Result<ListParts<'_>, ProtoError> {
+    let mut parts = ListParts {
+        meta: ListMeta::default(),
+        items: Vec::new(),
+    };
+    for item in Fields::new(raw) {
+        match item.map_err(|e| malformed_at("", e))? {
+            (1, WireValue::Len(meta)) => {
+                for item in Fields::new(meta) {
+                    match item.map_err(|e| malformed_at("metadata", e))? {
+                        (1, value) => {
+                            str_field(value, "metadata.selfLink")?;
+                        }
+                        (2, value) => {
+                            parts.meta.resource_version =
+                                str_field(value, "metadata.resourceVersion")?;
+                        }
+                        (3, value) => {
+                            let token = str_field(value, "metadata.continue")?;
+                            parts.meta.continue_token = (!token.is_empty()).then_some(token);
+                        }
+                        (4, WireValue::Varint(n)) => {
+                            parts.meta.remaining_item_count = Some(n as i64);
+                        }
+                        (tag, _) => {
+                            return Err(ProtoError::UnknownTag {
+                                path: "metadata".into(),
+                                tag,
+                                message: "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta",
+                            });
+                        }
+                    }
+                }
+            }
+            (2, WireValue::Len(object)) => parts.items.push(object),
+            (tag @ (1 | 2), other) => {
+                return Err(malformed_at(
+                    "",
+                    format!("field {tag} has wire type {}", other.wire_type()),
+                ));
+            }
+            (tag, _) => {
+                return Err(ProtoError::UnknownTag {
+                    path: String::new(),
+                    tag,
+                    message: "a Kubernetes list (metadata=1, items=2)",
+                });
+            }
+        }
+    }
+    Ok(parts)
+}
+
 fn list_len<B: AsRef<[u8]>>(meta: &ListMeta<'_>, items: &[B]) -> usize {
     bytes_field_len(1, meta.encoded_len())
         + items

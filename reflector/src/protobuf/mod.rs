@@ -42,8 +42,12 @@
 //!
 //! Presence (proto2 `optional`): a field present in the JSON is encoded even
 //! when empty (`""`, `0`, `false`, `{}`); `null` and absent fields are not
-//! encoded; empty arrays and objects of repeated and map fields have no
-//! protobuf form (they come back absent). On output, every field present on
+//! encoded, except a `null` `Time`/`MicroTime`: that is Go's zero time,
+//! which Go writes as `null` in JSON and as an empty message in protobuf
+//! (every non-pointer Time, e.g. a condition's `lastProbeTime`), and an
+//! empty message reads back as `null`, so a real server's protobuf gives the
+//! `null`s of its JSON; empty arrays and objects of repeated and map fields
+//! have no protobuf form (they come back absent). On output, every field present on
 //! the wire is written, empty strings included: Go writes every non-pointer
 //! string field to protobuf, so a real server's Pod comes back with
 //! `"generateName":""` and friends where its JSON leaves them out. That is
@@ -52,8 +56,9 @@
 //! `""` (a PVC's `storageClassName: ""` means "no class", absent means "the
 //! default class"). Numbers and booleans are kept for the same reason
 //! (`replicas: 0`, `automountServiceAccountToken: false`). So JSON ->
-//! protobuf -> JSON returns the same document up to key order, `null`s,
-//! empty arrays/objects of repeated/map fields and `Time` fractions.
+//! protobuf -> JSON returns the same document up to key order, `null`s
+//! other than times, empty arrays/objects of repeated/map fields and `Time`
+//! fractions.
 //!
 //! Unknown JSON keys and unknown protobuf field numbers are errors naming the
 //! field path (`spec.containers[0].foo`): the caller decides (e.g. falls back
@@ -77,16 +82,16 @@ mod generate;
 #[rustfmt::skip]
 mod schema;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod text;
 mod wire;
 
 use std::fmt;
 
 pub use envelope::{
-    ListMeta, MAGIC, Unknown, WatchEvent, WatchFrameDecoder, decode_unknown, encode_list,
-    encode_list_unknown, encode_unknown, encode_unknown_into, encode_watch_event,
-    encode_watch_event_into,
+    ListMeta, ListParts, MAGIC, Unknown, WatchEvent, WatchFrameDecoder, decode_list,
+    decode_unknown, encode_list, encode_list_unknown, encode_unknown, encode_unknown_into,
+    encode_watch_event, encode_watch_event_into,
 };
 pub use error::ProtoError;
 

@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 
 use super::*;
 
-const POD: &str = r#"{
+/// A realistic Pod (used by other modules' tests too).
+pub(crate) const POD: &str = r#"{
   "kind": "Pod",
   "apiVersion": "v1",
   "metadata": {
@@ -385,7 +386,9 @@ fn pod_encoding_is_the_official_protobuf_schema() {
         running.started_at.and_then(|t| t.seconds),
         Some(1_704_164_651)
     );
-    assert!(status.conditions[0].last_probe_time.is_none());
+    // Go's zero time: an empty message, as Go writes a non-pointer Time.
+    let zero = status.conditions[0].last_probe_time.as_ref().unwrap();
+    assert_eq!((zero.seconds, zero.nanos), (None, None));
 }
 
 #[test]
@@ -447,7 +450,7 @@ fn bookmark_round_trips_and_keeps_kind_first() {
     proto_to_json_into(ty("v1", "Pod"), &proto, Some(tm), &mut out).unwrap();
     assert_eq!(
         String::from_utf8(out).unwrap(),
-        r#"{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"23736"},"spec":{},"status":{}}"#
+        r#"{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"23736","creationTimestamp":null},"spec":{},"status":{}}"#
     );
 }
 
@@ -476,7 +479,7 @@ fn special_types_transcode_like_go() {
     let back = proto_to_json(ty("v1", "Namespace"), &proto).unwrap();
     assert_eq!(
         String::from_utf8(back).unwrap(),
-        r#"{"metadata":{"name":"a","creationTimestamp":"2024-01-02T03:04:05Z"}}"#
+        r#"{"metadata":{"name":"a","creationTimestamp":"2024-01-02T03:04:05Z","deletionTimestamp":null}}"#
     );
     let quota = r#"{"spec":{"hard":{"pods":10,"cpu":"1.5"}}}"#;
     let proto = json_to_proto(ty("v1", "ResourceQuota"), quota.as_bytes()).unwrap();
@@ -664,6 +667,29 @@ fn list_bodies_are_built_from_encoded_items() {
     let mut raw = Vec::new();
     encode_list(&meta, &items, &mut raw);
     assert_eq!(raw, unknown.raw);
+    let parts = decode_list(unknown.raw).unwrap();
+    assert_eq!(parts.meta, meta);
+    assert_eq!(parts.items, items);
+    // Go writes `selfLink` and `continue` even when empty: an empty token is no token.
+    let official = k8s_pb::apimachinery::pkg::apis::meta::v1::ListMeta {
+        self_link: Some(String::new()),
+        resource_version: Some("7".into()),
+        r#continue: Some(String::new()),
+        remaining_item_count: None,
+    };
+    let mut go_like = Vec::new();
+    encode_list(&ListMeta::default(), &[pod.as_slice()], &mut go_like);
+    let mut raw = vec![0x0a];
+    super::wire::put_varint(&mut raw, official.encoded_len() as u64);
+    raw.extend_from_slice(&official.encode_to_vec());
+    raw.extend_from_slice(&go_like[go_like.len() - pod.len() - 3..]);
+    let parts = decode_list(&raw).unwrap();
+    assert_eq!(
+        (parts.meta.resource_version, parts.meta.continue_token),
+        ("7", None)
+    );
+    assert_eq!(parts.items, [pod.as_slice()]);
+    assert!(decode_list(&raw[..raw.len() - 1]).is_err());
 
     let json = parse(&unknown.to_json().unwrap().unwrap());
     assert_eq!(json["kind"], "PodList");

@@ -1,21 +1,19 @@
 //! Raw list and watch requests: bodies are kept as bytes and split into
-//! items and lines, never decoded into typed objects.
+//! items and events (see [`wire`](super::wire)), never decoded into typed
+//! objects.
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use kube::client::Body;
 
 use super::error::UpstreamError;
 use super::resource::ResourceSpec;
+use super::wire::{Encoding, ListResponse, WatchEvent, WatchSplitter, Wire, error_body_json};
 
 /// Largest error body read to classify a failure.
 const MAX_ERROR_BODY: usize = 64 * 1024;
-
-/// Largest watch line accepted (an object is at most ~1.5 MiB in etcd).
-const MAX_LINE: usize = 16 * 1024 * 1024;
 
 /// How a collection is read.
 #[derive(Debug, Clone, Default)]
@@ -41,12 +39,30 @@ pub struct Query<'a> {
 pub struct Upstream {
     client: kube::Client,
     spec: ResourceSpec,
+    /// Whether requests ask for protobuf first.
+    protobuf: bool,
 }
 
 impl Upstream {
-    /// Lists and watches `spec` through `client`.
+    /// Lists and watches `spec` through `client`, asking for JSON.
     pub fn new(client: kube::Client, spec: ResourceSpec) -> Self {
-        Upstream { client, spec }
+        Upstream {
+            client,
+            spec,
+            protobuf: false,
+        }
+    }
+
+    /// The same, asking for the encoding `wire` picks for the resource
+    /// (responses are read in whatever encoding they declare).
+    pub fn with_wire(mut self, wire: Wire) -> Self {
+        self.protobuf = wire.asks_protobuf(&self.spec.resource);
+        self
+    }
+
+    /// Whether requests ask for protobuf first.
+    pub fn asks_protobuf(&self) -> bool {
+        self.protobuf
     }
 
     /// The resource this reads.
@@ -89,7 +105,7 @@ impl Upstream {
 
     async fn get(&self, query: &Query<'_>) -> Result<http::Response<Body>, UpstreamError> {
         let request = Request::get(self.uri(query))
-            .header(header::ACCEPT, "application/json")
+            .header(header::ACCEPT, Wire::accept(self.protobuf, query.watch))
             .body(Body::empty())
             .map_err(|e| UpstreamError::Connect(e.to_string()))?;
         let response = self
@@ -112,86 +128,61 @@ impl Upstream {
             .await
             .map(|b| b.to_bytes())
             .unwrap_or_default();
-        Err(UpstreamError::from_response(code, retry_after, &body))
+        Err(UpstreamError::from_response(
+            code,
+            retry_after,
+            &error_body_json(&body),
+        ))
     }
 
-    /// One list request; the whole body.
-    pub async fn list(&self, query: &Query<'_>) -> Result<Bytes, UpstreamError> {
+    /// One list request; the whole body, in the encoding the server chose.
+    pub async fn list(&self, query: &Query<'_>) -> Result<ListResponse, UpstreamError> {
         let response = self.get(query).await?;
+        let encoding = Encoding::of(response.headers().get(header::CONTENT_TYPE));
         response
             .into_body()
             .collect()
             .await
-            .map(|b| b.to_bytes())
+            .map(|b| ListResponse::new(b.to_bytes(), encoding))
             .map_err(|e| UpstreamError::Stream(format!("list body: {e}")))
     }
 
     /// Opens a watch.
-    pub async fn watch(&self, query: &Query<'_>) -> Result<WatchLines, UpstreamError> {
+    pub async fn watch(&self, query: &Query<'_>) -> Result<WatchEvents, UpstreamError> {
         let response = self.get(query).await?;
-        Ok(WatchLines {
+        let encoding = Encoding::of(response.headers().get(header::CONTENT_TYPE));
+        Ok(WatchEvents {
             body: response.into_body(),
-            buf: BytesMut::new(),
-            scanned: 0,
+            splitter: WatchSplitter::new(encoding),
         })
     }
 }
 
-/// The lines of a JSON watch stream.
-pub struct WatchLines {
+/// The events of a watch stream (JSON lines or protobuf frames).
+pub struct WatchEvents {
     body: Body,
-    buf: BytesMut,
-    /// How much of `buf` is known to hold no newline.
-    scanned: usize,
+    splitter: WatchSplitter,
 }
 
-impl WatchLines {
-    /// The next line (without its newline); `None` when the server ended
-    /// the stream cleanly.
+impl WatchEvents {
+    /// The next event; `None` when the server ended the stream cleanly.
     ///
     /// # Cancel safety
-    /// Cancel safe: a partly received line stays buffered.
-    pub async fn next_line(&mut self) -> Result<Option<Bytes>, UpstreamError> {
+    /// Cancel safe: a partly received event stays buffered.
+    pub async fn next_event(&mut self) -> Result<Option<WatchEvent>, UpstreamError> {
         loop {
-            if let Some(at) = self.buf[self.scanned..].iter().position(|b| *b == b'\n') {
-                let line = self.buf.split_to(self.scanned + at + 1);
-                self.scanned = 0;
-                let len = line_len(&line);
-                let line = line.freeze().slice(..len);
-                if line.is_empty() {
-                    continue;
-                }
-                return Ok(Some(line));
-            }
-            self.scanned = self.buf.len();
-            if self.buf.len() > MAX_LINE {
-                return Err(UpstreamError::Stream(format!(
-                    "a watch line exceeds {MAX_LINE} bytes"
-                )));
+            if let Some(event) = self.splitter.next_event()? {
+                return Ok(Some(event));
             }
             match self.body.frame().await {
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
-                        self.buf.extend_from_slice(&data);
+                        self.splitter.push(&data);
                     }
                 }
                 Some(Err(e)) => return Err(UpstreamError::Stream(e.to_string())),
-                None if self.buf.iter().all(u8::is_ascii_whitespace) => return Ok(None),
-                None => {
-                    return Err(UpstreamError::Stream(format!(
-                        "the watch ended inside an event ({} bytes without a newline)",
-                        self.buf.len()
-                    )));
-                }
+                None => return self.splitter.finish().map(|()| None),
             }
         }
     }
-}
-
-fn line_len(line: &[u8]) -> usize {
-    let mut len = line.len();
-    while len > 0 && matches!(line[len - 1], b'\n' | b'\r') {
-        len -= 1;
-    }
-    len
 }

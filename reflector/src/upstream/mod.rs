@@ -39,6 +39,7 @@ mod client;
 mod error;
 mod listing;
 mod resource;
+mod wire;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,9 +47,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 pub use backoff::Backoff;
-pub use client::{Query, Upstream, WatchLines};
+pub use client::{Query, Upstream, WatchEvents};
 pub use error::{Recovery, UpstreamError};
 pub use resource::{ApiResource, ResourceSpec};
+pub use wire::{Encoding, ListResponse, Page, WatchEvent, Wire};
 
 use crate::CachedObject;
 use crate::decode::{self, Transform, WatchEventType};
@@ -113,6 +115,9 @@ pub struct ReflectorConfig {
     pub strategy: Strategy,
     /// Objects per list page (client-go and kube-runtime use 500).
     pub page_size: usize,
+    /// The encoding asked of the API server (protobuf for built-in kinds
+    /// by default; the store keeps JSON either way).
+    pub wire: Wire,
     /// Watch events buffered during a parallel list before it is abandoned
     /// for a relist (an overflow loses events, so it is never silent).
     pub buffer_limit: usize,
@@ -134,6 +139,7 @@ impl std::fmt::Debug for ReflectorConfig {
         f.debug_struct("ReflectorConfig")
             .field("strategy", &self.strategy)
             .field("page_size", &self.page_size)
+            .field("wire", &self.wire)
             .field("buffer_limit", &self.buffer_limit)
             .field("watch_timeout", &self.watch_timeout)
             .field("transform", &self.transform)
@@ -147,6 +153,7 @@ impl Default for ReflectorConfig {
         ReflectorConfig {
             strategy: Strategy::Auto,
             page_size: 500,
+            wire: Wire::Auto,
             buffer_limit: 200_000,
             watch_timeout: Duration::from_secs(290),
             transform: Transform::default(),
@@ -206,6 +213,7 @@ impl Reflector {
             g => format!("{}.{g}", upstream.spec().resource.plural),
         };
         let strategy = config.strategy;
+        let upstream = upstream.with_wire(config.wire);
         let status = watch::Sender::new(ReflectorStatus {
             strategy: strategy.as_str(),
             ..ReflectorStatus::default()
@@ -231,7 +239,7 @@ impl Reflector {
         let mut reason = ListReason::Initial;
         loop {
             let started = Instant::now();
-            let (rv, lines) = match self.list(&reason).await {
+            let (rv, events) = match self.list(&reason).await {
                 Ok(listed) => listed,
                 Err(error) => {
                     let delay = backoff.next(self.failed(&error, "list"));
@@ -244,11 +252,11 @@ impl Reflector {
             backoff.reset();
             // Parallel and streaming lists already hold a working watch; a
             // classic list's watch is only known to work once it delivers.
-            let confirmed = lines.is_some();
+            let confirmed = events.is_some();
             if confirmed {
                 self.writer.set_ready();
             }
-            let ended = self.watch(rv, lines, !confirmed, &mut backoff).await;
+            let ended = self.watch(rv, events, !confirmed, &mut backoff).await;
             metrics::counter!("kubecache_relists_total", "resource" => self.name.clone(), "reason" => ended.reason()).increment(1);
             reason = match ended {
                 UpstreamError::Gone { message, .. } => {
@@ -305,7 +313,7 @@ impl Reflector {
     async fn list(
         &mut self,
         reason: &ListReason,
-    ) -> Result<(u64, Option<WatchLines>), UpstreamError> {
+    ) -> Result<(u64, Option<WatchEvents>), UpstreamError> {
         self.status.send_modify(|s| s.list_attempts += 1);
         tracing::debug!(resource = %self.name, ?reason, strategy = self.strategy.as_str(), "listing");
         match self.strategy {
@@ -355,17 +363,15 @@ impl Reflector {
             .upstream
             .list(&self.page_query(token.as_deref()))
             .await?;
-        let page = decode::parse_list(&body).map_err(|e| UpstreamError::Decode {
-            what: "list page".into(),
-            error: e.to_string(),
-        })?;
+        let page = body.page()?;
         listing.snapshot.get_or_insert(page.resource_version);
-        for item in &page.items {
+        page.for_each_json(|item| {
             let object = self.decode(item)?;
             if self.accepts(&object) {
                 listing.add(&self.writer, object);
             }
-        }
+            Ok(())
+        })?;
         let listed = listing.len();
         self.status
             .send_modify(|s| s.progress = Some((listed, page.remaining_item_count)));
@@ -389,7 +395,7 @@ impl Reflector {
             })
     }
 
-    async fn list_then_watch(&mut self) -> Result<(u64, Option<WatchLines>), UpstreamError> {
+    async fn list_then_watch(&mut self) -> Result<(u64, Option<WatchEvents>), UpstreamError> {
         let mut listing = Listing::default();
         let mut token = self.page(&mut listing, None).await?;
         while token.is_some() {
@@ -407,7 +413,7 @@ impl Reflector {
     /// used, because the watch opened at page 1's resourceVersion covers
     /// every change since: the buffer replays them over whatever newer state
     /// the later pages show, and the skip rule drops what they already had.
-    async fn list_parallel(&mut self) -> Result<(u64, Option<WatchLines>), UpstreamError> {
+    async fn list_parallel(&mut self) -> Result<(u64, Option<WatchEvents>), UpstreamError> {
         let mut listing = Listing::default();
         let mut token = self.page(&mut listing, None).await?;
         let snapshot = listing.snapshot.expect("a page sets the snapshot");
@@ -415,7 +421,7 @@ impl Reflector {
             return Ok((listing.finish(&mut self.writer, Vec::new()), None));
         }
         let mut buffer = WatchBuffer::new(snapshot, self.config.buffer_limit);
-        let mut lines = self.upstream.watch(&self.watch_query(snapshot)).await?;
+        let mut events = self.upstream.watch(&self.watch_query(snapshot)).await?;
         // Reopening a broken watch backs off, but never for long: the page
         // request under way waits meanwhile.
         let mut rewatch = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
@@ -426,8 +432,8 @@ impl Reflector {
                 tokio::select! {
                     biased;
                     next = &mut page => break next,
-                    line = lines.next_line() => {
-                        let delay = match buffer.read(self, line) {
+                    event = events.next_event() => {
+                        let delay = match buffer.read(self, event) {
                             Ok(true) => {
                                 rewatch.reset();
                                 continue;
@@ -442,7 +448,7 @@ impl Reflector {
                             Err(error) => return Err(error),
                         };
                         tokio::time::sleep(delay).await;
-                        lines = self.upstream.watch(&self.watch_query(buffer.rv)).await?;
+                        events = self.upstream.watch(&self.watch_query(buffer.rv)).await?;
                     }
                 }
             };
@@ -462,10 +468,10 @@ impl Reflector {
         metrics::gauge!("kubecache_buffered_events", "resource" => self.name.clone()).set(0.0);
         let rv = buffer.rv;
         listing.finish(&mut self.writer, buffer.events);
-        Ok((rv, Some(lines)))
+        Ok((rv, Some(events)))
     }
 
-    async fn list_streaming(&mut self) -> Result<(u64, Option<WatchLines>), UpstreamError> {
+    async fn list_streaming(&mut self) -> Result<(u64, Option<WatchEvents>), UpstreamError> {
         let query = Query {
             watch: true,
             send_initial_events: true,
@@ -473,18 +479,15 @@ impl Reflector {
             timeout: Some(self.config.watch_timeout),
             ..Query::default()
         };
-        let mut lines = self.upstream.watch(&query).await?;
+        let mut events = self.upstream.watch(&query).await?;
         let mut listing = Listing::default();
         loop {
-            let Some(line) = lines.next_line().await? else {
+            let Some(raw) = events.next_event().await? else {
                 return Err(UpstreamError::Stream(
                     "the streaming list ended before its last object".into(),
                 ));
             };
-            let event = decode::parse_watch_line(&line).map_err(|e| UpstreamError::Decode {
-                what: "watch event".into(),
-                error: e.to_string(),
-            })?;
+            let event = raw.line()?;
             match event.event_type {
                 WatchEventType::Added => {
                     let object = self.decode(event.object)?;
@@ -501,7 +504,7 @@ impl Reflector {
                     let bookmark = event.bookmark().map_err(decode_error)?;
                     if bookmark.initial_events_end {
                         listing.snapshot = Some(bookmark.resource_version);
-                        return Ok((listing.finish(&mut self.writer, Vec::new()), Some(lines)));
+                        return Ok((listing.finish(&mut self.writer, Vec::new()), Some(events)));
                     }
                 }
                 WatchEventType::Error => return Err(watch_error(&event)?),
@@ -518,18 +521,18 @@ impl Reflector {
         }
     }
 
-    /// Watches from `rv` (on `lines` if a watch is already open) until the
+    /// Watches from `rv` (on `events` if a watch is already open) until the
     /// history is lost; returns why. With `confirm`, the store becomes
     /// ready once the watch proves to work.
     async fn watch(
         &mut self,
         mut rv: u64,
-        mut lines: Option<WatchLines>,
+        mut events: Option<WatchEvents>,
         mut confirm: bool,
         backoff: &mut Backoff,
     ) -> UpstreamError {
         loop {
-            let stream = match lines.take() {
+            let stream = match events.take() {
                 Some(open) => Ok(open),
                 None => self.upstream.watch(&self.watch_query(rv)).await,
             };
@@ -573,26 +576,26 @@ impl Reflector {
     /// open for [`WATCH_CONFIRMATION`] without an error.
     async fn follow(
         &mut self,
-        lines: &mut WatchLines,
+        events: &mut WatchEvents,
         rv: &mut u64,
         confirm: &mut bool,
     ) -> Result<(), UpstreamError> {
         loop {
-            let line = if *confirm {
+            let event = if *confirm {
                 tokio::select! {
-                    line = lines.next_line() => line?,
+                    event = events.next_event() => event?,
                     _ = tokio::time::sleep(WATCH_CONFIRMATION) => {
                         self.confirm(confirm);
                         continue;
                     }
                 }
             } else {
-                lines.next_line().await?
+                events.next_event().await?
             };
-            let Some(line) = line else {
+            let Some(event) = event else {
                 return Ok(());
             };
-            let pending = self.event(&line, rv)?;
+            let pending = self.event(&event, rv)?;
             self.confirm(confirm);
             match pending {
                 Some(pending) => {
@@ -612,12 +615,9 @@ impl Reflector {
         }
     }
 
-    /// Decodes one watch line, advancing `rv`; `None` for bookmarks.
-    fn event(&self, line: &[u8], rv: &mut u64) -> Result<Option<Pending>, UpstreamError> {
-        let event = decode::parse_watch_line(line).map_err(|e| UpstreamError::Decode {
-            what: "watch event".into(),
-            error: e.to_string(),
-        })?;
+    /// Decodes one watch event, advancing `rv`; `None` for bookmarks.
+    fn event(&self, raw: &WatchEvent, rv: &mut u64) -> Result<Option<Pending>, UpstreamError> {
+        let event = raw.line()?;
         let pending = match event.event_type {
             WatchEventType::Error => return Err(watch_error(&event)?),
             WatchEventType::Bookmark => {
@@ -656,16 +656,16 @@ impl WatchBuffer {
         }
     }
 
-    /// Buffers one line; `false` when the watch ended cleanly.
+    /// Buffers one event; `false` when the watch ended cleanly.
     fn read(
         &mut self,
         reflector: &Reflector,
-        line: Result<Option<bytes::Bytes>, UpstreamError>,
+        event: Result<Option<WatchEvent>, UpstreamError>,
     ) -> Result<bool, UpstreamError> {
-        let Some(line) = line? else {
+        let Some(event) = event? else {
             return Ok(false);
         };
-        if let Some(pending) = reflector.event(&line, &mut self.rv)? {
+        if let Some(pending) = reflector.event(&event, &mut self.rv)? {
             if self.events.len() == self.limit {
                 return Err(UpstreamError::BufferOverflow { limit: self.limit });
             }

@@ -3,6 +3,7 @@
 
 use kubecache_reflector::upstream::{
     ApiResource, Reflector, ReflectorConfig, ReflectorStatus, ResourceSpec, Strategy, Upstream,
+    Wire,
 };
 use kubecache_reflector::{StoreConfig, StoreReader, store};
 use tokio::sync::watch;
@@ -21,9 +22,9 @@ impl Drop for Running {
     }
 }
 
-/// Starts a reflector of all pods at `url` (logs go to the test output with
-/// `RUST_LOG`).
-pub fn start(url: &str, strategy: Strategy, page_size: usize) -> Running {
+/// Starts a reflector of all pods at `url`, asking for `wire` (logs go to
+/// the test output with `RUST_LOG`).
+pub fn start(url: &str, strategy: Strategy, wire: Wire, page_size: usize) -> Running {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -32,6 +33,7 @@ pub fn start(url: &str, strategy: Strategy, page_size: usize) -> Running {
     let (writer, reader) = store(StoreConfig::default());
     let config = ReflectorConfig {
         strategy,
+        wire,
         page_size,
         ..ReflectorConfig::default()
     };

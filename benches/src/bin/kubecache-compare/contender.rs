@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, Config};
 use kubecache_reflector::upstream::{
-    ApiResource, Reflector, ReflectorConfig, ResourceSpec, Strategy, Upstream,
+    ApiResource, Reflector, ReflectorConfig, ResourceSpec, Strategy, Upstream, Wire,
 };
 use kubecache_reflector::{StoreConfig, StoreReader, store};
 use serde::{Deserialize, Serialize};
@@ -27,11 +27,14 @@ const RELIST_WATCH_TIMEOUT_SECS: u32 = 5;
 /// Every contender, in the order the orchestrator runs them.
 pub const ALL: &[&str] = &[
     "raw",
+    "raw-protobuf",
     "kube-runtime-listwatch",
     "kube-runtime-streaming",
     "kubecache-list-watch",
     "kubecache-parallel",
     "kubecache-streaming",
+    "kubecache-parallel-protobuf",
+    "kubecache-streaming-protobuf",
     "kube-runtime-listwatch-relist",
     "kubecache-parallel-relist",
 ];
@@ -78,19 +81,60 @@ pub struct RelistMeasurement {
 pub async fn run(name: &str, server: &str, settle: Duration) -> anyhow::Result<Measurement> {
     let started = Instant::now();
     let mut m = match name {
-        "raw" => raw(server, started).await?,
+        "raw" => raw(name, server, started, JSON).await?,
+        "raw-protobuf" => raw(name, server, started, PROTOBUF).await?,
         "kube-runtime-listwatch" => kube_runtime(name, server, started, false, false).await?,
         "kube-runtime-streaming" => kube_runtime(name, server, started, true, false).await?,
         "kube-runtime-listwatch-relist" => kube_runtime(name, server, started, false, true).await?,
         "kubecache-list-watch" => {
-            kubecache(name, server, started, Strategy::ListWatch, false).await?
+            kubecache(
+                name,
+                server,
+                started,
+                Strategy::ListWatch,
+                Wire::Json,
+                false,
+            )
+            .await?
         }
-        "kubecache-parallel" => kubecache(name, server, started, Strategy::Parallel, false).await?,
+        "kubecache-parallel" => {
+            kubecache(name, server, started, Strategy::Parallel, Wire::Json, false).await?
+        }
         "kubecache-streaming" => {
-            kubecache(name, server, started, Strategy::Streaming, false).await?
+            kubecache(
+                name,
+                server,
+                started,
+                Strategy::Streaming,
+                Wire::Json,
+                false,
+            )
+            .await?
+        }
+        "kubecache-parallel-protobuf" => {
+            kubecache(
+                name,
+                server,
+                started,
+                Strategy::Parallel,
+                Wire::Protobuf,
+                false,
+            )
+            .await?
+        }
+        "kubecache-streaming-protobuf" => {
+            kubecache(
+                name,
+                server,
+                started,
+                Strategy::Streaming,
+                Wire::Protobuf,
+                false,
+            )
+            .await?
         }
         "kubecache-parallel-relist" => {
-            kubecache(name, server, started, Strategy::Parallel, true).await?
+            kubecache(name, server, started, Strategy::Parallel, Wire::Json, true).await?
         }
         other => bail!("unknown contender {other:?}; known: {}", ALL.join(", ")),
     };
@@ -117,16 +161,22 @@ fn at_ready(name: &str, started: Instant) -> anyhow::Result<Measurement> {
     })
 }
 
-async fn raw(server: &str, started: Instant) -> anyhow::Result<Measurement> {
-    let report = kubecache_loadtest::raw::read_all(
-        server,
-        "/api/v1/pods",
-        PAGE_SIZE,
-        "application/json",
-        None,
-    )
-    .await?;
-    let mut m = at_ready("raw", started)?;
+/// `Accept` of the JSON raw read.
+const JSON: &str = "application/json";
+/// `Accept` of the protobuf raw read.
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
+/// The raw paginated read in one encoding: the floor of the contenders
+/// reading that encoding.
+async fn raw(
+    name: &str,
+    server: &str,
+    started: Instant,
+    accept: &str,
+) -> anyhow::Result<Measurement> {
+    let report =
+        kubecache_loadtest::raw::read_all(server, "/api/v1/pods", PAGE_SIZE, accept, None).await?;
+    let mut m = at_ready(name, started)?;
     m.json_bytes = Some(report.bytes);
     Ok(m)
 }
@@ -183,18 +233,20 @@ async fn kube_runtime(
     Ok(m)
 }
 
-/// kubecache's reflector with one strategy and its default transform
-/// (managedFields stripped).
+/// kubecache's reflector with one strategy and wire format and its default
+/// transform (managedFields stripped).
 async fn kubecache(
     name: &str,
     server: &str,
     started: Instant,
     strategy: Strategy,
+    wire: Wire,
     relist: bool,
 ) -> anyhow::Result<Measurement> {
     let (writer, reader) = store(StoreConfig::default());
     let mut config = ReflectorConfig {
         strategy,
+        wire,
         page_size: PAGE_SIZE,
         ..ReflectorConfig::default()
     };

@@ -38,6 +38,10 @@ pub struct RunArgs {
     /// A note on the conditions, printed at the top of the report.
     #[arg(long, default_value = "")]
     note: String,
+    /// Run the simulated API server with `--serving-cost` (a real server's
+    /// throughput per encoding and path).
+    #[arg(long)]
+    serving_cost: bool,
     /// Keep the scenarios of earlier runs (from the JSON beside `--out`)
     /// that this run does not measure again.
     #[arg(long)]
@@ -75,7 +79,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     for &pods in &args.pods {
         for &latency in &args.page_latency_ms {
             eprintln!("== {pods} pods, page latency {latency} ms");
-            let sim = SimProcess::start(&loadtest, pods, latency)?;
+            let sim = SimProcess::start(&loadtest, pods, latency, args.serving_cost)?;
             let mut scenario = Scenario::new(pods, latency);
             for name in &contenders {
                 for round in 0..args.repeat {
@@ -122,13 +126,19 @@ struct SimProcess {
 }
 
 impl SimProcess {
-    fn start(loadtest: &Path, pods: usize, latency_ms: u64) -> anyhow::Result<Self> {
+    fn start(
+        loadtest: &Path,
+        pods: usize,
+        latency_ms: u64,
+        serving_cost: bool,
+    ) -> anyhow::Result<Self> {
         let log =
             std::env::temp_dir().join(format!("kubecache-compare-sim-{pods}-{latency_ms}.log"));
         let mut child = Command::new(loadtest)
             .args(["sim", "--listen", "127.0.0.1:0"])
             .args(["--pods", &pods.to_string()])
             .args(["--page-latency-ms", &latency_ms.to_string()])
+            .args(serving_cost.then_some("--serving-cost"))
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

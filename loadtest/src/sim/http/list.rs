@@ -19,12 +19,15 @@ use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
+use futures::StreamExt;
 use kubecache_reflector::list_options::{
     CollectionParams, ContinueToken, VersionMatch, expired_continue,
 };
 use kubecache_reflector::{Status, protobuf};
 
 use super::{Context, Target, body_response, fault_for, status_response, watch};
+use crate::sim::ServingCost;
+use crate::sim::cost::Source;
 use crate::sim::encoding::Wire;
 use crate::sim::faults::{Fault, RequestKind};
 use crate::sim::object::StoredObject;
@@ -58,9 +61,13 @@ pub async fn collection(ctx: &Arc<Context>, target: &Target, query: &str, wire: 
         Err(response) => return response,
     };
     match list(ctx, target, &params, fault).await {
-        Ok((page, truncate)) => {
+        Ok((page, truncate, source)) => {
             let body = encode_list(resource, wire, page);
-            body_response(StatusCode::OK, wire, false, chunked(body, truncate))
+            let pace = ctx
+                .serve
+                .serving_cost
+                .map(|cost| Pace { cost, wire, source });
+            body_response(StatusCode::OK, wire, false, chunked(body, truncate, pace))
         }
         Err(status) => status_response(&status, wire),
     }
@@ -83,7 +90,7 @@ async fn list(
     target: &Target,
     params: &CollectionParams,
     fault: Option<Fault>,
-) -> Result<(Page, bool), Status> {
+) -> Result<(Page, bool, Source), Status> {
     let store = &ctx.store;
     let (revision, start, before, limit, from_etcd) =
         match (&params.continue_token, params.resource_version) {
@@ -167,7 +174,12 @@ async fn list(
         continue_token,
         remaining,
     };
-    Ok((page, fault == Some(Fault::TruncateBody)))
+    let source = if from_etcd {
+        Source::Etcd
+    } else {
+        Source::WatchCache
+    };
+    Ok((page, fault == Some(Fault::TruncateBody), source))
 }
 
 /// Waits until the store reaches `rv`; the revision to serve at.
@@ -309,11 +321,30 @@ fn encode_proto_list(resource: &Resource, page: Page) -> Bytes {
     protobuf::encode_unknown(resource.api_version(), resource.list_kind, &raw).into()
 }
 
-/// A body from chunks; a truncated one stops halfway and then fails, so the
-/// connection is dropped before the end of the chunked encoding.
-fn chunked(chunks: Box<dyn Iterator<Item = Bytes> + Send>, truncate: bool) -> Body {
+/// How a body is paced: the serving cost of its encoding and path.
+#[derive(Debug, Clone, Copy)]
+struct Pace {
+    cost: ServingCost,
+    wire: Wire,
+    source: Source,
+}
+
+/// A body from chunks, each sent after the time the serving cost gives it;
+/// a truncated one stops halfway and then fails, so the connection is
+/// dropped before the end of the chunked encoding.
+fn chunked(
+    chunks: Box<dyn Iterator<Item = Bytes> + Send>,
+    truncate: bool,
+    pace: Option<Pace>,
+) -> Body {
     if !truncate {
-        return Body::from_stream(futures::stream::iter(chunks.map(Ok::<_, std::io::Error>)));
+        let chunks = futures::stream::iter(chunks).then(move |chunk| async move {
+            if let Some(p) = pace {
+                tokio::time::sleep(p.cost.time_to_send(chunk.len(), p.wire, p.source)).await;
+            }
+            Ok::<_, std::io::Error>(chunk)
+        });
+        return Body::from_stream(chunks);
     }
     let whole = Bytes::from(chunks.collect::<Vec<_>>().concat());
     let parts = vec![

@@ -40,6 +40,8 @@ pub struct Context {
 pub struct ServeConfig {
     /// Delay before each list page that is read "from etcd".
     pub page_latency: Duration,
+    /// The throughput responses are paced to, if any.
+    pub serving_cost: Option<super::ServingCost>,
     /// Interval of watch bookmarks.
     pub bookmark_interval: Duration,
     /// Whether streaming lists (the WatchList feature gate) are enabled.

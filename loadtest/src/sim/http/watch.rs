@@ -29,6 +29,8 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::list::{matches, wait_for};
 use super::{Context, Target, body_response, fault_for, status_response};
+use crate::sim::ServingCost;
+use crate::sim::cost::Source;
 use crate::sim::encoding::Wire;
 use crate::sim::faults::{Fault, RequestKind};
 use crate::sim::object::StoredObject;
@@ -114,6 +116,7 @@ pub async fn serve(
             buf: BytesMut::new(),
             sent: 0,
             fault,
+            cost: ctx.serve.serving_cost,
         },
     };
     tokio::spawn(watch.run(start));
@@ -274,6 +277,8 @@ struct Output {
     /// Events sent so far, for `DropWatch`.
     sent: u64,
     fault: Option<Fault>,
+    /// Watches are served from the watch cache at its throughput.
+    cost: Option<ServingCost>,
 }
 
 impl Output {
@@ -373,6 +378,10 @@ impl Output {
             return Ok(());
         }
         let chunk = self.buf.split().freeze();
+        if let Some(cost) = self.cost {
+            let time = cost.time_to_send(chunk.len(), self.wire, Source::WatchCache);
+            tokio::time::sleep(time).await;
+        }
         self.tx.send(Ok(chunk)).await.map_err(|_| Closed)
     }
 
