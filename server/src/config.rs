@@ -13,6 +13,7 @@
 //! listen: "0.0.0.0:8080"
 //! strategy: auto            # auto | parallel | streaming | list-watch
 //! pageSize: 500
+//! wire: auto                # auto | json | protobuf
 //! readWaitSeconds: 3
 //! bookmarkIntervalSeconds: 60
 //! watcherQueue: 1024
@@ -30,7 +31,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kubecache_reflector::upstream::{ReflectorConfig, Strategy};
+use kubecache_reflector::upstream::{ReflectorConfig, Strategy, Wire};
 use kubecache_reflector::{
     EventLogConfig, FieldSelector, IndexSpec, LabelSelector, StoreConfig, Transform,
 };
@@ -65,6 +66,10 @@ pub struct Cli {
     /// Objects per list page [default: 500].
     #[arg(long, env = "KUBECACHE_PAGE_SIZE")]
     pub page_size: Option<usize>,
+    /// Encoding asked of the API server: auto (protobuf for built-in kinds,
+    /// JSON otherwise), json or protobuf [default: auto].
+    #[arg(long, env = "KUBECACHE_WIRE")]
+    pub wire: Option<String>,
     /// Longest a read waits for the cache to reach a resourceVersion
     /// before answering 504, in seconds [default: 3].
     #[arg(long, env = "KUBECACHE_READ_WAIT_SECONDS")]
@@ -99,6 +104,7 @@ pub struct FileConfig {
     listen: Option<String>,
     strategy: Option<String>,
     page_size: Option<usize>,
+    wire: Option<String>,
     read_wait_seconds: Option<f64>,
     bookmark_interval_seconds: Option<f64>,
     watcher_queue: Option<usize>,
@@ -229,6 +235,10 @@ impl Config {
             Some(s) => s.parse().map_err(|e| invalid("strategy (--strategy)", e))?,
             None => Strategy::Auto,
         };
+        let wire: Wire = match cli.wire.clone().or(file.wire) {
+            Some(w) => w.parse().map_err(|e| invalid("wire (--wire)", e))?,
+            None => Wire::Auto,
+        };
         let page_size = cli.page_size.or(file.page_size).unwrap_or(500);
         if page_size == 0 {
             return Err(invalid("pageSize (--page-size)", "must be at least 1"));
@@ -299,6 +309,7 @@ impl Config {
                 let reflector = ReflectorConfig {
                     strategy,
                     page_size,
+                    wire,
                     ..ReflectorConfig::default()
                 };
                 r.resolve(i, reflector, &event_log)
@@ -426,6 +437,7 @@ mod tests {
         let yaml = r#"
 listen: "127.0.0.1:9000"
 pageSize: 100
+wire: json
 watcherQueue: 10
 eventLog: { maxEvents: 50, maxAgeSeconds: 60 }
 resources:
@@ -441,6 +453,7 @@ resources:
         assert_eq!(config.serve.watcher_queue, 10);
         let pods = &config.resources[0];
         assert_eq!(pods.reflector.page_size, 7);
+        assert_eq!(pods.reflector.wire, Wire::Json);
         assert_eq!(pods.namespace.as_deref(), Some("team-a"));
         assert_eq!(pods.label_selector.as_deref(), Some("app in (web,api)"));
         assert_eq!(pods.reflector.transform.strip_paths().len(), 2);
@@ -462,6 +475,7 @@ resources:
             error_field("", &["--strategy", "fast"]),
             "strategy (--strategy)"
         );
+        assert_eq!(error_field("wire: yaml", &[]), "wire (--wire)");
         assert_eq!(error_field("listen: nowhere", &[]), "listen (--listen)");
         assert_eq!(
             error_field("readWaitSeconds: -1", &[]),
