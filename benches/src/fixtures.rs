@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use kubecache_loadtest::sim::data::{Generator, GeneratorConfig};
 use kubecache_loadtest::sim::store::ListRead;
-use kubecache_loadtest::sim::{HistoryWindow, Store, StoredObject, ids};
-use kubecache_reflector::{CachedObject, Transform, decode_object};
+use kubecache_loadtest::sim::{HistoryWindow, RESOURCES, Store, StoredObject, ids};
+use kubecache_reflector::{CachedObject, Transform, decode_object, protobuf};
 
 /// The shape of a generated cluster.
 #[derive(Debug, Clone, Copy)]
@@ -91,6 +91,25 @@ pub fn list_page(pods: &[Arc<StoredObject>], resource_version: u64) -> Vec<u8> {
     }
     body.extend_from_slice(b"]}");
     body
+}
+
+/// The same page as [`list_page`] in Kubernetes protobuf (`k8s\0` +
+/// `runtime.Unknown` holding a `PodList`), as the sim serves it.
+pub fn list_page_protobuf(pods: &[Arc<StoredObject>], resource_version: u64) -> Vec<u8> {
+    let resource = &RESOURCES[ids::PODS];
+    let items: Vec<_> = pods
+        .iter()
+        .map(|p| p.proto(resource).expect("pods encode"))
+        .collect();
+    let revision = resource_version.to_string();
+    let meta = protobuf::ListMeta {
+        resource_version: &revision,
+        continue_token: Some("eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MSwic3RhcnQiOiJ4XHUwMDAwIn0"),
+        remaining_item_count: Some(1000),
+    };
+    let mut out = Vec::new();
+    protobuf::encode_list_unknown("v1", "PodList", &meta, &items, &mut out);
+    out
 }
 
 /// The transform the benchmarks decode with: kubecache's default (strip
