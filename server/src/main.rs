@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use axum::serve::ListenerExt;
 use clap::Parser;
 use kubecache_loadtest::sim::{Sim, SimConfig};
 use kubecache_reflector::upstream::{ApiResource, ResourceSpec};
@@ -73,6 +74,14 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!(listen = %config.listen, "serving");
     let router = kubecache_server::router(caches.clone());
     let stopping = caches.clone();
+    // Every watch event is its own small write: without TCP_NODELAY, Nagle's
+    // algorithm holds it until the previous one is acknowledged (Go's
+    // net/http, and so kube-apiserver, sets it on every connection).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, "TCP_NODELAY");
+        }
+    });
     let server = axum::serve(listener, router).with_graceful_shutdown(async move {
         stop_signal().await;
         tracing::info!("stopping: no new connections; ending watches");
