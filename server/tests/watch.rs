@@ -381,3 +381,42 @@ async fn idle_watchers_get_bookmarks_and_watches_end_cleanly_at_shutdown() {
     let (code, _) = get(&served.url, "/healthz").await;
     assert_eq!(code, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generation_predicate_watch_gets_spec_changes_and_deletes_but_not_status_updates() {
+    let served = serve(Setup::default()).await;
+    let rv = resource_version(&served.url, PODS).await;
+    let watch = WatchLines::open(
+        &served.url,
+        &format!("{PODS}?watch=1&resourceVersion={rv}&predicates=generation&timeoutSeconds=600"),
+    )
+    .await;
+    let pods = served.sim.state(ids::PODS);
+    let store = served.sim.store();
+    let mut want = Vec::new();
+    for (i, pod) in pods.iter().take(30).enumerate() {
+        let (ns, name) = (&pod.namespace, &pod.name);
+        // Status and metadata-only changes keep the generation.
+        let status = json!({"status": {"message": format!("tick {i}")}});
+        store.merge_patch(ids::PODS, ns, name, &status).unwrap();
+        let labels = json!({"metadata": {"labels": {LABEL: format!("v{i}")}}});
+        store.merge_patch(ids::PODS, ns, name, &labels).unwrap();
+        if i % 3 == 0 {
+            let spec = json!({"spec": {"activeDeadlineSeconds": 100 + i}});
+            let changed = store.merge_patch(ids::PODS, ns, name, &spec).unwrap();
+            want.push(format!("MODIFIED {}@{}", pod.key, changed.revision));
+        }
+        if i % 10 == 9 {
+            let deleted = store.delete(ids::PODS, ns, name).unwrap();
+            want.push(format!("DELETED {}@{}", pod.key, deleted.revision));
+        }
+    }
+    caught_up(&served).await;
+    let got: Vec<String> = watch
+        .events(want.len())
+        .await
+        .iter()
+        .map(describe)
+        .collect();
+    assert_eq!(got, want);
+}
