@@ -89,6 +89,24 @@ fn malformed_at(path: &str, e: impl std::fmt::Display) -> ProtoError {
     }
 }
 
+/// The error for a field of `message` that its decoder did not take:
+/// fields 1 and 2 (known in both envelopes) with the wrong wire type, or an
+/// unknown tag.
+fn unexpected_field(tag: u32, value: &WireValue<'_>, message: &'static str) -> ProtoError {
+    if matches!(tag, 1 | 2) {
+        malformed_at(
+            "",
+            format!("field {tag} has wire type {}", value.wire_type()),
+        )
+    } else {
+        ProtoError::UnknownTag {
+            path: String::new(),
+            tag,
+            message,
+        }
+    }
+}
+
 /// Reads a protobuf body: checks the `k8s\0` magic and decodes the
 /// `runtime.Unknown` that follows.
 pub fn decode_unknown(bytes: &[u8]) -> Result<Unknown<'_>, ProtoError> {
@@ -122,18 +140,12 @@ pub fn decode_unknown(bytes: &[u8]) -> Result<Unknown<'_>, ProtoError> {
             (2, WireValue::Len(raw)) => unknown.raw = raw,
             (3, value) => unknown.content_encoding = str_field(value, "contentEncoding")?,
             (4, value) => unknown.content_type = str_field(value, "contentType")?,
-            (1 | 2, other) => {
-                return Err(malformed_at(
-                    "",
-                    format!("field {tag} has wire type {}", other.wire_type()),
-                ));
-            }
-            (tag, _) => {
-                return Err(ProtoError::UnknownTag {
-                    path: String::new(),
+            (tag, other) => {
+                return Err(unexpected_field(
                     tag,
-                    message: "k8s.io.apimachinery.pkg.runtime.Unknown",
-                });
+                    &other,
+                    "k8s.io.apimachinery.pkg.runtime.Unknown",
+                ));
             }
         }
     }
@@ -228,18 +240,12 @@ pub fn decode_list(raw: &[u8]) -> Result<ListParts<'_>, ProtoError> {
                 }
             }
             (2, WireValue::Len(object)) => parts.items.push(object),
-            (tag @ (1 | 2), other) => {
-                return Err(malformed_at(
-                    "",
-                    format!("field {tag} has wire type {}", other.wire_type()),
-                ));
-            }
-            (tag, _) => {
-                return Err(ProtoError::UnknownTag {
-                    path: String::new(),
+            (tag, other) => {
+                return Err(unexpected_field(
                     tag,
-                    message: "a Kubernetes list (metadata=1, items=2)",
-                });
+                    &other,
+                    "a Kubernetes list (metadata=1, items=2)",
+                ));
             }
         }
     }
