@@ -116,10 +116,7 @@ impl CollectionParams {
             }
         }
         if let Some(rv) = &raw_rv {
-            params.resource_version =
-                Some(rv.parse().map_err(|_| {
-                    Status::bad_request(format!("invalid resource version: {rv:?}"))
-                })?);
+            params.resource_version = Some(parse_resource_version(rv)?);
         }
         params.validate(raw_rv.is_some())?;
         Ok(params)
@@ -203,6 +200,26 @@ fn invalid(reason: &str, field: &str, detail: impl Into<String>) -> Status {
 }
 
 /// Go's `strconv.ParseBool`, which the API server uses for query booleans.
+/// The `resourceVersion` of a query string (a get, a `/v1` lookup): `None`
+/// when absent or empty.
+///
+/// # Errors
+///
+/// 400 when it is not a number.
+pub fn resource_version(query: &str) -> Result<Option<u64>, Status> {
+    form_urlencoded::parse(query.as_bytes())
+        .filter(|(key, value)| key == "resourceVersion" && !value.is_empty())
+        .last()
+        .map(|(_, value)| parse_resource_version(&value))
+        .transpose()
+}
+
+fn parse_resource_version(value: &str) -> Result<u64, Status> {
+    value
+        .parse()
+        .map_err(|_| Status::bad_request(format!("invalid resource version: {value:?}")))
+}
+
 /// Whether a query string asks for a watch (`watch=1`, `watch=true`, …).
 pub fn is_watch(query: &str) -> bool {
     form_urlencoded::parse(query.as_bytes())

@@ -267,15 +267,7 @@ async fn get(
     rendering: Rendering,
 ) -> Result<Response, ApiError> {
     let wait = caches.settings.read_wait;
-    let mut resource_version = None;
-    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
-        if key == "resourceVersion" && !value.is_empty() {
-            resource_version = Some(value.parse::<u64>().map_err(|_| {
-                Status::bad_request(format!("invalid resource version: {value:?}"))
-            })?);
-        }
-    }
-    match resource_version {
+    match kubecache_reflector::list_options::resource_version(query)? {
         None => cache.freshness.consistent(wait).await?,
         Some(0) => {}
         Some(rv) => cache.freshness.reach(rv, wait).await?,

@@ -98,13 +98,8 @@ fn ready<'c>(caches: &'c Caches, name: &str) -> Result<&'c Cache, ApiError> {
 
 /// Waits for `?resourceVersion=N`, if given.
 async fn wait(caches: &Caches, cache: &Cache, query: &str) -> Result<(), ApiError> {
-    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
-        if key == "resourceVersion" && !value.is_empty() {
-            let rv = value.parse::<u64>().map_err(|_| {
-                Status::bad_request(format!("invalid resourceVersion {value:?}: not a number"))
-            })?;
-            cache.freshness.reach(rv, caches.settings.read_wait).await?;
-        }
+    if let Some(rv) = kubecache_reflector::list_options::resource_version(query)? {
+        cache.freshness.reach(rv, caches.settings.read_wait).await?;
     }
     Ok(())
 }
