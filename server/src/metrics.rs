@@ -77,7 +77,6 @@ pub(crate) fn register(resource: &str) {
         metrics::counter!(counter, "resource" => r()).absolute(0);
     }
     metrics::gauge!("kubecache_buffered_events", "resource" => r()).set(0.0);
-    metrics::gauge!("kubecache_watchers", "resource" => r()).set(0.0);
 }
 
 /// `GET /metrics`: the store gauges, then everything recorded.
@@ -101,6 +100,7 @@ pub(crate) fn render(caches: &Caches) -> String {
             "kubecache_resource_version_lag",
             cache.freshness.lag() as f64,
         );
+        gauge("kubecache_watchers", cache.watchers() as f64);
         gauge(
             "kubecache_event_log_events",
             cache.reader.event_log_status().events as f64,

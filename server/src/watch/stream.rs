@@ -87,14 +87,14 @@ impl Watch {
     /// Streams from `start` into `out` until the watch ends.
     pub async fn run(self, start: Start, out: mpsc::Sender<Bytes>) {
         let resource = self.cache.name();
-        metrics::gauge!("kubecache_watchers", "resource" => resource.clone()).increment(1.0);
         self.cache.watchers.fetch_add(1, Ordering::Relaxed);
         let cache = self.cache.clone();
         let mut writer = Writer {
             out,
             chunk: BytesMut::new(),
             events: 0,
-            resource: resource.clone(),
+            events_sent: metrics::counter!("kubecache_watch_events_sent_total", "resource" => resource.clone()),
+            bytes_sent: metrics::counter!("kubecache_watch_bytes_sent_total", "resource" => resource.clone()),
             last: 0,
             rendering: self.rendering,
             kind: self.cache.resource.kind.clone(),
@@ -104,7 +104,6 @@ impl Watch {
             .await
             .unwrap_or(Ending::Client);
         cache.watchers.fetch_sub(1, Ordering::Relaxed);
-        metrics::gauge!("kubecache_watchers", "resource" => resource.clone()).decrement(1.0);
         metrics::counter!("kubecache_watchers_closed_total", "resource" => resource, "reason" => ending.as_str())
             .increment(1);
     }
@@ -239,7 +238,10 @@ struct Writer {
     chunk: BytesMut,
     /// Events in `chunk`.
     events: u64,
-    resource: String,
+    /// `kubecache_watch_events_sent_total` and `…_bytes_sent_total` of the
+    /// resource, looked up once per watch rather than once per flush.
+    events_sent: metrics::Counter,
+    bytes_sent: metrics::Counter,
     /// The resourceVersion of the last event or bookmark written: bookmarks
     /// never go back before it.
     last: u64,
@@ -299,10 +301,8 @@ impl Writer {
             return Ok(());
         }
         let chunk = self.chunk.split().freeze();
-        metrics::counter!("kubecache_watch_events_sent_total", "resource" => self.resource.clone())
-            .increment(std::mem::take(&mut self.events));
-        metrics::counter!("kubecache_watch_bytes_sent_total", "resource" => self.resource.clone())
-            .increment(chunk.len() as u64);
+        self.events_sent.increment(std::mem::take(&mut self.events));
+        self.bytes_sent.increment(chunk.len() as u64);
         self.out.send(chunk).await.map_err(|_| Gone)
     }
 }
