@@ -9,7 +9,7 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
 use kubecache_benches::fixtures::{ClusterShape, pod_bytes, stored_pods, transform};
-use kubecache_reflector::decode_object;
+use kubecache_wire::decode_object;
 
 fn decode(c: &mut Criterion) {
     let pods = pod_bytes(&stored_pods(ClusterShape::pods(200)));

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kubecache_benches::fixtures::{ClusterShape, list_page, stored_pods, transform};
-use kubecache_reflector::{decode_object, parse_list};
+use kubecache_wire::{decode_object, parse_list};
 
 fn page(c: &mut Criterion) {
     let page = list_page(&stored_pods(ClusterShape::pods(500)), 12_345);

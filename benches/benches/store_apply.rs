@@ -10,9 +10,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use kubecache_benches::fixtures::{ClusterShape, cached_pods, status_update_batch, stored_pods};
-use kubecache_reflector::{
-    CachedObject, Change, IndexSpec, StoreConfig, StoreReader, StoreWriter, store,
-};
+use kubecache_reflector::{Change, IndexSpec, StoreConfig, StoreReader, StoreWriter, store};
+use kubecache_wire::CachedObject;
 
 fn config() -> StoreConfig {
     StoreConfig {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use kubecache_loadtest::sim::data::{Generator, GeneratorConfig};
 use kubecache_loadtest::sim::store::ListRead;
 use kubecache_loadtest::sim::{HistoryWindow, RESOURCES, Store, StoredObject, ids};
-use kubecache_reflector::{CachedObject, Transform, decode_object, protobuf};
+use kubecache_wire::{CachedObject, Transform, decode_object, protobuf};
 
 /// The shape of a generated cluster.
 #[derive(Debug, Clone, Copy)]
@@ -152,7 +152,7 @@ pub fn status_update_batch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kubecache_reflector::parse_list;
+    use kubecache_wire::parse_list;
 
     #[test]
     fn fixtures_are_realistic_pods_that_decode_and_list() {

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use kubecache_reflector::protobuf;
+use kubecache_wire::protobuf;
 use serde::Serialize;
 
 /// What a raw read measured.

@@ -8,7 +8,7 @@ use futures::StreamExt;
 use kubecache_loadtest::sim::{
     Fault, FaultSpec, FaultTarget, HistoryWindow, ServingCost, Sim, SimConfig, ids,
 };
-use kubecache_reflector::protobuf;
+use kubecache_wire::protobuf;
 use serde_json::{Value, json};
 
 async fn sim(config: SimConfig) -> (String, Sim) {
@@ -210,7 +210,7 @@ async fn an_expired_continue_token_gets_410_and_an_inconsistent_token_that_conti
         "The provided continue parameter is too old to display a consistent list result."
     ));
     let inconsistent = status["metadata"]["continue"].as_str().unwrap();
-    let decoded = kubecache_reflector::list_options::ContinueToken::decode(inconsistent).unwrap();
+    let decoded = kubecache_wire::list_options::ContinueToken::decode(inconsistent).unwrap();
     assert_eq!(decoded.rv, -1);
     let (code, rest) = get_json(&format!(
         "{url}/api/v1/pods?limit=100&continue={inconsistent}"

@@ -13,7 +13,7 @@ use kubecache_loadtest::sim::{Sim, SimConfig};
 use kubecache_reflector::upstream::{
     ApiResource, Encoding, Query, ResourceSpec, Strategy, Upstream, UpstreamError, WatchEvent, Wire,
 };
-use kubecache_reflector::{CachedObject, Transform, WatchEventType, decode_object};
+use kubecache_wire::{CachedObject, Transform, WatchEventType, decode_object};
 use serde_json::Value;
 
 fn resource(plural: &str, kind: &str, namespaced: bool) -> ApiResource {

@@ -426,7 +426,7 @@ impl Writer {
         }
         let i = rng.random_range(0..self.live.len());
         let name = self.live[i].clone();
-        let failed = |what: &str, e: kubecache_reflector::Status| {
+        let failed = |what: &str, e: kubecache_wire::Status| {
             format!("{what} {name}: {} ({})", e.message, e.code)
         };
         if roll < 0.30 {

@@ -414,7 +414,7 @@ async fn a_filter_keeps_only_the_objects_it_accepts_and_drops_those_that_leave_i
         strategy: Strategy::Parallel,
         wire,
         filter: Some(std::sync::Arc::new(
-            |o: &kubecache_reflector::CachedObject| o.label("keep") == Some("yes"),
+            |o: &kubecache_wire::CachedObject| o.label("keep") == Some("yes"),
         )),
         ..ReflectorConfig::default()
     };

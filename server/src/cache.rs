@@ -8,7 +8,8 @@ use std::time::Duration;
 use kubecache_reflector::upstream::{
     ApiResource, Reflector, ReflectorConfig, ReflectorStatus, ResourceSpec, Upstream,
 };
-use kubecache_reflector::{FieldPathError, IndexSpec, StoreConfig, StoreReader, store};
+use kubecache_reflector::{IndexSpec, StoreConfig, StoreReader, store};
+use kubecache_wire::FieldPathError;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -129,7 +130,7 @@ impl Cache {
     ) -> Self {
         let resource = upstream.spec().resource.clone();
         let builtin =
-            kubecache_reflector::protobuf::message_type(&resource.api_version(), &resource.kind)
+            kubecache_wire::protobuf::message_type(&resource.api_version(), &resource.kind)
                 .is_some();
         let indexes: Arc<[IndexSpec]> = reader.snapshot().field_indexes().into();
         let cache = Cache {

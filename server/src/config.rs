@@ -32,9 +32,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kubecache_reflector::upstream::{ReflectorConfig, Strategy, Wire};
-use kubecache_reflector::{
-    EventLogConfig, FieldSelector, IndexSpec, LabelSelector, StoreConfig, Transform,
-};
+use kubecache_reflector::{EventLogConfig, IndexSpec, StoreConfig};
+use kubecache_wire::{FieldSelector, LabelSelector, Transform};
 use serde::Deserialize;
 
 use crate::ServeSettings;
@@ -377,7 +376,7 @@ impl ResourceFile {
                     format!("{:?} is a built-in index; choose another name", index.name),
                 ));
             }
-            kubecache_reflector::FieldPath::parse(&index.path)
+            kubecache_wire::FieldPath::parse(&index.path)
                 .map_err(|e| invalid(field(&format!("indexes[{j}].path")), e))?;
         }
         store

@@ -3,9 +3,8 @@
 
 use std::sync::Arc;
 
-use kubecache_reflector::{
-    CachedObject, FieldSelector, IndexLookup, IndexSpec, LabelSelector, ObjectKey, Snapshot,
-};
+use kubecache_reflector::{IndexLookup, IndexSpec, Snapshot};
+use kubecache_wire::{CachedObject, FieldSelector, LabelSelector, ObjectKey};
 
 /// The objects a request selects.
 ///

@@ -29,8 +29,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use kubecache_reflector::StoreReader;
 use kubecache_reflector::upstream::{Query, Upstream};
-use kubecache_reflector::{Status, StoreReader, WatchEventType};
+use kubecache_wire::{Status, WatchEventType};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 

@@ -144,7 +144,7 @@ pub(crate) async fn track(request: Request, next: Next) -> Response {
 /// The Kubernetes verb of a request, as the API server's metrics name it.
 fn verb(request: &Request) -> &'static str {
     let query = request.uri().query().unwrap_or("");
-    let watch = kubecache_reflector::list_options::is_watch(query);
+    let watch = kubecache_wire::list_options::is_watch(query);
     match *request.method() {
         _ if watch => "WATCH",
         axum::http::Method::GET => "GET",

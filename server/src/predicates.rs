@@ -8,7 +8,7 @@
 //! copy of everything else (status above all) goes stale by design: that is
 //! the point, a status-only update reaches nobody who asked not to see it.
 
-use kubecache_reflector::{CachedObject, Status};
+use kubecache_wire::{CachedObject, Status};
 
 /// Which changes make a `MODIFIED` event worth delivering. The default
 /// (nothing chosen) delivers every event.

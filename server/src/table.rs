@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use chrono::{DateTime, Utc};
-use kubecache_reflector::{CachedObject, Status};
+use kubecache_wire::{CachedObject, Status};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use futures::StreamExt;
-use kubecache_reflector::{WatchEventType, parse_watch_line};
+use kubecache_wire::{WatchEventType, parse_watch_line};
 use tokio::task::JoinHandle;
 
 use super::RunContext;

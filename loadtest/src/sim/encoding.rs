@@ -2,7 +2,7 @@
 //! kinds, chosen from the `Accept` header as kube-apiserver chooses.
 
 use bytes::Bytes;
-use kubecache_reflector::{Status, protobuf};
+use kubecache_wire::{Status, protobuf};
 
 use super::resources::Resource;
 

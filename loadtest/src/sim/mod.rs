@@ -299,7 +299,7 @@ impl Drop for Sim {
     }
 }
 
-fn status_error(status: kubecache_reflector::Status) -> anyhow::Error {
+fn status_error(status: kubecache_wire::Status) -> anyhow::Error {
     anyhow::anyhow!("{} ({})", status.message, status.code)
 }
 

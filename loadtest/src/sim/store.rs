@@ -24,7 +24,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kubecache_reflector::Status;
+use kubecache_wire::Status;
 use parking_lot::RwLock;
 use serde_json::{Value, json};
 use tokio::sync::watch;

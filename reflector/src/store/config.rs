@@ -7,7 +7,7 @@ use std::time::Duration;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StoreConfig {
     /// The custom field indexes, in the order in which
-    /// [`CachedObject::fields`](crate::CachedObject::fields) holds their values.
+    /// [`CachedObject::fields`](kubecache_wire::CachedObject::fields) holds their values.
     pub field_indexes: Vec<IndexSpec>,
     /// How much history the event log keeps.
     pub event_log: EventLogConfig,
@@ -60,7 +60,7 @@ pub struct StoreConfigError(pub String);
 /// One custom field index: a name and the field path its values come from.
 ///
 /// The store never reads `path`: the values arrive precomputed in
-/// [`CachedObject::fields`](crate::CachedObject::fields), at this spec's
+/// [`CachedObject::fields`](kubecache_wire::CachedObject::fields), at this spec's
 /// position in [`StoreConfig::field_indexes`]. The path is carried so that
 /// status pages and field-selector planning can say which field an index
 /// serves (e.g. `spec.nodeName`).

@@ -65,7 +65,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::config::EventLogConfig;
-use crate::CachedObject;
+use kubecache_wire::CachedObject;
 
 /// What happened to an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

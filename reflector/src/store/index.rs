@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use imbl::{HashMap, OrdMap, OrdSet};
 
-use crate::CachedObject;
+use kubecache_wire::CachedObject;
 
 /// An object key shared by the object map and every index set that holds it:
 /// allocated once when the key first appears, then cloned by reference count

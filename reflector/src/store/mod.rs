@@ -116,8 +116,8 @@ pub use event_log::{
 };
 pub use snapshot::{Change, IndexLookup, Snapshot};
 
-use crate::{CachedObject, ObjectKey};
 use event_log::EventLog;
+use kubecache_wire::{CachedObject, ObjectKey};
 use snapshot::StoreState;
 
 /// A new, empty, not-ready store: its one writer and a first reader.

@@ -9,7 +9,7 @@ use imbl::OrdMap;
 use super::config::IndexSpec;
 use super::event_log::{Event, EventKind};
 use super::index::{Indexes, KeySet, KeySetIter, SharedKey, namespace_bounds};
-use crate::{CachedObject, ObjectKey};
+use kubecache_wire::{CachedObject, ObjectKey};
 
 /// Objects by key, in etcd key order.
 pub(crate) type ObjectMap = OrdMap<SharedKey, Arc<CachedObject>>;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::Status;
+use kubecache_wire::Status;
 
 /// A failure while listing or watching.
 #[derive(Debug, thiserror::Error)]

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::store::{Change, StoreWriter};
-use crate::{CachedObject, ObjectKey};
+use kubecache_wire::{CachedObject, ObjectKey};
 
 /// A change read from a watch, not applied yet.
 #[derive(Debug)]

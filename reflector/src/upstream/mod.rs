@@ -52,9 +52,9 @@ pub use error::{Recovery, UpstreamError};
 pub use resource::{ApiResource, ResourceSpec};
 pub use wire::{Encoding, ListResponse, Page, WatchEvent, Wire};
 
-use crate::CachedObject;
-use crate::decode::{self, Transform, WatchEventType};
 use crate::store::StoreWriter;
+use kubecache_wire::CachedObject;
+use kubecache_wire::{Transform, WatchEventType};
 use listing::{Listing, Pending};
 
 /// How long a watch opened after a classic list must stay open without an
@@ -385,9 +385,12 @@ impl Reflector {
             .is_none_or(|filter| filter(object))
     }
 
-    fn decode(&self, raw: &[u8]) -> Result<std::sync::Arc<crate::CachedObject>, UpstreamError> {
+    fn decode(
+        &self,
+        raw: &[u8],
+    ) -> Result<std::sync::Arc<kubecache_wire::CachedObject>, UpstreamError> {
         let r = &self.upstream.spec().resource;
-        decode::decode_object(raw, &r.kind, &r.api_version(), &self.config.transform)
+        kubecache_wire::decode_object(raw, &r.kind, &r.api_version(), &self.config.transform)
             .map(std::sync::Arc::new)
             .map_err(|e| UpstreamError::Decode {
                 what: format!("{} object", r.kind),
@@ -675,7 +678,7 @@ impl WatchBuffer {
     }
 }
 
-fn decode_error(e: decode::DecodeError) -> UpstreamError {
+fn decode_error(e: kubecache_wire::DecodeError) -> UpstreamError {
     UpstreamError::Decode {
         what: "watch event".into(),
         error: e.to_string(),
@@ -683,7 +686,7 @@ fn decode_error(e: decode::DecodeError) -> UpstreamError {
 }
 
 /// The error an ERROR event carries.
-fn watch_error(event: &decode::WatchLine<'_>) -> Result<UpstreamError, UpstreamError> {
+fn watch_error(event: &kubecache_wire::WatchLine<'_>) -> Result<UpstreamError, UpstreamError> {
     let status = event.status().map_err(decode_error)?;
     Ok(UpstreamError::from_status(&status))
 }

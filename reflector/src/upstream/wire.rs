@@ -29,8 +29,8 @@ use http::HeaderValue;
 
 use super::error::UpstreamError;
 use super::resource::ApiResource;
-use crate::decode::{self, WatchEventType, WatchLine};
-use crate::protobuf::{self, MessageType, ProtoError, TypeMeta, WatchFrameDecoder};
+use kubecache_wire::protobuf::{self, MessageType, ProtoError, TypeMeta, WatchFrameDecoder};
+use kubecache_wire::{WatchEventType, WatchLine};
 
 /// `application/json`.
 const JSON: &str = "application/json";
@@ -206,8 +206,8 @@ impl ListResponse {
     pub fn page(&self) -> Result<Page<'_>, UpstreamError> {
         match self.encoding {
             Encoding::Json => {
-                let list =
-                    decode::parse_list(&self.body).map_err(|e| decode_error("list page", e))?;
+                let list = kubecache_wire::parse_list(&self.body)
+                    .map_err(|e| decode_error("list page", e))?;
                 Ok(Page {
                     resource_version: list.resource_version,
                     continue_token: list.continue_token,
@@ -239,7 +239,7 @@ impl ListResponse {
         let list = protobuf::decode_list(unknown.raw).map_err(|e| e.to_string())?;
         let rv = list.meta.resource_version;
         Ok(Page {
-            resource_version: decode::parse_resource_version(rv).ok_or_else(|| {
+            resource_version: kubecache_wire::parse_resource_version(rv).ok_or_else(|| {
                 format!("metadata.resourceVersion: expected a decimal number, got {rv:?}")
             })?,
             continue_token: list.meta.continue_token.map(str::to_owned),
@@ -293,7 +293,7 @@ impl Page<'_> {
 }
 
 /// A Status carried by a protobuf envelope.
-fn status_of(unknown: &protobuf::Unknown<'_>) -> Result<crate::Status, String> {
+fn status_of(unknown: &protobuf::Unknown<'_>) -> Result<kubecache_wire::Status, String> {
     let json = unknown
         .to_json()
         .ok_or("no protobuf schema for Status")?
@@ -332,7 +332,7 @@ impl WatchEvent {
     pub fn line(&self) -> Result<WatchLine<'_>, UpstreamError> {
         match &self.0 {
             Event::Line(line) => {
-                decode::parse_watch_line(line).map_err(|e| decode_error("watch event", e))
+                kubecache_wire::parse_watch_line(line).map_err(|e| decode_error("watch event", e))
             }
             Event::Transcoded { event_type, object } => Ok(WatchLine {
                 event_type: *event_type,
@@ -464,9 +464,10 @@ mod tests {
 
     use super::*;
     use crate::upstream::Recovery;
-    use crate::{Status, Transform, decode_object};
+    use kubecache_wire::{Status, Transform, decode_object};
 
-    use crate::protobuf::tests::POD;
+    /// The wire crate's realistic Pod fixture.
+    const POD: &str = include_str!("../../wire/fixtures/pod.json");
 
     fn pod_type() -> MessageType {
         protobuf::message_type("v1", "Pod").unwrap()
@@ -590,7 +591,7 @@ mod tests {
                 got.json
                     .starts_with(br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web-"#)
             );
-            let without_json = |o: &crate::CachedObject| crate::CachedObject {
+            let without_json = |o: &kubecache_wire::CachedObject| kubecache_wire::CachedObject {
                 json: Bytes::new(),
                 type_meta_len: 0,
                 ..o.clone()

@@ -3,7 +3,7 @@
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use kubecache_reflector::Status;
+use kubecache_wire::Status;
 
 /// A failed request: its `Status` is the response body.
 #[derive(Debug)]
@@ -62,7 +62,7 @@ pub fn not_ready(resource: &str, why: &str) -> ApiError {
         "ServiceUnavailable",
         format!("kubecache has not synced {resource} yet: {why}"),
     );
-    status.details = Some(kubecache_reflector::StatusDetails {
+    status.details = Some(kubecache_wire::StatusDetails {
         retry_after_seconds: Some(1),
         ..Default::default()
     });

@@ -28,10 +28,11 @@ use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
-use kubecache_reflector::list_options::{
+use kubecache_reflector::{IndexLookup, Snapshot, TryRecvError};
+use kubecache_wire::list_options::{
     CollectionParams, ContinueToken, VersionMatch, expired_continue,
 };
-use kubecache_reflector::{CachedObject, IndexLookup, ObjectKey, Snapshot, Status, TryRecvError};
+use kubecache_wire::{CachedObject, ObjectKey, Status};
 
 use super::error::{ApiError, not_ready};
 use super::path::ResourcePath;
@@ -267,7 +268,7 @@ async fn get(
     rendering: Rendering,
 ) -> Result<Response, ApiError> {
     let wait = caches.settings.read_wait;
-    match kubecache_reflector::list_options::resource_version(query)? {
+    match kubecache_wire::list_options::resource_version(query)? {
         None => cache.freshness.consistent(wait).await?,
         Some(0) => {}
         Some(rv) => cache.freshness.reach(rv, wait).await?,

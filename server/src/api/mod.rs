@@ -137,7 +137,7 @@ async fn kubernetes_path(
         ApiPath::Resource(target) => {
             *route = Route(match &target.name {
                 Some(_) => "get",
-                None if kubecache_reflector::list_options::is_watch(query) => "watch",
+                None if kubecache_wire::list_options::is_watch(query) => "watch",
                 None => "list",
             });
             return list::serve(caches, target, query, rendering, predicates).await;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use kubecache_reflector::Status;
+use kubecache_wire::Status;
 
 use crate::Predicates;
 use crate::cache::{Cache, Caches};

@@ -18,7 +18,8 @@
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Json, Response};
-use kubecache_reflector::{IndexLookup, Readiness, Status};
+use kubecache_reflector::{IndexLookup, Readiness};
+use kubecache_wire::Status;
 use serde_json::{Value, json};
 
 use super::error::{ApiError, not_ready};
@@ -98,7 +99,7 @@ fn ready<'c>(caches: &'c Caches, name: &str) -> Result<&'c Cache, ApiError> {
 
 /// Waits for `?resourceVersion=N`, if given.
 async fn wait(caches: &Caches, cache: &Cache, query: &str) -> Result<(), ApiError> {
-    if let Some(rv) = kubecache_reflector::list_options::resource_version(query)? {
+    if let Some(rv) = kubecache_wire::list_options::resource_version(query)? {
         cache.freshness.reach(rv, caches.settings.read_wait).await?;
     }
     Ok(())

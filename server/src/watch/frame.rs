@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kubecache_reflector::{CachedObject, Event, EventKind, Status};
+use kubecache_reflector::{Event, EventKind};
+use kubecache_wire::{CachedObject, Status};
 
 use crate::{Filter, Predicates};
 
@@ -173,11 +174,11 @@ mod tests {
     fn a_frames_object_is_the_object_of_its_line() {
         let object =
             br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"7"}}"#;
-        let decoded = kubecache_reflector::decode_object(
+        let decoded = kubecache_wire::decode_object(
             object,
             "Pod",
             "v1",
-            &kubecache_reflector::Transform::default(),
+            &kubecache_wire::Transform::default(),
         )
         .unwrap();
         let frame = Frame::new(WireKind::Deleted, Arc::new(decoded), 9);

@@ -27,8 +27,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use kubecache_reflector::{
-    CachedObject, Event, IndexLookup, IndexSpec, RecvError, StoreReader, Subscription, TryRecvError,
+    Event, IndexLookup, IndexSpec, RecvError, StoreReader, Subscription, TryRecvError,
 };
+use kubecache_wire::CachedObject;
 use tokio::sync::mpsc;
 
 use super::frame::{Frame, decide};

@@ -32,8 +32,9 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::response::Response;
 use futures::StreamExt;
-use kubecache_reflector::list_options::CollectionParams;
-use kubecache_reflector::{Status, TooOld};
+use kubecache_reflector::TooOld;
+use kubecache_wire::Status;
+use kubecache_wire::list_options::CollectionParams;
 use rand::Rng;
 use tokio::time::Instant;
 

@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kubecache_reflector::{CachedObject, Status, Subscription, TryRecvError};
+use kubecache_reflector::{Subscription, TryRecvError};
+use kubecache_wire::{CachedObject, Status};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep_until};
 

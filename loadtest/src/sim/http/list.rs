@@ -20,10 +20,10 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::StreamExt;
-use kubecache_reflector::list_options::{
+use kubecache_wire::list_options::{
     CollectionParams, ContinueToken, VersionMatch, expired_continue,
 };
-use kubecache_reflector::{Status, protobuf};
+use kubecache_wire::{Status, protobuf};
 
 use super::{Context, Target, body_response, fault_for, status_response, watch};
 use crate::sim::ServingCost;

@@ -15,7 +15,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use kubecache_reflector::Status;
+use kubecache_wire::Status;
 
 use super::encoding::{self, Wire};
 use super::faults::{Fault, FaultSpec, Faults, RequestKind};

@@ -22,7 +22,7 @@ use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
-use kubecache_reflector::{Status, protobuf};
+use kubecache_wire::{Status, protobuf};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 use tokio_stream::wrappers::ReceiverStream;
@@ -36,7 +36,7 @@ use crate::sim::faults::{Fault, RequestKind};
 use crate::sim::object::StoredObject;
 use crate::sim::resources::{RESOURCES, Resource};
 use crate::sim::store::{Event, EventType, ListRead, ReadError};
-use kubecache_reflector::list_options::CollectionParams;
+use kubecache_wire::list_options::CollectionParams;
 
 /// Without `timeoutSeconds`, kube-apiserver ends a watch after a random
 /// 30–60 minutes (`--min-request-timeout` 1800 s); the simulator uses 30.

@@ -6,7 +6,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
-use kubecache_reflector::Status;
+use kubecache_wire::Status;
 use serde_json::Value;
 
 use super::list::object_body;

@@ -82,7 +82,7 @@ mod generate;
 #[rustfmt::skip]
 mod schema;
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;
 mod text;
 mod wire;
 

@@ -38,8 +38,8 @@ mod watch;
 
 pub use error::DecodeError;
 pub use list::{ListBody, parse_list};
-pub(crate) use object::parse_resource_version;
-pub use object::{decode_object, peek_object_key};
+
+pub use object::{decode_object, parse_resource_version, peek_object_key};
 pub use path::{FieldPath, FieldPathError};
 pub use transform::Transform;
 pub use watch::{Bookmark, WatchEventType, WatchLine, parse_watch_line};

@@ -12,12 +12,12 @@ use super::path::{FieldPath, FieldPathError};
 /// field. Build others from it:
 ///
 /// ```
-/// # use kubecache_reflector::Transform;
+/// # use kubecache_wire::Transform;
 /// let transform = Transform::default()
 ///     .strip("metadata.annotations[\"kubectl.kubernetes.io/last-applied-configuration\"]")?
 ///     .index_field("spec.nodeName")?
 ///     .index_field("status.phase")?;
-/// # Ok::<(), kubecache_reflector::FieldPathError>(())
+/// # Ok::<(), kubecache_wire::FieldPathError>(())
 /// ```
 ///
 /// Everything the decoder reads (name, labels, annotations hash, owners, index

@@ -434,7 +434,7 @@ fn parse_openapi_file(text: &str) -> Option<(String, OaDefinition)> {
 /// Generates `schema.rs` from the registry sources of the locked crate versions.
 pub(super) fn generate() -> Result<Generated, String> {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let lock = read(&manifest.join("../Cargo.lock"))?;
+    let lock = read(&manifest.join("../../Cargo.lock"))?;
     let pb_version = locked_version(&lock, "k8s-pb")?;
     let oa_version = locked_version(&lock, "k8s-openapi")?;
     let pb_dir = registry_dir("k8s-pb", &pb_version)?.join("src");

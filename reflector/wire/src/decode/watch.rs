@@ -36,7 +36,7 @@ impl WatchEventType {
     }
 
     /// The type named `name` on the wire.
-    pub(crate) fn from_wire(name: &str) -> Option<Self> {
+    pub fn from_wire(name: &str) -> Option<Self> {
         Some(match name {
             "ADDED" => WatchEventType::Added,
             "MODIFIED" => WatchEventType::Modified,

@@ -41,7 +41,7 @@ use crate::{CachedObject, ObjectKey};
 /// output always parses.
 ///
 /// ```
-/// use kubecache_reflector::{Transform, decode_object, parse_list};
+/// use kubecache_wire::{Transform, decode_object, parse_list};
 ///
 /// let body = br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"10"},
 ///   "items":[{"metadata":{"name":"web-1","namespace":"shop","resourceVersion":"9",
@@ -102,7 +102,7 @@ pub fn peek_object_key(raw: &[u8]) -> Option<ObjectKey> {
 }
 
 /// `metadata.resourceVersion` as a number: decimal digits only.
-pub(crate) fn parse_resource_version(text: &str) -> Option<u64> {
+pub fn parse_resource_version(text: &str) -> Option<u64> {
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }

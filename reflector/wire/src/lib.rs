@@ -1,0 +1,27 @@
+//! The Kubernetes API on the wire, as kubecache reads and writes it.
+//!
+//! What the reflector, the server and the simulated API server share, and
+//! nothing else: objects as bytes ([`CachedObject`], decoded from JSON by a
+//! scanner that copies what it does not read), list bodies and watch events,
+//! [`Status`], label and field selectors, the request options of list and
+//! watch with continue tokens, and the protobuf transcoder with its envelope.
+//! No I/O: no HTTP client, no server, no store.
+
+mod decode;
+pub mod list_options;
+mod object;
+pub mod protobuf;
+mod selector;
+mod status;
+
+pub use decode::{
+    Bookmark, DecodeError, FieldPath, FieldPathError, ListBody, Transform, WatchEventType,
+    WatchLine, decode_object, parse_list, parse_resource_version, parse_watch_line,
+    peek_object_key,
+};
+pub use object::{CachedObject, ObjectKey};
+pub use selector::{
+    FieldOperator, FieldRequirement, FieldSelector, LabelOperator, LabelRequirement, LabelSelector,
+    SelectorError,
+};
+pub use status::{Status, StatusCause, StatusDetails, StatusMetadata};
