@@ -88,7 +88,8 @@ pub struct Cli {
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// Run against an in-process simulated API server with this many
-    /// realistic pods (plus config maps and widgets), with churn.
+    /// realistic pods (plus config maps and widgets), with churn. Only in
+    /// builds with the `simulate` feature (not the image).
     #[arg(long)]
     pub simulate: Option<usize>,
     /// Pod writes per second of the simulated API server.

@@ -17,7 +17,6 @@ use std::time::Duration;
 use anyhow::Context;
 use axum::serve::ListenerExt;
 use clap::Parser;
-use kubecache_loadtest::sim::{Sim, SimConfig};
 use kubecache_reflector::upstream::{ApiResource, ResourceSpec};
 use kubecache_server::config::{Cli, Config, FileConfig};
 use kubecache_server::{Cache, Caches};
@@ -100,21 +99,11 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// The API server's client: the in-process simulated API server with
-/// `--simulate`, otherwise from the kubeconfig or the service account.
-async fn upstream(cli: &Cli) -> anyhow::Result<(kube::Client, Option<Sim>)> {
+/// `--simulate` (kept alive by the returned guard), otherwise from the
+/// kubeconfig or the service account.
+async fn upstream(cli: &Cli) -> anyhow::Result<(kube::Client, Option<impl Sized>)> {
     if let Some(pods) = cli.simulate {
-        let config = SimConfig {
-            pods,
-            widgets: 100,
-            configmaps: 500,
-            churn_per_sec: cli.simulate_churn,
-            ..SimConfig::default()
-        };
-        let (url, sim) = Sim::start(config)
-            .await
-            .context("starting the simulated API server")?;
-        tracing::info!(%url, pods, "simulated API server started");
-        let client = kube::Client::try_from(kube::Config::new(url.parse()?))?;
+        let (client, sim) = simulated(pods, cli.simulate_churn).await?;
         return Ok((client, Some(sim)));
     }
     let config = match &cli.kubeconfig {
@@ -128,6 +117,38 @@ async fn upstream(cli: &Cli) -> anyhow::Result<(kube::Client, Option<Sim>)> {
             .context("no kubeconfig and not in a cluster: pass --kubeconfig, or --simulate N")?,
     };
     Ok((kube::Client::try_from(config)?, None))
+}
+
+/// Starts the simulated API server with `pods` pods, 500 config maps and
+/// 100 widgets, and `churn` pod writes per second.
+#[cfg(feature = "simulate")]
+async fn simulated(
+    pods: usize,
+    churn: f64,
+) -> anyhow::Result<(kube::Client, kubecache_loadtest::sim::Sim)> {
+    use kubecache_loadtest::sim::{Sim, SimConfig};
+    let config = SimConfig {
+        pods,
+        widgets: 100,
+        configmaps: 500,
+        churn_per_sec: churn,
+        ..SimConfig::default()
+    };
+    let (url, sim) = Sim::start(config)
+        .await
+        .context("starting the simulated API server")?;
+    tracing::info!(%url, pods, "simulated API server started");
+    let client = kube::Client::try_from(kube::Config::new(url.parse()?))?;
+    Ok((client, sim))
+}
+
+/// This build has no simulated API server (the image leaves it out).
+#[cfg(not(feature = "simulate"))]
+async fn simulated(_pods: usize, _churn: f64) -> anyhow::Result<(kube::Client, ())> {
+    anyhow::bail!(
+        "--simulate: this kubecache was built without the simulated API server; \
+         build it with `cargo build -p kubecache-server --features simulate`"
+    )
 }
 
 /// SIGTERM (Kubernetes stopping the pod) or Ctrl-C.
