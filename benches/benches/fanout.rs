@@ -15,7 +15,7 @@ use http_body_util::BodyExt;
 use kubecache_benches::fixtures::{ClusterShape, cached_pods, status_update_batch, stored_pods};
 use kubecache_reflector::upstream::{ApiResource, ResourceSpec, Upstream};
 use kubecache_reflector::{Change, StoreConfig, store};
-use kubecache_server::{Cache, Caches, ServeSettings};
+use kubecache_server::{ServeSettings, ServedResource, ServedResources};
 use tokio::sync::Notify;
 use tower::ServiceExt;
 
@@ -51,8 +51,9 @@ fn fanout(c: &mut Criterion) {
             watcher_queue: 4 * BATCH as usize,
             ..ServeSettings::default()
         };
-        let cache = Cache::new(upstream, reader, status, &settings);
-        let router = kubecache_server::router(Arc::new(Caches::new(vec![cache], settings)));
+        let cache = ServedResource::new(upstream, reader, status, &settings);
+        let router =
+            kubecache_server::router(Arc::new(ServedResources::new(vec![cache], settings)));
         let received = Arc::new(AtomicU64::new(0));
         let progress = Arc::new(Notify::new());
         runtime.block_on(async {

@@ -371,7 +371,7 @@ impl ResourceFile {
             event_log: event_log.clone(),
         };
         for (j, index) in store.field_indexes.iter().enumerate() {
-            if crate::cache::BUILTIN_INDEXES.contains(&index.name.as_str()) {
+            if crate::served::BUILTIN_INDEXES.contains(&index.name.as_str()) {
                 return Err(invalid(
                     field(&format!("indexes[{j}].name")),
                     format!("{:?} is a built-in index; choose another name", index.name),

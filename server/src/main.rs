@@ -19,7 +19,7 @@ use axum::serve::ListenerExt;
 use clap::Parser;
 use kubecache_reflector::upstream::{ApiResource, ResourceSpec};
 use kubecache_server::config::{Cli, Config, FileConfig};
-use kubecache_server::{Cache, Caches};
+use kubecache_server::{ServedResource, ServedResources};
 
 /// How long requests in flight may take to finish after a shutdown signal.
 /// Kubernetes waits `terminationGracePeriodSeconds` (30 s by default)
@@ -55,7 +55,7 @@ async fn main() -> anyhow::Result<()> {
             label_selector: resource.label_selector,
             field_selector: resource.field_selector,
         };
-        let (cache, _task) = Cache::start(
+        let (cache, _task) = ServedResource::start(
             client.clone(),
             spec,
             resource.store,
@@ -65,7 +65,7 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("resource {:?}", resource.name))?;
         caches.push(cache);
     }
-    let caches = Arc::new(Caches::new(caches, config.serve));
+    let caches = Arc::new(ServedResources::new(caches, config.serve));
     tokio::spawn(kubecache_server::progress::report(
         caches.clone(),
         std::io::stderr().is_terminal(),

@@ -15,12 +15,12 @@ use axum::response::Response;
 use http_body_util::BodyExt;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::Caches;
+use crate::served::ServedResources;
 
 /// Which handler answered a request: the `route` label of the HTTP
 /// metrics. Handlers put it in the response's extensions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Route(pub &'static str);
+pub(crate) struct Endpoint(pub &'static str);
 
 /// Seconds buckets of request latencies and list durations: from 100 µs
 /// (a GET served from memory) to 5 minutes (a large first list).
@@ -80,7 +80,7 @@ pub(crate) fn register(resource: &str) {
 }
 
 /// `GET /metrics`: the store gauges, then everything recorded.
-pub(crate) fn render(caches: &Caches) -> String {
+pub(crate) fn render(caches: &ServedResources) -> String {
     for cache in caches.iter() {
         let resource = cache.name();
         let snapshot = cache.reader.snapshot();
@@ -121,9 +121,9 @@ pub(crate) async fn track(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     let route = response
         .extensions()
-        .get::<Route>()
+        .get::<Endpoint>()
         .copied()
-        .unwrap_or(Route("other"))
+        .unwrap_or(Endpoint("other"))
         .0;
     let code = response.status().as_u16().to_string();
     metrics::counter!("kubecache_http_requests_total", "route" => route, "verb" => verb, "code" => code)

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use kubecache_loadtest::sim::{Sim, SimConfig};
 use kubecache_reflector::StoreConfig;
 use kubecache_reflector::upstream::{ApiResource, ReflectorConfig, ResourceSpec, Strategy};
-use kubecache_server::{Cache, Caches, ServeSettings};
+use kubecache_server::{ServeSettings, ServedResource, ServedResources};
 use tokio::task::JoinHandle;
 
 /// A store with a field index `node` on `spec.nodeName`, as per-node agents
@@ -31,7 +31,7 @@ pub struct Served {
     /// The simulated API server behind it.
     pub sim: Sim,
     /// What the router serves.
-    pub caches: Arc<Caches>,
+    pub caches: Arc<ServedResources>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -84,7 +84,7 @@ pub async fn serve(setup: Setup) -> Served {
             strategy: setup.strategy,
             ..ReflectorConfig::default()
         };
-        let (cache, task) = Cache::start(
+        let (cache, task) = ServedResource::start(
             client.clone(),
             ResourceSpec::all(resource),
             setup.store.clone(),
@@ -95,7 +95,7 @@ pub async fn serve(setup: Setup) -> Served {
         caches.push(cache);
         tasks.push(task);
     }
-    let caches = Arc::new(Caches::new(caches, setup.settings));
+    let caches = Arc::new(ServedResources::new(caches, setup.settings));
     for cache in caches.iter() {
         tokio::time::timeout(std::time::Duration::from_secs(60), cache.reader.ready())
             .await

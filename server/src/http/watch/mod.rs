@@ -1,7 +1,7 @@
 //! Watches: `GET …?watch=1`, served from the store's event log.
 //!
 //! Where a watch starts, as kube-apiserver's watch cache starts it:
-//! - `resourceVersion` unset: a consistent read (see [`crate::freshness`]),
+//! - `resourceVersion` unset: a consistent read (see [`crate::served::freshness`]),
 //!   then synthetic `ADDED` events for the selected objects, then their
 //!   changes; `0`: the same without waiting;
 //! - `resourceVersion=N`: the changes after `N`, replayed from the event
@@ -22,8 +22,6 @@
 //!
 //! Fan-out: see [`hub`].
 
-mod frame;
-pub(crate) mod hub;
 mod stream;
 
 use std::sync::Arc;
@@ -38,10 +36,10 @@ use kubecache_wire::list_options::CollectionParams;
 use rand::Rng;
 use tokio::time::Instant;
 
-use crate::api::{ApiError, json_response};
-use crate::cache::{Cache, Caches};
-use crate::table::Rendering;
-use crate::{Filter, Predicates};
+use crate::http::table::Rendering;
+use crate::http::{ApiError, json_response};
+use crate::served::{Filter, Predicates};
+use crate::served::{ServedResource, ServedResources};
 use stream::{Start, Watch};
 
 /// Chunks buffered between a watcher and its connection.
@@ -49,8 +47,8 @@ const CONNECTION_CHUNKS: usize = 4;
 
 /// A watch of `cache`.
 pub(crate) async fn serve(
-    caches: &Caches,
-    cache: &Arc<Cache>,
+    caches: &ServedResources,
+    cache: &Arc<ServedResource>,
     filter: Filter,
     params: CollectionParams,
     predicates: Predicates,
@@ -60,7 +58,7 @@ pub(crate) async fn serve(
     match params.resource_version {
         None => cache.freshness.consistent(wait).await?,
         Some(0) => {}
-        Some(rv) => cache.freshness.reach(rv, wait).await?,
+        Some(rv) => cache.freshness.not_older_than(rv, wait).await?,
     }
     let from = params.resource_version.filter(|&rv| rv > 0);
     // Without sendInitialEvents, the legacy rule: the current state first

@@ -8,7 +8,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kubecache_reflector::{Event, EventKind};
 use kubecache_wire::{CachedObject, Status};
 
-use crate::{Filter, Predicates};
+use crate::served::{Filter, Predicates};
 
 /// The type of a watch event on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,5 +1,12 @@
-//! The cached resources the server answers for, and the per-resource state
-//! that serving them needs.
+//! The served-resource core: each cached resource with what serving it
+//! needs (store reader, consistent reads, held list snapshots, watch
+//! fan-out), below the HTTP layer and free of it.
+
+pub(crate) mod fanout;
+mod filter;
+pub(crate) mod freshness;
+pub(crate) mod pages;
+mod predicates;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,9 +20,12 @@ use kubecache_wire::FieldPathError;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::freshness::Freshness;
-use crate::pages::HeldSnapshots;
-use crate::watch::hub::Hub;
+pub use filter::Filter;
+pub use predicates::Predicates;
+
+use fanout::Hub;
+use freshness::Freshness;
+use pages::HeldSnapshots;
 
 /// The names of the built-in indexes in the query API; configured field
 /// indexes take other names.
@@ -70,7 +80,7 @@ impl Default for ServeSettings {
 }
 
 /// One cached resource: its store and what serving it needs.
-pub struct Cache {
+pub struct ServedResource {
     /// The resource.
     pub resource: ApiResource,
     /// The store the reflector fills.
@@ -92,7 +102,7 @@ pub struct Cache {
     pub(crate) watchers: AtomicUsize,
 }
 
-impl Cache {
+impl ServedResource {
     /// Starts a reflector of `spec` through `client` into a new store and
     /// serves it. The reflector extracts the values of `store`'s field
     /// indexes (appended to `reflector.transform`). The returned task runs
@@ -107,7 +117,7 @@ impl Cache {
         store_config: StoreConfig,
         mut reflector: ReflectorConfig,
         settings: &ServeSettings,
-    ) -> Result<(Cache, JoinHandle<()>), FieldPathError> {
+    ) -> Result<(ServedResource, JoinHandle<()>), FieldPathError> {
         for index in &store_config.field_indexes {
             reflector.transform = reflector.transform.index_field(&index.path)?;
         }
@@ -116,7 +126,10 @@ impl Cache {
         let reflector = Reflector::new(upstream.clone(), reflector, writer);
         let status = reflector.status();
         let task = tokio::spawn(reflector.run());
-        Ok((Cache::new(upstream, reader, status, settings), task))
+        Ok((
+            ServedResource::new(upstream, reader, status, settings),
+            task,
+        ))
     }
 
     /// Serves `reader`, filled by a reflector of `upstream` whose status is
@@ -133,7 +146,7 @@ impl Cache {
             kubecache_wire::protobuf::message_type(&resource.api_version(), &resource.kind)
                 .is_some();
         let indexes: Arc<[IndexSpec]> = reader.snapshot().field_indexes().into();
-        let cache = Cache {
+        let cache = ServedResource {
             hub: Hub::start(&reader, indexes.clone()),
             resource,
             indexes,
@@ -144,7 +157,6 @@ impl Cache {
             status,
             watchers: AtomicUsize::new(0),
         };
-        crate::metrics::register(&cache.name());
         cache
     }
 
@@ -165,18 +177,18 @@ impl Cache {
 }
 
 /// Every cached resource, and the settings they are served with.
-pub struct Caches {
-    caches: Vec<Arc<Cache>>,
+pub struct ServedResources {
+    caches: Vec<Arc<ServedResource>>,
     /// How to serve.
     pub settings: ServeSettings,
     /// `true` once the server is shutting down: open watches end cleanly.
     shutdown: watch::Sender<bool>,
 }
 
-impl Caches {
+impl ServedResources {
     /// Serves `caches` with `settings`.
-    pub fn new(caches: Vec<Cache>, settings: ServeSettings) -> Self {
-        Caches {
+    pub fn new(caches: Vec<ServedResource>, settings: ServeSettings) -> Self {
+        ServedResources {
             caches: caches.into_iter().map(Arc::new).collect(),
             settings,
             shutdown: watch::Sender::new(false),
@@ -196,12 +208,12 @@ impl Caches {
     }
 
     /// Every cache, in configuration order.
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Cache>> {
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<ServedResource>> {
         self.caches.iter()
     }
 
     /// The cache of `plural` in `group`/`version`.
-    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<Cache>> {
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<ServedResource>> {
         self.caches.iter().find(|c| {
             c.resource.group == group
                 && c.resource.version == version
@@ -209,8 +221,8 @@ impl Caches {
         })
     }
 
-    /// The cache named `plural` or `plural.group` (see [`Cache::name`]).
-    pub fn by_name(&self, name: &str) -> Option<&Arc<Cache>> {
+    /// The cache named `plural` or `plural.group` (see [`ServedResource::name`]).
+    pub fn by_name(&self, name: &str) -> Option<&Arc<ServedResource>> {
         self.caches.iter().find(|c| c.name() == name)
     }
 

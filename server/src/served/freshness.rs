@@ -124,7 +124,7 @@ impl Freshness {
             Err(_) => return Err(unavailable("the API server did not answer in time")),
         };
         self.upstream.fetch_max(current, Ordering::AcqRel);
-        self.reach_by(current, deadline).await
+        self.not_older_than_by(current, deadline).await
     }
 
     /// Waits until the store holds every change up to `rv`.
@@ -133,11 +133,11 @@ impl Freshness {
     ///
     /// 504 `Too large resource version` when it does not within `timeout`,
     /// as kube-apiserver answers (clients retry after a second).
-    pub(crate) async fn reach(&self, rv: u64, timeout: Duration) -> Result<(), Status> {
-        self.reach_by(rv, Instant::now() + timeout).await
+    pub(crate) async fn not_older_than(&self, rv: u64, timeout: Duration) -> Result<(), Status> {
+        self.not_older_than_by(rv, Instant::now() + timeout).await
     }
 
-    async fn reach_by(&self, rv: u64, deadline: Instant) -> Result<(), Status> {
+    async fn not_older_than_by(&self, rv: u64, deadline: Instant) -> Result<(), Status> {
         loop {
             if self.complete_through() >= rv {
                 return Ok(());

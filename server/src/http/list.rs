@@ -4,7 +4,7 @@
 //!
 //! kubecache holds the current state, not a history of states, so it serves
 //! every read from a snapshot of the store:
-//! - unset: a consistent read (see [`crate::freshness`]): the store catches
+//! - unset: a consistent read (see [`crate::served::freshness`]): the store catches
 //!   up with the API server's current resourceVersion first;
 //! - `0` ("any"): the store as it is, no waiting;
 //! - `N` with `NotOlderThan` (or `N` without a limit, the legacy rule): the
@@ -36,9 +36,9 @@ use kubecache_wire::{CachedObject, ObjectKey, Status};
 
 use super::error::{ApiError, not_ready};
 use super::path::ResourcePath;
-use crate::cache::{Cache, Caches};
-use crate::table::{self, Rendering, TableMeta};
-use crate::{Filter, Predicates};
+use crate::http::table::{self, Rendering, TableMeta};
+use crate::served::{Filter, Predicates};
+use crate::served::{ServedResource, ServedResources};
 
 /// The header that says which resourceVersion a response was served at.
 pub const RESOURCE_VERSION_HEADER: &str = "x-kubecache-resource-version";
@@ -48,7 +48,7 @@ const CHUNK: usize = 256 * 1024;
 
 /// `GET` of a resource path.
 pub async fn serve(
-    caches: &Caches,
+    caches: &ServedResources,
     target: ResourcePath,
     query: &str,
     rendering: Rendering,
@@ -78,7 +78,7 @@ pub async fn serve(
         cache.indexes.clone(),
     );
     if params.watch {
-        return crate::watch::serve(caches, cache, filter, params, predicates, rendering).await;
+        return super::watch::serve(caches, cache, filter, params, predicates, rendering).await;
     }
     list(caches, cache, &filter, &params, rendering).await
 }
@@ -93,8 +93,8 @@ fn query_predicates(query: &str) -> Result<Predicates, Status> {
 }
 
 async fn list(
-    caches: &Caches,
-    cache: &Cache,
+    caches: &ServedResources,
+    cache: &ServedResource,
     filter: &Filter,
     params: &CollectionParams,
     rendering: Rendering,
@@ -125,7 +125,7 @@ async fn list(
             (snapshot_at(cache, rv, wait).await?, Some(0))
         }
         (None, Some(rv)) => {
-            cache.freshness.reach(rv, wait).await?;
+            cache.freshness.not_older_than(rv, wait).await?;
             (cache.reader.snapshot(), Some(0))
         }
     };
@@ -178,14 +178,14 @@ async fn list(
 /// The store's state at exactly `rv`: the current snapshot, if nothing
 /// changed after `rv` (waiting for `rv` first if the store is behind it).
 async fn snapshot_at(
-    cache: &Cache,
+    cache: &ServedResource,
     rv: u64,
     wait: std::time::Duration,
 ) -> Result<Snapshot, Status> {
     if let Some(held) = cache.pages.find(rv) {
         return Ok(held);
     }
-    cache.freshness.reach(rv, wait).await?;
+    cache.freshness.not_older_than(rv, wait).await?;
     let snapshot = cache.reader.snapshot();
     let too_old = || Status::expired("The resourceVersion for the provided list is too old.");
     let mut changes = cache.reader.subscribe_from(rv).map_err(|_| too_old())?;
@@ -206,7 +206,7 @@ pub(super) struct ListMeta {
 /// A list response, streamed in chunks: items of built-in kinds leave out
 /// `kind` and `apiVersion`, as the API server writes them.
 pub(super) fn list_response(
-    cache: &Cache,
+    cache: &ServedResource,
     meta: &ListMeta,
     items: Vec<Arc<CachedObject>>,
 ) -> Response {
@@ -260,8 +260,8 @@ pub(super) fn list_response(
 
 /// `GET` of one object.
 async fn get(
-    caches: &Caches,
-    cache: &Cache,
+    caches: &ServedResources,
+    cache: &ServedResource,
     namespace: Option<&str>,
     name: &str,
     query: &str,
@@ -271,7 +271,7 @@ async fn get(
     match kubecache_wire::list_options::resource_version(query)? {
         None => cache.freshness.consistent(wait).await?,
         Some(0) => {}
-        Some(rv) => cache.freshness.reach(rv, wait).await?,
+        Some(rv) => cache.freshness.not_older_than(rv, wait).await?,
     }
     let snapshot = cache.reader.snapshot();
     let key = ObjectKey::new(namespace.unwrap_or_default(), name);

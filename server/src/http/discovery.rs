@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::cache::{Cache, Caches};
+use crate::served::{ServedResource, ServedResources};
 
 /// `GET /version`: kubecache's own version in the shape of the API server's.
 pub fn version() -> Value {
@@ -21,7 +21,7 @@ pub fn version() -> Value {
 }
 
 /// `GET /api`.
-pub fn core_versions(caches: &Caches) -> Value {
+pub fn core_versions(caches: &ServedResources) -> Value {
     let versions: Vec<&str> = dedup(
         caches
             .iter()
@@ -32,7 +32,7 @@ pub fn core_versions(caches: &Caches) -> Value {
 }
 
 /// `GET /apis`.
-pub fn groups(caches: &Caches) -> Value {
+pub fn groups(caches: &ServedResources) -> Value {
     let names = dedup(
         caches
             .iter()
@@ -44,7 +44,7 @@ pub fn groups(caches: &Caches) -> Value {
 }
 
 /// `GET /apis/{group}`, if a cached resource is in that group.
-pub fn group_document(caches: &Caches, name: &str) -> Option<Value> {
+pub fn group_document(caches: &ServedResources, name: &str) -> Option<Value> {
     caches.iter().any(|c| c.resource.group == name).then(|| {
         let mut doc = group(caches, name);
         doc["apiVersion"] = json!("v1");
@@ -54,7 +54,7 @@ pub fn group_document(caches: &Caches, name: &str) -> Option<Value> {
 
 /// `GET /api/{version}` or `/apis/{group}/{version}`, if a cached resource
 /// is in that group version.
-pub fn resources(caches: &Caches, group: &str, version: &str) -> Option<Value> {
+pub fn resources(caches: &ServedResources, group: &str, version: &str) -> Option<Value> {
     let resources: Vec<Value> = caches
         .iter()
         .filter(|c| c.resource.group == group && c.resource.version == version)
@@ -76,7 +76,7 @@ pub fn resources(caches: &Caches, group: &str, version: &str) -> Option<Value> {
     }))
 }
 
-fn group(caches: &Caches, name: &str) -> Value {
+fn group(caches: &ServedResources, name: &str) -> Value {
     let versions: Vec<Value> = dedup(
         caches
             .iter()
@@ -90,7 +90,7 @@ fn group(caches: &Caches, name: &str) -> Value {
 }
 
 /// One resource: read verbs only, since kubecache serves reads.
-fn resource(cache: &Cache) -> Value {
+fn resource(cache: &ServedResource) -> Value {
     let r = &cache.resource;
     json!({
         "name": r.plural,

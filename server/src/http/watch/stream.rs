@@ -12,11 +12,11 @@ use kubecache_wire::{CachedObject, Status};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep_until};
 
-use super::frame::{self, Frame, WireKind, decide};
-use super::hub::{Join, Signals};
-use crate::cache::Cache;
-use crate::table::{self, Rendering};
-use crate::{Filter, Predicates};
+use crate::http::table::{self, Rendering};
+use crate::served::ServedResource;
+use crate::served::fanout::frame::{self, Frame, WireKind, decide};
+use crate::served::fanout::{Join, Signals};
+use crate::served::{Filter, Predicates};
 
 /// Bytes gathered before they are handed to the connection.
 const CHUNK: usize = 64 * 1024;
@@ -72,7 +72,7 @@ struct Gone;
 
 /// One watcher.
 pub(crate) struct Watch {
-    pub cache: Arc<Cache>,
+    pub cache: Arc<ServedResource>,
     pub filter: Filter,
     pub predicates: Predicates,
     /// Bookmarks every so often, and before the timeout.
@@ -265,7 +265,7 @@ impl Writer {
         }
     }
 
-    async fn bookmark(&mut self, cache: &Cache, rv: u64, end: bool) -> Result<(), Gone> {
+    async fn bookmark(&mut self, cache: &ServedResource, rv: u64, end: bool) -> Result<(), Gone> {
         let rv = rv.max(self.last);
         self.last = rv;
         let line =

@@ -8,6 +8,8 @@ mod error;
 mod list;
 mod path;
 mod query;
+mod table;
+mod watch;
 
 use std::sync::Arc;
 
@@ -21,14 +23,16 @@ pub use error::ApiError;
 pub(crate) use list::json_response;
 use path::ApiPath;
 
-use crate::Caches;
-use crate::metrics::Route;
-use crate::table::Rendering;
+use crate::metrics::Endpoint;
+use crate::served::ServedResources;
+use table::Rendering;
 
 /// The router of kubecache's HTTP API over `caches`. Installs the
 /// process's metrics recorder on first use (see [`crate::metrics`]).
-pub fn router(caches: Arc<Caches>) -> Router {
-    crate::metrics::handle();
+pub fn router(caches: Arc<ServedResources>) -> Router {
+    for cache in caches.iter() {
+        crate::metrics::register(&cache.name());
+    }
     Router::new()
         .route("/healthz", get(healthz))
         .route("/livez", get(healthz))
@@ -36,7 +40,7 @@ pub fn router(caches: Arc<Caches>) -> Router {
         .route("/metrics", get(metrics))
         .route(
             "/version",
-            get(|| async { (Extension(Route("discovery")), Json(discovery::version())) }),
+            get(|| async { (Extension(Endpoint("discovery")), Json(discovery::version())) }),
         )
         .route("/v1/{*rest}", any(query_api))
         // Everything else is a Kubernetes API path (or a 404 Status).
@@ -47,9 +51,9 @@ pub fn router(caches: Arc<Caches>) -> Router {
 }
 
 /// The Prometheus text format.
-async fn metrics(State(caches): State<Arc<Caches>>) -> impl IntoResponse {
+async fn metrics(State(caches): State<Arc<ServedResources>>) -> impl IntoResponse {
     (
-        Extension(Route("metrics")),
+        Extension(Endpoint("metrics")),
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         crate::metrics::render(&caches),
     )
@@ -57,7 +61,7 @@ async fn metrics(State(caches): State<Arc<Caches>>) -> impl IntoResponse {
 
 /// `/v1/…`.
 async fn query_api(
-    State(caches): State<Arc<Caches>>,
+    State(caches): State<Arc<ServedResources>>,
     method: Method,
     uri: Uri,
 ) -> impl IntoResponse {
@@ -66,17 +70,17 @@ async fn query_api(
     } else {
         Err(error::read_only(method.as_str()))
     };
-    (Extension(Route("query")), answer)
+    (Extension(Endpoint("query")), answer)
 }
 
 /// Alive as long as it answers.
 async fn healthz() -> impl IntoResponse {
-    (Extension(Route("health")), "ok")
+    (Extension(Endpoint("health")), "ok")
 }
 
 /// Ready when every configured resource has synced; the body says which
 /// have not and why, in kube-apiserver's `/readyz` style.
-async fn readyz(State(caches): State<Arc<Caches>>) -> Response {
+async fn readyz(State(caches): State<Arc<ServedResources>>) -> Response {
     let mut body = String::new();
     let mut ready = true;
     for cache in caches.iter() {
@@ -97,28 +101,28 @@ async fn readyz(State(caches): State<Arc<Caches>>) -> Response {
         body.push_str("readyz check failed\n");
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (code, Extension(Route("health")), body).into_response()
+    (code, Extension(Endpoint("health")), body).into_response()
 }
 
 /// Discovery and resource paths, with an optional `/predicates/{list}`
 /// prefix.
 async fn kubernetes(
-    State(caches): State<Arc<Caches>>,
+    State(caches): State<Arc<ServedResources>>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    let mut route = Route("other");
+    let mut route = Endpoint("other");
     let answer = kubernetes_path(&caches, &method, &uri, &headers, &mut route).await;
     (Extension(route), answer).into_response()
 }
 
 async fn kubernetes_path(
-    caches: &Caches,
+    caches: &ServedResources,
     method: &Method,
     uri: &Uri,
     headers: &HeaderMap,
-    route: &mut Route,
+    route: &mut Endpoint,
 ) -> Result<Response, ApiError> {
     let (predicates, path) = path::strip_predicates(uri.path())?;
     let target = path::parse(caches, path).ok_or_else(error::no_such_path)?;
@@ -135,7 +139,7 @@ async fn kubernetes_path(
         ApiPath::Group(group) => discovery::group_document(caches, &group),
         ApiPath::Resources { group, version } => discovery::resources(caches, &group, &version),
         ApiPath::Resource(target) => {
-            *route = Route(match &target.name {
+            *route = Endpoint(match &target.name {
                 Some(_) => "get",
                 None if kubecache_wire::list_options::is_watch(query) => "watch",
                 None => "list",
@@ -143,7 +147,7 @@ async fn kubernetes_path(
             return list::serve(caches, target, query, rendering, predicates).await;
         }
     };
-    *route = Route("discovery");
+    *route = Endpoint("discovery");
     document
         .map(|doc| Json(doc).into_response())
         .ok_or_else(error::no_such_path)

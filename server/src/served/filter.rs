@@ -26,7 +26,7 @@ pub struct Filter {
 
 /// Where the candidates of a filter come from: the whole store or one index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Route<'a> {
+pub enum Candidates<'a> {
     /// Every object (no usable equality).
     All,
     /// One index entry; every matching object is in it.
@@ -110,11 +110,11 @@ impl Filter {
 
     /// The narrowest source of candidates in `snapshot`: the lookup that
     /// finds the fewest objects, or the whole store.
-    pub fn route<'f>(&'f self, snapshot: &Snapshot) -> Route<'f> {
+    pub fn candidates<'f>(&'f self, snapshot: &Snapshot) -> Candidates<'f> {
         self.lookups()
             .into_iter()
             .min_by_key(|lookup| snapshot.index_len(*lookup))
-            .map_or(Route::All, Route::Index)
+            .map_or(Candidates::All, Candidates::Index)
     }
 
     /// The selected objects of `snapshot` in key order, after key `after`.
@@ -124,9 +124,9 @@ impl Filter {
         after: Option<&'s ObjectKey>,
     ) -> Box<dyn Iterator<Item = &'s Arc<CachedObject>> + 's> {
         let candidates: Box<dyn Iterator<Item = &'s Arc<CachedObject>> + 's> =
-            match self.route(snapshot) {
-                Route::All => Box::new(snapshot.range(None, after)),
-                Route::Index(lookup) => Box::new(snapshot.index_range(lookup, after)),
+            match self.candidates(snapshot) {
+                Candidates::All => Box::new(snapshot.range(None, after)),
+                Candidates::Index(lookup) => Box::new(snapshot.index_range(lookup, after)),
             };
         Box::new(candidates.filter(|object| self.matches(object)))
     }

@@ -24,10 +24,14 @@ use serde_json::{Value, json};
 
 use super::error::{ApiError, not_ready};
 use super::list::{ListMeta, json_response, list_response};
-use crate::cache::{BUILTIN_INDEXES, Cache, Caches};
+use crate::served::{BUILTIN_INDEXES, ServedResource, ServedResources};
 
 /// `GET /v1/…`.
-pub async fn serve(caches: &Caches, path: &str, query: &str) -> Result<Response, ApiError> {
+pub async fn serve(
+    caches: &ServedResources,
+    path: &str,
+    query: &str,
+) -> Result<Response, ApiError> {
     // Split, then decode: a label key's `/` arrives as `%2F`.
     let segments: Vec<std::borrow::Cow<str>> = path
         .trim_matches('/')
@@ -74,7 +78,7 @@ pub async fn serve(caches: &Caches, path: &str, query: &str) -> Result<Response,
 }
 
 /// The cache named `name`, or a 404 that lists the cached ones.
-fn find<'c>(caches: &'c Caches, name: &str) -> Result<&'c Cache, ApiError> {
+fn find<'c>(caches: &'c ServedResources, name: &str) -> Result<&'c ServedResource, ApiError> {
     caches.by_name(name).map(|c| &**c).ok_or_else(|| {
         let names: Vec<String> = caches.iter().map(|c| c.name()).collect();
         ApiError(Status::failure(
@@ -89,7 +93,7 @@ fn find<'c>(caches: &'c Caches, name: &str) -> Result<&'c Cache, ApiError> {
 }
 
 /// The cache named `name`, once it has synced.
-fn ready<'c>(caches: &'c Caches, name: &str) -> Result<&'c Cache, ApiError> {
+fn ready<'c>(caches: &'c ServedResources, name: &str) -> Result<&'c ServedResource, ApiError> {
     let cache = find(caches, name)?;
     match cache.reader.readiness() {
         Readiness::Ready => Ok(cache),
@@ -98,15 +102,26 @@ fn ready<'c>(caches: &'c Caches, name: &str) -> Result<&'c Cache, ApiError> {
 }
 
 /// Waits for `?resourceVersion=N`, if given.
-async fn wait(caches: &Caches, cache: &Cache, query: &str) -> Result<(), ApiError> {
+async fn wait(
+    caches: &ServedResources,
+    cache: &ServedResource,
+    query: &str,
+) -> Result<(), ApiError> {
     if let Some(rv) = kubecache_wire::list_options::resource_version(query)? {
-        cache.freshness.reach(rv, caches.settings.read_wait).await?;
+        cache
+            .freshness
+            .not_older_than(rv, caches.settings.read_wait)
+            .await?;
     }
     Ok(())
 }
 
 /// The lookup of `key` in index `index` of `cache`.
-fn lookup<'k>(cache: &'k Cache, index: &'k str, key: &'k str) -> Result<IndexLookup<'k>, ApiError> {
+fn lookup<'k>(
+    cache: &'k ServedResource,
+    index: &'k str,
+    key: &'k str,
+) -> Result<IndexLookup<'k>, ApiError> {
     Ok(match index {
         "namespace" => IndexLookup::Namespace(key),
         "owner" => IndexLookup::Owner(key),
@@ -151,7 +166,7 @@ fn count(count: usize, resource_version: u64) -> Response {
 }
 
 /// The status document of one resource.
-fn status(cache: &Cache) -> Value {
+fn status(cache: &ServedResource) -> Value {
     let snapshot = cache.reader.snapshot();
     let reflector = cache.status.borrow().clone();
     let log = cache.reader.event_log_status();

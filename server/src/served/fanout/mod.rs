@@ -21,6 +21,8 @@
 //! between the watcher's point and its own (read through the watcher's
 //! subscription), or skips for that watcher the ones it has already had.
 
+pub(crate) mod frame;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -32,8 +34,8 @@ use kubecache_reflector::{
 use kubecache_wire::CachedObject;
 use tokio::sync::mpsc;
 
-use super::frame::{Frame, decide};
-use crate::{Filter, Predicates};
+use super::{Filter, Predicates};
+use frame::{Frame, decide};
 
 /// How often the dispatcher publishes the position bookmarks may carry
 /// while no event arrives, and drops the watchers whose clients are gone.

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use kubecache_wire::Status;
 
-use crate::Predicates;
-use crate::cache::{Cache, Caches};
+use crate::served::Predicates;
+use crate::served::{ServedResource, ServedResources};
 
 /// What a Kubernetes API path asks for.
 pub enum ApiPath {
@@ -31,7 +31,7 @@ pub enum ApiPath {
 /// one object.
 pub struct ResourcePath {
     /// The resource.
-    pub cache: Arc<Cache>,
+    pub cache: Arc<ServedResource>,
     /// The namespace of a namespaced path.
     pub namespace: Option<String>,
     /// The object's name, for a path of one object.
@@ -56,7 +56,7 @@ pub fn strip_predicates(path: &str) -> Result<(Predicates, &str), Status> {
 
 /// Parses a path (without the predicates prefix); `None` for a path that
 /// names nothing kubecache serves.
-pub fn parse(caches: &Caches, path: &str) -> Option<ApiPath> {
+pub fn parse(caches: &ServedResources, path: &str) -> Option<ApiPath> {
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, version, rest) = match segments.as_slice() {
         ["api"] => return Some(ApiPath::CoreVersions),
@@ -67,7 +67,7 @@ pub fn parse(caches: &Caches, path: &str) -> Option<ApiPath> {
         _ => return None,
     };
     let resource = |plural: &str| caches.find(group, version, plural).cloned();
-    let path = |cache: Arc<Cache>, namespace: Option<&str>, name: Option<&str>| {
+    let path = |cache: Arc<ServedResource>, namespace: Option<&str>, name: Option<&str>| {
         let namespaced = namespace.is_some();
         (namespaced == cache.resource.namespaced || name.is_none() && !namespaced).then(|| {
             ApiPath::Resource(ResourcePath {
