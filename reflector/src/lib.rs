@@ -7,7 +7,7 @@ mod store;
 pub mod upstream;
 
 pub use store::{
-    Change, Event, EventKind, EventLogConfig, EventLogStatus, IndexLookup, IndexSpec, Readiness,
-    RecvError, Snapshot, StoreClosed, StoreConfig, StoreConfigError, StoreReader, StoreWriter,
-    Subscription, TooOld, TryRecvError, WaitTimeout, store,
+    Change, Event, EventLogConfig, EventLogStatus, IndexLookup, IndexSpec, Readiness, RecvError,
+    Snapshot, StoreClosed, StoreConfig, StoreConfigError, StoreReader, StoreWriter, Subscription,
+    TooOld, TryRecvError, WaitTimeout, store,
 };

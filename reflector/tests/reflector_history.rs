@@ -35,7 +35,8 @@ use std::time::{Duration, Instant};
 
 use kubecache_loadtest::sim::{Sim, SimConfig, Store, ids};
 use kubecache_reflector::upstream::{ReflectorStatus, Strategy, Wire};
-use kubecache_reflector::{EventKind, StoreReader, TryRecvError};
+use kubecache_reflector::{StoreReader, TryRecvError};
+use kubecache_wire::ChangeType;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -316,9 +317,9 @@ async fn run(case: Case) -> Result<Outcome, String> {
         .iter()
         .map(|e| {
             let kind = match e.kind {
-                EventKind::Added => "ADDED",
-                EventKind::Modified => "MODIFIED",
-                EventKind::Deleted => "DELETED",
+                ChangeType::Added => "ADDED",
+                ChangeType::Modified => "MODIFIED",
+                ChangeType::Deleted => "DELETED",
             };
             (kind, e.object.key.as_str(), e.object.resource_version)
         })

@@ -13,7 +13,8 @@ use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, HistoryWindow, Sim,
 use kubecache_reflector::upstream::{
     ApiResource, Reflector, ReflectorConfig, ResourceSpec, Strategy, Upstream, Wire,
 };
-use kubecache_reflector::{EventKind, StoreConfig, StoreReader, store};
+use kubecache_reflector::{StoreConfig, StoreReader, store};
+use kubecache_wire::ChangeType;
 use serde_json::Value;
 
 /// Defines a scenario (an async fn of the wire format) run once per wire
@@ -237,8 +238,8 @@ async fn survives(fault: FaultSpec, strategy: Strategy, wire: Wire) {
         last = event.object.resource_version;
         let key = event.object.key.to_string();
         match event.kind {
-            EventKind::Deleted => assert!(replica.remove(&key).is_some(), "{key} deleted once"),
-            EventKind::Added | EventKind::Modified => {
+            ChangeType::Deleted => assert!(replica.remove(&key).is_some(), "{key} deleted once"),
+            ChangeType::Added | ChangeType::Modified => {
                 replica.insert(key, event.object.resource_version);
             }
         }
@@ -387,9 +388,9 @@ async fn a_relist_after_compaction_deletes_what_vanished_and_adds_what_appeared(
     let mut added = 0;
     while let Ok(event) = events.try_recv() {
         match event.kind {
-            EventKind::Deleted => deleted.push(event.object.key.name().to_string()),
-            EventKind::Added => added += 1,
-            EventKind::Modified => {}
+            ChangeType::Deleted => deleted.push(event.object.key.name().to_string()),
+            ChangeType::Added => added += 1,
+            ChangeType::Modified => {}
         }
     }
     deleted.sort();

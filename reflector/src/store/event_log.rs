@@ -65,24 +65,13 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::config::EventLogConfig;
-use kubecache_wire::CachedObject;
-
-/// What happened to an object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum EventKind {
-    /// The store did not hold the object.
-    Added,
-    /// The store held an older version of the object.
-    Modified,
-    /// The object was deleted.
-    Deleted,
-}
+use kubecache_wire::{CachedObject, ChangeType};
 
 /// One change applied to a store, as watchers see it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {
     /// Added, modified or deleted.
-    pub kind: EventKind,
+    pub kind: ChangeType,
     /// The event's position in the log: the store's resourceVersion just
     /// after it was applied. Equal to `object.resource_version` for events
     /// that arrive in resourceVersion order (a watch stream); higher for a

@@ -111,9 +111,7 @@ use parking_lot::RwLock;
 use tokio::sync::watch;
 
 pub use config::{EventLogConfig, IndexSpec, StoreConfig, StoreConfigError};
-pub use event_log::{
-    Event, EventKind, EventLogStatus, RecvError, Subscription, TooOld, TryRecvError,
-};
+pub use event_log::{Event, EventLogStatus, RecvError, Subscription, TooOld, TryRecvError};
 pub use snapshot::{Change, IndexLookup, Snapshot};
 
 use event_log::EventLog;

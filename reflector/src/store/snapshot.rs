@@ -7,8 +7,9 @@ use std::sync::Arc;
 use imbl::OrdMap;
 
 use super::config::IndexSpec;
-use super::event_log::{Event, EventKind};
+use super::event_log::Event;
 use super::index::{Indexes, KeySet, KeySetIter, SharedKey, namespace_bounds};
+use kubecache_wire::ChangeType;
 use kubecache_wire::{CachedObject, ObjectKey};
 
 /// Objects by key, in etcd key order.
@@ -80,7 +81,7 @@ impl StoreState {
                 let key: SharedKey = Arc::from(object.key.as_str());
                 state.indexes.insert(&key, &object);
                 state.objects.insert(key, object.clone());
-                (EventKind::Added, object, None)
+                (ChangeType::Added, object, None)
             }
             (Change::Upsert(object), Some((key, held))) => {
                 let state = Arc::make_mut(state);
@@ -88,13 +89,13 @@ impl StoreState {
                 if let Some(slot) = state.objects.get_mut(&*key) {
                     *slot = object.clone();
                 }
-                (EventKind::Modified, object, Some(held))
+                (ChangeType::Modified, object, Some(held))
             }
             (Change::Delete { object }, Some((key, held))) => {
                 let state = Arc::make_mut(state);
                 state.indexes.remove(&key, &held);
                 state.objects.remove(&*key);
-                (EventKind::Deleted, object, Some(held))
+                (ChangeType::Deleted, object, Some(held))
             }
         };
         let state = Arc::make_mut(state);

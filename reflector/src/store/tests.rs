@@ -3,6 +3,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use kubecache_wire::ChangeType;
 
 use super::*;
 
@@ -134,15 +135,15 @@ fn new_keys_are_added_held_keys_modified_and_deletes_carry_the_previous_version(
     let added = writer.apply(upsert(pod("a", "x", 1))).unwrap();
     assert_eq!(
         (added.kind, added.previous.is_none()),
-        (EventKind::Added, true)
+        (ChangeType::Added, true)
     );
 
     let modified = writer.apply(upsert(pod("a", "x", 2))).unwrap();
-    assert_eq!(modified.kind, EventKind::Modified);
+    assert_eq!(modified.kind, ChangeType::Modified);
     assert_eq!(modified.previous.as_ref().unwrap().resource_version, 1);
 
     let deleted = writer.apply(delete(pod("a", "x", 3))).unwrap();
-    assert_eq!(deleted.kind, EventKind::Deleted);
+    assert_eq!(deleted.kind, ChangeType::Deleted);
     assert_eq!(deleted.object.resource_version, 3);
     assert_eq!(deleted.previous.as_ref().unwrap().resource_version, 2);
 

@@ -85,7 +85,7 @@ impl Listing {
             changes.extend(
                 gone.iter()
                     .filter_map(|key| writer.get(key))
-                    .map(|last| Pending::Delete(Arc::new(at_revision(&last, snapshot)))),
+                    .map(|last| Pending::Delete(Arc::new(last.at_resource_version(snapshot)))),
             );
         }
         changes.extend(self.changed.into_iter().map(Pending::Upsert));
@@ -98,20 +98,5 @@ impl Listing {
             writer.apply(event.into_change());
         }
         snapshot
-    }
-}
-
-/// The object's last state stamped with the revision of its deletion, as
-/// DELETED events carry it.
-fn at_revision(object: &CachedObject, revision: u64) -> CachedObject {
-    let mut json: serde_json::Value =
-        serde_json::from_slice(&object.json).expect("stored objects are valid JSON");
-    json["metadata"]["resourceVersion"] = serde_json::Value::from(revision.to_string());
-    CachedObject {
-        resource_version: revision,
-        json: serde_json::to_vec(&json)
-            .expect("JSON values serialize")
-            .into(),
-        ..object.clone()
     }
 }

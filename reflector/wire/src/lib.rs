@@ -15,9 +15,9 @@ mod selector;
 mod status;
 
 pub use decode::{
-    Bookmark, DecodeError, FieldPath, FieldPathError, ListBody, Transform, WatchEventType,
-    WatchLine, decode_object, parse_list, parse_resource_version, parse_watch_line,
-    peek_object_key,
+    Bookmark, ChangeType, DecodeError, FieldPath, FieldPathError, ListBody, Transform,
+    WatchEventType, WatchLine, decode_object, parse_list, parse_resource_version, parse_watch_line,
+    peek_object_key, with_resource_version,
 };
 pub use object::{CachedObject, ObjectKey};
 pub use selector::{

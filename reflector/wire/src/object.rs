@@ -79,6 +79,19 @@ pub struct CachedObject {
 }
 
 impl CachedObject {
+    /// This object stamped with a later revision `rv`, as a DELETED event
+    /// carries the last state of an object deleted at `rv` (see
+    /// [`with_resource_version`](crate::with_resource_version)).
+    pub fn at_resource_version(&self, rv: u64) -> CachedObject {
+        let json = crate::with_resource_version(&self.json, rv)
+            .map_or_else(|| self.json.clone(), Bytes::from);
+        CachedObject {
+            resource_version: rv,
+            json,
+            ..self.clone()
+        }
+    }
+
     /// The value of a label.
     pub fn label(&self, key: &str) -> Option<&str> {
         self.labels

@@ -146,7 +146,7 @@ impl ServedResource {
             kubecache_wire::protobuf::message_type(&resource.api_version(), &resource.kind)
                 .is_some();
         let indexes: Arc<[IndexSpec]> = reader.snapshot().field_indexes().into();
-        let cache = ServedResource {
+        ServedResource {
             hub: Hub::start(&reader, indexes.clone()),
             resource,
             indexes,
@@ -156,8 +156,7 @@ impl ServedResource {
             reader,
             status,
             watchers: AtomicUsize::new(0),
-        };
-        cache
+        }
     }
 
     /// Open watches of this resource.

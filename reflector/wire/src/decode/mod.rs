@@ -39,7 +39,7 @@ mod watch;
 pub use error::DecodeError;
 pub use list::{ListBody, parse_list};
 
-pub use object::{decode_object, parse_resource_version, peek_object_key};
+pub use object::{decode_object, parse_resource_version, peek_object_key, with_resource_version};
 pub use path::{FieldPath, FieldPathError};
 pub use transform::Transform;
-pub use watch::{Bookmark, WatchEventType, WatchLine, parse_watch_line};
+pub use watch::{Bookmark, ChangeType, WatchEventType, WatchLine, parse_watch_line};

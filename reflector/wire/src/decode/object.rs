@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::ops::ControlFlow;
 
 use bytes::Bytes;
 
@@ -71,34 +72,70 @@ pub fn decode_object(
 /// logging an object that [`decode_object`] refused ("undecodable event for
 /// ns/name").
 pub fn peek_object_key(raw: &[u8]) -> Option<ObjectKey> {
-    let mut sc = Scanner::new(raw);
     let (mut name, mut namespace) = (None, None);
-    let _ = (|| -> Result<(), DecodeError> {
-        sc.skip_ws();
-        sc.enter_object(1)?;
-        let mut first = true;
-        while let Some(key) = sc.next_key(&mut first)? {
-            if &*key.name(raw)? == b"metadata" && sc.peek()? == b'{' {
-                sc.enter_object(2)?;
-                let mut first = true;
-                while let Some(key) = sc.next_key(&mut first)? {
-                    let span = sc.skip_value(2)?;
-                    let slot = match &*key.name(raw)? {
-                        b"name" => &mut name,
-                        b"namespace" => &mut namespace,
-                        _ => continue,
-                    };
-                    if raw.get(span.start) == Some(&b'"') {
-                        *slot = Some(unescape(raw, span)?);
-                    }
-                }
-                return Ok(());
-            }
-            sc.skip_value(1)?;
+    let _ = visit_metadata(raw, |key, span| {
+        let slot = match key {
+            b"name" => &mut name,
+            b"namespace" => &mut namespace,
+            _ => return Ok(ControlFlow::Continue(())),
+        };
+        if raw.get(span.start) == Some(&b'"') {
+            *slot = Some(unescape(raw, span)?);
         }
-        Ok(())
-    })();
+        Ok(ControlFlow::Continue(()))
+    });
     Some(ObjectKey::new(namespace.as_deref().unwrap_or(""), &name?))
+}
+
+/// `raw` with its `metadata.resourceVersion` replaced by `rv`, every other
+/// byte kept: how a DELETED event carries the object's last state at the
+/// deletion's revision. The entry is found by scanning, wherever `metadata`
+/// and the key stand. `None` when `raw` has no string
+/// `metadata.resourceVersion` (or is malformed before it).
+pub fn with_resource_version(raw: &[u8], rv: u64) -> Option<Vec<u8>> {
+    let mut found = None;
+    visit_metadata(raw, |key, span| {
+        if key == b"resourceVersion" && raw.get(span.start) == Some(&b'"') {
+            found = Some(span);
+            return Ok(ControlFlow::Break(()));
+        }
+        Ok(ControlFlow::Continue(()))
+    })
+    .ok()?;
+    let span = found?;
+    let mut out = Vec::with_capacity(raw.len() + 8);
+    out.extend_from_slice(&raw[..span.start]);
+    out.extend_from_slice(format!("\"{rv}\"").as_bytes());
+    out.extend_from_slice(&raw[span.end..]);
+    Some(out)
+}
+
+/// Calls `visit` with the name and value span of each entry of the
+/// top-level `metadata` object of `raw`, until it breaks; the rest of the
+/// document is not read.
+fn visit_metadata(
+    raw: &[u8],
+    mut visit: impl FnMut(&[u8], Span) -> Result<ControlFlow<()>, DecodeError>,
+) -> Result<(), DecodeError> {
+    let mut sc = Scanner::new(raw);
+    sc.skip_ws();
+    sc.enter_object(1)?;
+    let mut first = true;
+    while let Some(key) = sc.next_key(&mut first)? {
+        if &*key.name(raw)? == b"metadata" && sc.peek()? == b'{' {
+            sc.enter_object(2)?;
+            let mut first = true;
+            while let Some(key) = sc.next_key(&mut first)? {
+                let span = sc.skip_value(2)?;
+                if visit(&key.name(raw)?, span)?.is_break() {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+        sc.skip_value(1)?;
+    }
+    Ok(())
 }
 
 /// `metadata.resourceVersion` as a number: decimal digits only.

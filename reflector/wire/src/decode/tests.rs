@@ -799,3 +799,26 @@ fn throughput() {
     );
     println!("decode_object / serde_json Value: {:.1}x", ours / theirs);
 }
+
+#[test]
+fn a_resource_version_is_restamped_in_place_wherever_metadata_stands() {
+    // `metadata` last, the pattern inside a string, an escaped key before it.
+    let json = br#"{"spec":{"x":"\"resourceVersion\":\"7\""},"metadata":{"name":"a","annotations":{"x":"\"resourceVersion\":\"7\""},"resourceVersion":"7","uid":"u"}}"#;
+    let restamped = with_resource_version(json, 12).unwrap();
+    let mut want: Value = serde_json::from_slice(json).unwrap();
+    want["metadata"]["resourceVersion"] = "12".into();
+    assert_eq!(serde_json::from_slice::<Value>(&restamped).unwrap(), want);
+    assert_eq!(restamped.len(), json.len() + 1, "only the value changed");
+    assert_eq!(with_resource_version(b"{}", 12), None);
+    assert_eq!(
+        with_resource_version(br#"{"metadata":{"resourceVersion":7}}"#, 12),
+        None
+    );
+    assert_eq!(with_resource_version(b"{\"metadata\":", 12), None);
+    let object = decode_with(json, &[]).unwrap().at_resource_version(12);
+    assert_eq!(object.resource_version, 12);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&object.json).unwrap()["metadata"]["resourceVersion"],
+        "12"
+    );
+}

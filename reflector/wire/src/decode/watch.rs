@@ -7,6 +7,36 @@ use super::object::parse_resource_version;
 use super::scan::{Scanner, unescape};
 use crate::Status;
 
+/// What happened to an object: the types of the watch events that carry
+/// one. What a store records and a watcher is sent; [`WatchEventType`]
+/// adds the two that carry none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChangeType {
+    /// The object is new (to the store, or to a watcher's selection).
+    Added,
+    /// A new version of an object already there.
+    Modified,
+    /// The object is gone (deleted, or out of a watcher's selection).
+    Deleted,
+}
+
+impl ChangeType {
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
+        WatchEventType::from(self).as_str()
+    }
+}
+
+impl From<ChangeType> for WatchEventType {
+    fn from(change: ChangeType) -> Self {
+        match change {
+            ChangeType::Added => WatchEventType::Added,
+            ChangeType::Modified => WatchEventType::Modified,
+            ChangeType::Deleted => WatchEventType::Deleted,
+        }
+    }
+}
+
 /// The `type` of a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WatchEventType {

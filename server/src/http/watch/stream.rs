@@ -14,9 +14,10 @@ use tokio::time::{Instant, sleep_until};
 
 use crate::http::table::{self, Rendering};
 use crate::served::ServedResource;
-use crate::served::fanout::frame::{self, Frame, WireKind, decide};
+use crate::served::fanout::frame::{self, Frame, decide};
 use crate::served::fanout::{Join, Signals};
 use crate::served::{Filter, Predicates};
+use kubecache_wire::ChangeType;
 
 /// Bytes gathered before they are handed to the connection.
 const CHUNK: usize = 64 * 1024;
@@ -118,7 +119,7 @@ impl Watch {
             } => {
                 for object in objects {
                     out.event(&Frame::new(
-                        WireKind::Added,
+                        ChangeType::Added,
                         object.clone(),
                         object.resource_version,
                     ))

@@ -5,28 +5,10 @@
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kubecache_reflector::{Event, EventKind};
-use kubecache_wire::{CachedObject, Status};
+use kubecache_reflector::Event;
+use kubecache_wire::{CachedObject, ChangeType, Status, with_resource_version};
 
 use crate::served::{Filter, Predicates};
-
-/// The type of a watch event on the wire.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum WireKind {
-    Added,
-    Modified,
-    Deleted,
-}
-
-impl WireKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WireKind::Added => "ADDED",
-            WireKind::Modified => "MODIFIED",
-            WireKind::Deleted => "DELETED",
-        }
-    }
-}
 
 /// One event as a watcher receives it, encoded once and shared by every
 /// watcher that receives the same thing.
@@ -36,7 +18,7 @@ pub(crate) struct Frame {
     /// that has seen it may resume from.
     pub position: u64,
     /// What the event is on the wire.
-    pub kind: WireKind,
+    pub kind: ChangeType,
     /// The JSON line.
     pub line: Bytes,
     /// The object sent: a slice of `line`, for other renderings (tables).
@@ -45,15 +27,11 @@ pub(crate) struct Frame {
 
 impl Frame {
     /// The frame of `object` sent as `kind`, at `position`.
-    pub fn new(kind: WireKind, object: Arc<CachedObject>, position: u64) -> Frame {
-        let line = if kind == WireKind::Deleted && object.resource_version != position {
-            event_line(
-                kind,
-                &with_resource_version(&object.json, object.resource_version, position),
-            )
-        } else {
-            event_line(kind, &object.json)
-        };
+    pub fn new(kind: ChangeType, object: Arc<CachedObject>, position: u64) -> Frame {
+        let restamped = (kind == ChangeType::Deleted && object.resource_version != position)
+            .then(|| with_resource_version(&object.json, position))
+            .flatten();
+        let line = event_line(kind, restamped.as_deref().unwrap_or(&object.json));
         let start = br#"{"type":"","object":"#.len() + kind.as_str().len();
         let object = line.slice(start..line.len() - 2);
         Frame {
@@ -74,26 +52,26 @@ pub(crate) fn decide<'e>(
     filter: &Filter,
     predicates: &Predicates,
     event: &'e Event,
-) -> Option<(WireKind, &'e Arc<CachedObject>)> {
-    if event.kind == EventKind::Deleted {
+) -> Option<(ChangeType, &'e Arc<CachedObject>)> {
+    if event.kind == ChangeType::Deleted {
         return filter
             .matches(&event.object)
-            .then_some((WireKind::Deleted, &event.object));
+            .then_some((ChangeType::Deleted, &event.object));
     }
     let now = filter.matches(&event.object);
     let before = event.previous.as_ref().filter(|p| filter.matches(p));
     match (before, now) {
-        (None, true) => Some((WireKind::Added, &event.object)),
+        (None, true) => Some((ChangeType::Added, &event.object)),
         (Some(previous), true) => predicates
             .passes(Some(previous), &event.object)
-            .then_some((WireKind::Modified, &event.object)),
-        (Some(previous), false) => Some((WireKind::Deleted, previous)),
+            .then_some((ChangeType::Modified, &event.object)),
+        (Some(previous), false) => Some((ChangeType::Deleted, previous)),
         (None, false) => None,
     }
 }
 
 /// `{"type":"KIND","object":OBJECT}\n`.
-fn event_line(kind: WireKind, object: &[u8]) -> Bytes {
+fn event_line(kind: ChangeType, object: &[u8]) -> Bytes {
     let mut line = BytesMut::with_capacity(object.len() + 32);
     line.put_slice(br#"{"type":""#);
     line.put_slice(kind.as_str().as_bytes());
@@ -132,43 +110,9 @@ pub(crate) fn error_line(status: &Status) -> Bytes {
     line.freeze()
 }
 
-/// `json` with its `metadata.resourceVersion` changed from `from` to `to`.
-///
-/// The first `"resourceVersion":"<from>"` of an object is its metadata's:
-/// `kind`, `apiVersion` and `metadata` come first, managed fields are
-/// stripped, and the pattern cannot occur inside a JSON string (its quotes
-/// would be escaped there). Unchanged if the pattern is missing.
-fn with_resource_version(json: &[u8], from: u64, to: u64) -> Vec<u8> {
-    let pattern = format!(r#""resourceVersion":"{from}""#);
-    let Some(at) = json
-        .windows(pattern.len())
-        .position(|w| w == pattern.as_bytes())
-    else {
-        return json.to_vec();
-    };
-    let mut out = Vec::with_capacity(json.len() + 8);
-    out.extend_from_slice(&json[..at]);
-    out.extend_from_slice(format!(r#""resourceVersion":"{to}""#).as_bytes());
-    out.extend_from_slice(&json[at + pattern.len()..]);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_deleted_frame_carries_the_events_resource_version() {
-        let json = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","annotations":{"x":"\"resourceVersion\":\"7\""},"resourceVersion":"7"}}"#;
-        let rewritten = with_resource_version(json, 7, 12);
-        let value: serde_json::Value = serde_json::from_slice(&rewritten).unwrap();
-        assert_eq!(value["metadata"]["resourceVersion"], "12");
-        assert_eq!(
-            value["metadata"]["annotations"]["x"],
-            "\"resourceVersion\":\"7\""
-        );
-        assert_eq!(with_resource_version(b"{}", 7, 12), b"{}");
-    }
 
     #[test]
     fn a_frames_object_is_the_object_of_its_line() {
@@ -181,7 +125,7 @@ mod tests {
             &kubecache_wire::Transform::default(),
         )
         .unwrap();
-        let frame = Frame::new(WireKind::Deleted, Arc::new(decoded), 9);
+        let frame = Frame::new(ChangeType::Deleted, Arc::new(decoded), 9);
         let line: serde_json::Value = serde_json::from_slice(&frame.line).unwrap();
         let sliced: serde_json::Value = serde_json::from_slice(&frame.object).unwrap();
         assert_eq!(line["object"], sliced);
