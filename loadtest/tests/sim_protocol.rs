@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use base64::Engine as _;
 use futures::StreamExt;
 use kubecache_loadtest::sim::{
     Fault, FaultSpec, FaultTarget, HistoryWindow, ServingCost, Sim, SimConfig, ids,
@@ -210,8 +211,13 @@ async fn an_expired_continue_token_gets_410_and_an_inconsistent_token_that_conti
         "The provided continue parameter is too old to display a consistent list result."
     ));
     let inconsistent = status["metadata"]["continue"].as_str().unwrap();
-    let decoded = kubecache_wire::list_options::ContinueToken::decode(inconsistent).unwrap();
-    assert_eq!(decoded.rv, -1);
+    let decoded: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(inconsistent)
+            .expect("unpadded URL-safe base64, as kube-apiserver's"),
+    )
+    .unwrap();
+    assert_eq!(decoded["rv"], -1);
     let (code, rest) = get_json(&format!(
         "{url}/api/v1/pods?limit=100&continue={inconsistent}"
     ))
@@ -401,7 +407,7 @@ async fn streaming_list_misuse_gets_the_api_servers_422s() {
         ),
         (
             "sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
-            "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list",
+            "ListOptions.meta.k8s.io \"\" is invalid: [resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided, sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list]",
         ),
     ];
     for (query, message) in cases {

@@ -20,6 +20,7 @@ pub mod faults;
 mod http;
 mod object;
 pub mod resources;
+mod selector;
 pub mod store;
 
 use std::net::SocketAddr;

@@ -1,8 +1,10 @@
 //! The simulator's HTTP API: the Kubernetes paths for the served resources,
 //! discovery, and `/sim/faults` to arm faults from outside the process.
 
+mod continue_token;
 mod discovery;
 mod list;
+mod params;
 mod watch;
 mod write;
 
