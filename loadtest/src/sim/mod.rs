@@ -20,6 +20,7 @@ pub mod faults;
 mod http;
 mod object;
 pub mod resources;
+mod selector;
 pub mod store;
 
 use std::net::SocketAddr;
@@ -220,6 +221,33 @@ impl Sim {
             self.store
                 .create(ids::PODS, generator.pod())
                 .map_err(status_error)?;
+        }
+        Ok(())
+    }
+
+    /// Stores `objects` of `resource` as given (creating the namespaces
+    /// they name when missing), e.g. objects recorded from a real cluster.
+    /// The store assigns what kube-apiserver assigns: uid, resourceVersion,
+    /// creationTimestamp, and generation where the resource keeps one.
+    pub fn seed(
+        &self,
+        resource: ResourceId,
+        objects: impl IntoIterator<Item = Value>,
+    ) -> anyhow::Result<()> {
+        for object in objects {
+            let namespace = object
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .filter(|ns| !ns.is_empty() && RESOURCES[resource].namespaced);
+            if let Some(ns) = namespace
+                && self.store.get(ids::NAMESPACES, ns).is_none()
+            {
+                let namespace = self.generator.lock().namespace(ns);
+                self.store
+                    .create(ids::NAMESPACES, namespace)
+                    .map_err(status_error)?;
+            }
+            self.store.create(resource, object).map_err(status_error)?;
         }
         Ok(())
     }

@@ -18,16 +18,20 @@
 //!
 //! One `RwLock` guards everything: readers copy out `Arc`s of the objects they
 //! need and release it before they write to a socket.
+//!
+//! Ages are read from tokio's clock, so a test with paused time
+//! (`#[tokio::test(start_paused = true)]`) decides when history ages out.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kubecache_wire::Status;
 use parking_lot::RwLock;
 use serde_json::{Value, json};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::object::StoredObject;
 use super::resources::{RESOURCES, Resource, ResourceId, ids};

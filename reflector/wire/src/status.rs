@@ -71,7 +71,9 @@ pub struct StatusCause {
     pub reason: String,
     /// Human-readable message for this cause.
     pub message: String,
-    /// The field concerned, e.g. `resourceVersionMatch`.
+    /// The field concerned, e.g. `resourceVersionMatch`; left out when
+    /// none is (`ResourceVersionTooLarge`), as the API server leaves it out.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub field: String,
 }
 

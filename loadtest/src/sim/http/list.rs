@@ -20,11 +20,10 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::StreamExt;
-use kubecache_wire::list_options::{
-    CollectionParams, ContinueToken, VersionMatch, expired_continue,
-};
-use kubecache_wire::{Status, protobuf};
+use kubecache_wire::{Status, StatusCause, StatusDetails, protobuf};
 
+use super::continue_token::{self, ContinueToken};
+use super::params::{CollectionParams, VersionMatch};
 use super::{Context, Target, body_response, fault_for, status_response, watch};
 use crate::sim::ServingCost;
 use crate::sim::cost::Source;
@@ -44,7 +43,7 @@ const CHUNK: usize = 256 * 1024;
 /// `GET` of a collection.
 pub async fn collection(ctx: &Arc<Context>, target: &Target, query: &str, wire: Wire) -> Response {
     let resource = &RESOURCES[target.resource];
-    let params = match CollectionParams::parse(query, &resource.supported_fields()) {
+    let params = match CollectionParams::parse(query, resource, ctx.serve.watch_list) {
         Ok(params) => params,
         Err(status) => return status_response(&status, wire),
     };
@@ -94,33 +93,34 @@ async fn list(
     let store = &ctx.store;
     let (revision, start, before, limit, from_etcd) =
         match (&params.continue_token, params.resource_version) {
+            // A continue goes to etcd; the remaining count is read anew.
             (Some(token), _) => {
                 let consistent = token.rv >= 0;
                 let revision = if consistent {
-                    token.rv as u64
+                    token.rv.unsigned_abs()
                 } else {
                     store.revision()
                 };
                 if fault == Some(Fault::ExpireContinue)
                     || (consistent && revision < store.compacted())
                 {
-                    return Err(expired_continue(&token.start));
+                    return Err(continue_token::expired(&token.start));
                 }
                 (
                     revision,
-                    Some(token.start.clone()),
-                    token.n,
+                    Some(token.start.as_str()),
+                    None,
                     params.limit,
                     true,
                 )
             }
             (None, None) => (store.revision(), None, Some(0), params.limit, true),
-            (None, Some(0)) if params.version_match != VersionMatch::Exact => {
+            (None, Some(0)) if params.version_match != Some(VersionMatch::Exact) => {
                 (store.revision(), None, Some(0), 0, false)
             }
             (None, Some(rv)) => {
-                let exact = params.version_match == VersionMatch::Exact
-                    || (params.version_match == VersionMatch::Unset && params.limit > 0);
+                let exact = params.version_match == Some(VersionMatch::Exact)
+                    || (params.version_match.is_none() && params.limit > 0);
                 if exact {
                     if rv < store.compacted() {
                         return Err(Status::expired(
@@ -146,28 +146,28 @@ async fn list(
     let read = ListRead {
         revision,
         namespace: target.namespace.as_deref(),
-        start: start.as_deref(),
+        start,
         limit,
         before,
     };
     let page = store
-        .list(target.resource, read, |o| matches(resource, params, o))
+        .list(target.resource, read, |o| params.matches(resource, o))
         .map_err(|e| match e {
             ReadError::Compacted(_) => {
                 Status::expired("The resourceVersion for the provided list is too old.")
             }
-            ReadError::Future(current) => Status::too_large_resource_version(revision, current),
+            ReadError::Future(current) => too_large_resource_version(revision, current),
         })?;
     let token_rv = if params.continue_token.as_ref().is_some_and(|t| t.rv < 0) {
         -1
     } else {
         revision as i64
     };
-    let continue_token = page.more_after.as_ref().map(|after| {
-        let n = (token_rv >= 0).then(|| before.unwrap_or(0) + page.visited);
-        ContinueToken::after(token_rv, after, n).encode()
-    });
-    let remaining = (continue_token.is_some() && !params.filters()).then_some(page.remaining);
+    let continue_token = page
+        .more_after
+        .as_ref()
+        .map(|after| ContinueToken::after(token_rv, after).encode());
+    let remaining = (continue_token.is_some() && !params.filtered()).then_some(page.remaining);
     let page = Page {
         revision,
         items: page.items,
@@ -188,14 +188,29 @@ pub async fn wait_for(ctx: &Context, rv: u64) -> Result<u64, Status> {
     let reached = tokio::time::timeout(FRESHNESS_WAIT, revisions.wait_for(|r| *r >= rv)).await;
     match reached {
         Ok(Ok(_)) => Ok(ctx.store.revision()),
-        _ => Err(Status::too_large_resource_version(rv, ctx.store.revision())),
+        _ => Err(too_large_resource_version(rv, ctx.store.revision())),
     }
 }
 
-/// Whether an object passes the request's selectors.
-pub fn matches(resource: &Resource, params: &CollectionParams, object: &StoredObject) -> bool {
-    params.labels.matches(|k| object.label(k))
-        && params.fields.matches(|f| object.field(resource, f))
+/// 504 for a read at a resourceVersion the store has not reached in time,
+/// as kube-apiserver's watch cache answers it (`Timeout: ` is the prefix
+/// of every `NewTimeoutError`); clients retry after a second.
+fn too_large_resource_version(wanted: u64, current: u64) -> Status {
+    let mut status = Status::failure(
+        504,
+        "Timeout",
+        format!("Timeout: Too large resource version: {wanted}, current: {current}"),
+    );
+    status.details = Some(StatusDetails {
+        causes: vec![StatusCause {
+            reason: "ResourceVersionTooLarge".into(),
+            message: "Too large resource version".into(),
+            field: String::new(),
+        }],
+        retry_after_seconds: Some(1),
+        ..StatusDetails::default()
+    });
+    status
 }
 
 /// `GET` of one object.

@@ -1,8 +1,10 @@
 //! The simulator's HTTP API: the Kubernetes paths for the served resources,
 //! discovery, and `/sim/faults` to arm faults from outside the process.
 
+mod continue_token;
 mod discovery;
 mod list;
+mod params;
 mod watch;
 mod write;
 
@@ -15,7 +17,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use kubecache_wire::Status;
+use kubecache_wire::{Status, StatusDetails};
 
 use super::encoding::{self, Wire};
 use super::faults::{Fault, FaultSpec, Faults, RequestKind};
@@ -177,14 +179,14 @@ async fn dispatch(State(ctx): State<Arc<Context>>, request: Request) -> Response
         return response;
     }
     let Some(target) = Target::parse(&path) else {
-        return status_response(
-            &Status::failure(
-                404,
-                "NotFound",
-                "the server could not find the requested resource",
-            ),
-            Wire::Json,
+        // kube-apiserver's answer carries empty details (`"details":{}`).
+        let mut status = Status::failure(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
         );
+        status.details = Some(StatusDetails::default());
+        return status_response(&status, Wire::Json);
     };
     let resource = &RESOURCES[target.resource];
     let wire = match encoding::negotiate(header_str(request.headers(), header::ACCEPT), resource) {

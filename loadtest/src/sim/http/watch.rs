@@ -27,7 +27,8 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::list::{matches, wait_for};
+use super::list::wait_for;
+use super::params::CollectionParams;
 use super::{Context, Target, body_response, fault_for, status_response};
 use crate::sim::ServingCost;
 use crate::sim::cost::Source;
@@ -36,7 +37,6 @@ use crate::sim::faults::{Fault, RequestKind};
 use crate::sim::object::StoredObject;
 use crate::sim::resources::{RESOURCES, Resource};
 use crate::sim::store::{Event, EventType, ListRead, ReadError};
-use kubecache_wire::list_options::CollectionParams;
 
 /// Without `timeoutSeconds`, kube-apiserver ends a watch after a random
 /// 30–60 minutes (`--min-request-timeout` 1800 s); the simulator uses 30.
@@ -68,18 +68,6 @@ pub async fn serve(
     params: CollectionParams,
     wire: Wire,
 ) -> Response {
-    if params.send_initial_events == Some(true) && !ctx.serve.watch_list {
-        return status_response(
-            &Status::invalid(
-                "meta.k8s.io",
-                "ListOptions",
-                "FieldValueForbidden",
-                "sendInitialEvents",
-                "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
-            ),
-            wire,
-        );
-    }
     let fault = match fault_for(ctx, RequestKind::Watch, wire).await {
         Ok(fault) => fault,
         Err(response) => return response,
@@ -228,7 +216,7 @@ impl Watch {
             .namespace
             .as_ref()
             .is_none_or(|ns| *ns == object.namespace)
-            && matches(self.out.resource, &self.params, object)
+            && self.params.matches(self.out.resource, object)
     }
 
     /// The event as this watch sees it through its selectors. An object

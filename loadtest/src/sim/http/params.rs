@@ -1,0 +1,412 @@
+//! The query parameters of a collection GET (a list, or a watch with
+//! `watch=1`), read and checked in kube-apiserver's order and with its
+//! answers (see `shared/APISERVER-PROTOCOL.md` and the golden corpus's
+//! `errors/`):
+//!
+//! 1. decoding the parameters: a malformed number or label selector is 400;
+//! 2. validating the combination (`ListOptions` validation): 422 `Invalid`
+//!    listing every violated rule in `details.causes`;
+//! 3. field selectors against the resource's fields: 400;
+//! 4. the resourceVersion and the continue token, as storage reads them:
+//!    400.
+//!
+//! Boolean parameters are true unless `0` or `false` (any case); numbers
+//! are Go integers; the first of repeated parameters counts.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use kubecache_wire::{Status, StatusCause, StatusDetails};
+
+use super::continue_token::ContinueToken;
+use crate::sim::object::StoredObject;
+use crate::sim::resources::Resource;
+use crate::sim::selector::{FieldSelector, LabelSelector};
+
+/// `resourceVersionMatch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VersionMatch {
+    /// The snapshot at exactly `resourceVersion`.
+    Exact,
+    /// Any state at least as new as `resourceVersion`.
+    NotOlderThan,
+}
+
+/// What a collection GET asks for.
+#[derive(Debug, Clone, Default)]
+pub struct CollectionParams {
+    /// `watch`: stream changes instead of listing.
+    pub watch: bool,
+    /// `resourceVersion`; `None` when unset or empty.
+    pub resource_version: Option<u64>,
+    /// `resourceVersionMatch`.
+    pub version_match: Option<VersionMatch>,
+    /// `limit`; 0 when unset or not positive.
+    pub limit: usize,
+    /// `continue`, decoded (lists only).
+    pub continue_token: Option<ContinueToken>,
+    /// `allowWatchBookmarks`.
+    pub allow_bookmarks: bool,
+    /// `sendInitialEvents`.
+    pub send_initial_events: Option<bool>,
+    /// `timeoutSeconds`, when positive.
+    pub timeout: Option<Duration>,
+    /// `labelSelector`.
+    pub labels: LabelSelector,
+    /// `fieldSelector`.
+    pub fields: FieldSelector,
+}
+
+impl CollectionParams {
+    /// Reads a query string for `resource`; `watch_list` says whether the
+    /// WatchList feature gate is on. The error is the Status to answer.
+    pub fn parse(query: &str, resource: &Resource, watch_list: bool) -> Result<Self, Status> {
+        let mut raw: HashMap<String, String> = HashMap::new();
+        for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+            raw.entry(key.into_owned()).or_insert(value.into_owned());
+        }
+        let get = |key: &str| raw.get(key).map(String::as_str);
+        let flag = |key: &str| get(key).map(|v| v != "0" && !v.eq_ignore_ascii_case("false"));
+        let labels = LabelSelector::parse(get("labelSelector").unwrap_or_default())
+            .map_err(Status::bad_request)?;
+        let limit = integer(get("limit"))?;
+        let timeout = integer(get("timeoutSeconds"))?;
+        let rv = get("resourceVersion").unwrap_or_default();
+        let version_match = get("resourceVersionMatch").unwrap_or_default();
+        let continue_param = get("continue").unwrap_or_default();
+        let watch = flag("watch").unwrap_or(false);
+        let send_initial_events = flag("sendInitialEvents");
+        let violations = if watch {
+            watch_violations(
+                version_match,
+                send_initial_events,
+                continue_param,
+                watch_list,
+            )
+        } else {
+            list_violations(rv, version_match, send_initial_events, continue_param)
+        };
+        if !violations.is_empty() {
+            return Err(invalid(&violations));
+        }
+        let fields = FieldSelector::parse(
+            get("fieldSelector").unwrap_or_default(),
+            &resource.supported_fields(),
+        )
+        .map_err(Status::bad_request)?;
+        let resource_version = resource_version(rv)?;
+        let continue_token = match continue_param {
+            "" => None,
+            _ if watch => None,
+            token => {
+                let token = ContinueToken::decode(token)?;
+                if resource_version.is_some_and(|rv| rv != 0) {
+                    return Err(Status::bad_request(
+                        "specifying resource version is not allowed when using continue",
+                    ));
+                }
+                Some(token)
+            }
+        };
+        Ok(CollectionParams {
+            watch,
+            resource_version,
+            version_match: match version_match {
+                "Exact" => Some(VersionMatch::Exact),
+                "NotOlderThan" => Some(VersionMatch::NotOlderThan),
+                _ => None,
+            },
+            limit: usize::try_from(limit).unwrap_or(0),
+            continue_token,
+            allow_bookmarks: flag("allowWatchBookmarks").unwrap_or(false),
+            send_initial_events,
+            timeout: u64::try_from(timeout)
+                .ok()
+                .filter(|s| *s > 0)
+                .map(Duration::from_secs),
+            labels,
+            fields,
+        })
+    }
+
+    /// Whether a selector narrows the collection (lists then carry no
+    /// `remainingItemCount`).
+    pub fn filtered(&self) -> bool {
+        !self.labels.is_empty() || !self.fields.is_empty()
+    }
+
+    /// Whether an object passes the selectors.
+    pub fn matches(&self, resource: &Resource, object: &StoredObject) -> bool {
+        self.labels.matches(|k| object.label(k))
+            && self.fields.matches(|f| object.field(resource, f))
+    }
+}
+
+/// A Go `int64` parameter; unset or blank is 0.
+fn integer(value: Option<&str>) -> Result<i64, Status> {
+    let value = value.unwrap_or_default().trim();
+    if value.is_empty() {
+        return Ok(0);
+    }
+    value.parse().map_err(|e: std::num::ParseIntError| {
+        let why = match e.kind() {
+            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                "value out of range"
+            }
+            _ => "invalid syntax",
+        };
+        Status::bad_request(format!("strconv.ParseInt: parsing {value:?}: {why}"))
+    })
+}
+
+/// `resourceVersion` as storage reads it: a Go `uint64`, `""` unset.
+fn resource_version(value: &str) -> Result<Option<u64>, Status> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let why = if !value.bytes().all(|b| b.is_ascii_digit()) {
+        "invalid syntax"
+    } else if let Ok(rv) = value.parse() {
+        return Ok(Some(rv));
+    } else {
+        "value out of range"
+    };
+    Err(Status::bad_request(format!(
+        "invalid resource version: resourceVersion: Invalid value: {value:?}: strconv.ParseUint: parsing {value:?}: {why}"
+    )))
+}
+
+/// One broken rule of `ListOptions` validation.
+struct Violation {
+    field: &'static str,
+    reason: &'static str,
+    detail: String,
+}
+
+fn forbidden(field: &'static str, why: &str) -> Violation {
+    Violation {
+        field,
+        reason: "FieldValueForbidden",
+        detail: format!("Forbidden: {why}"),
+    }
+}
+
+fn not_supported(field: &'static str, value: &str, supported: &[&str]) -> Violation {
+    let supported: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+    Violation {
+        field,
+        reason: "FieldValueNotSupported",
+        detail: format!(
+            "Unsupported value: {value:?}: supported values: {}",
+            supported.join(", ")
+        ),
+    }
+}
+
+fn list_violations(
+    rv: &str,
+    version_match: &str,
+    send_initial_events: Option<bool>,
+    continue_param: &str,
+) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    if !version_match.is_empty() {
+        if rv.is_empty() {
+            violations.push(forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ));
+        }
+        if !continue_param.is_empty() {
+            violations.push(forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+        if !matches!(version_match, "Exact" | "NotOlderThan") {
+            violations.push(not_supported(
+                "resourceVersionMatch",
+                version_match,
+                &["Exact", "NotOlderThan", ""],
+            ));
+        }
+        if version_match == "Exact" && rv == "0" {
+            violations.push(forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ));
+        }
+    }
+    if send_initial_events.is_some() {
+        violations.push(forbidden(
+            "sendInitialEvents",
+            "sendInitialEvents is forbidden for list",
+        ));
+    }
+    violations
+}
+
+fn watch_violations(
+    version_match: &str,
+    send_initial_events: Option<bool>,
+    continue_param: &str,
+    watch_list: bool,
+) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    if send_initial_events.is_some() {
+        if version_match.is_empty() {
+            violations.push(forbidden(
+                "resourceVersionMatch",
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        if !watch_list {
+            violations.push(forbidden(
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+            ));
+        }
+    }
+    if !version_match.is_empty() {
+        if send_initial_events.is_none() {
+            violations.push(forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ));
+        }
+        if version_match != "NotOlderThan" {
+            violations.push(not_supported(
+                "resourceVersionMatch",
+                version_match,
+                &["NotOlderThan"],
+            ));
+        }
+        if !continue_param.is_empty() {
+            violations.push(forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+    }
+    violations
+}
+
+/// kube-apiserver's 422 for invalid `ListOptions`: one cause per violation,
+/// the message listing them (in brackets when there are several).
+fn invalid(violations: &[Violation]) -> Status {
+    let listed: Vec<String> = violations
+        .iter()
+        .map(|v| format!("{}: {}", v.field, v.detail))
+        .collect();
+    let listed = match listed.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    };
+    let mut status = Status::failure(
+        422,
+        "Invalid",
+        format!("ListOptions.meta.k8s.io \"\" is invalid: {listed}"),
+    );
+    status.details = Some(StatusDetails {
+        group: "meta.k8s.io".into(),
+        kind: "ListOptions".into(),
+        causes: violations
+            .iter()
+            .map(|v| StatusCause {
+                reason: v.reason.into(),
+                message: v.detail.clone(),
+                field: v.field.into(),
+            })
+            .collect(),
+        ..StatusDetails::default()
+    });
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::resources::{RESOURCES, ids};
+
+    fn parse(query: &str) -> Result<CollectionParams, Status> {
+        CollectionParams::parse(query, &RESOURCES[ids::PODS], true)
+    }
+
+    #[test]
+    fn parameters_are_read_as_go_reads_them() {
+        let p = parse(
+            "watch=true&resourceVersion=0&limit=-3&timeoutSeconds=9&allowWatchBookmarks=1&watch=0",
+        )
+        .unwrap();
+        assert!(
+            p.watch && p.allow_bookmarks,
+            "first value wins, any non-false is true"
+        );
+        assert_eq!(p.resource_version, Some(0));
+        assert_eq!((p.limit, p.timeout), (0, Some(Duration::from_secs(9))));
+        let p = parse("resourceVersion=&watch=False").unwrap();
+        assert_eq!((p.watch, p.resource_version), (false, None));
+        assert_eq!(
+            parse("limit=ten").unwrap_err().message,
+            "strconv.ParseInt: parsing \"ten\": invalid syntax"
+        );
+    }
+
+    #[test]
+    fn bad_combinations_are_422_with_every_cause() {
+        let status = parse("resourceVersionMatch=Bogus&continue=x").unwrap_err();
+        assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+        let causes: Vec<&str> = status
+            .details
+            .as_ref()
+            .unwrap()
+            .causes
+            .iter()
+            .map(|c| c.message.as_str())
+            .collect();
+        assert_eq!(
+            causes,
+            [
+                "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+                "Forbidden: resourceVersionMatch is forbidden when continue is provided",
+                "Unsupported value: \"Bogus\": supported values: \"Exact\", \"NotOlderThan\", \"\"",
+            ]
+        );
+        assert!(status.message.starts_with(
+            "ListOptions.meta.k8s.io \"\" is invalid: [resourceVersionMatch: Forbidden"
+        ));
+        let status = parse("watch=1&resourceVersionMatch=NotOlderThan").unwrap_err();
+        assert_eq!(
+            status.message,
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"
+        );
+        let disabled = CollectionParams::parse(
+            "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+            &RESOURCES[ids::PODS],
+            false,
+        )
+        .unwrap_err();
+        assert!(
+            disabled
+                .message
+                .ends_with("unless the WatchList feature gate is enabled")
+        );
+    }
+
+    #[test]
+    fn continue_tokens_are_decoded_and_exclude_a_resource_version() {
+        let token = ContinueToken::after(12, "ns/a").encode();
+        let p = parse(&format!("limit=2&continue={token}&resourceVersion=0")).unwrap();
+        assert_eq!(p.continue_token, Some(ContinueToken::after(12, "ns/a")));
+        assert_eq!(
+            parse(&format!("continue={token}&resourceVersion=5"))
+                .unwrap_err()
+                .message,
+            "specifying resource version is not allowed when using continue"
+        );
+        assert_eq!(
+            parse("resourceVersion=-1").unwrap_err().message,
+            "invalid resource version: resourceVersion: Invalid value: \"-1\": strconv.ParseUint: parsing \"-1\": invalid syntax"
+        );
+    }
+}
