@@ -48,10 +48,11 @@ pub(crate) enum Kind {
 /// Cardinality of a field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Label {
-    /// `optional`, and `omitempty` (or a pointer) in Go.
+    /// `optional`, and marked `+optional` in the API.
     Opt,
-    /// `optional` on the wire, but required in the OpenAPI schema (no
-    /// `omitempty` in Go): an empty string is still written to JSON.
+    /// `optional` on the wire, but not marked `+optional` in the API: an
+    /// empty raw JSON value (`RawExtension`, `FieldsV1`) is written as `null`
+    /// rather than left out, as Go writes a non-pointer one.
     Req,
     /// `repeated`: a JSON array.
     Rep,

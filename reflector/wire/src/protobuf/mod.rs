@@ -8,16 +8,21 @@
 //!
 //! # Schema
 //!
-//! The message table (`schema.rs`) is generated from two crates of the
-//! dependency graph: `k8s-pb` gives every message of the official
-//! `generated.proto` files (field numbers, types, `repeated`, `map`),
-//! `k8s-openapi` gives the JSON names and which fields are required. See
-//! `generate.rs` for how they are joined and how to regenerate; a test fails
-//! when the committed table is stale. Covered: all of `k8s.io/api` (every
-//! group and version), `apimachinery` (`meta/v1`, `runtime`, `intstr`,
-//! `resource`), `kube-aggregator` and `metrics`. Not covered:
-//! `apiextensions-apiserver` (CRD objects), whose `JSONSchemaPropsOr*` unions
-//! have a custom JSON form; custom resources have no protobuf at all.
+//! The message table (`schema.rs`) is generated from Kubernetes' own data,
+//! vendored unmodified in `reflector/wire/kubernetes` (Kubernetes 1.36; see
+//! its README): the official `generated.proto` files give every message
+//! (field numbers, types, `repeated`, `map`, JSON names), k8s.io/api's
+//! round-trip fixtures give each kind's `apiVersion` and the fields Go embeds
+//! with `json:",inline"`. See `generate.rs` for how; regenerate with
+//! `UPDATE_PROTO_SCHEMA=1 cargo test -p kubecache-wire --lib protobuf::generate`.
+//! Without the variable that test fails when the committed table is stale; it
+//! reads only committed files, so it runs offline and with vendored
+//! dependencies. Covered: all of `k8s.io/api` (every group and version),
+//! `apimachinery` (`meta/v1`, `runtime`, `intstr`, `resource`) and `metrics`.
+//! Not covered: `apiextensions-apiserver` (CRD objects), whose
+//! `JSONSchemaPropsOr*` unions have a custom JSON form; `kube-aggregator`
+//! (`APIService`), whose `.proto` no reachable package publishes; custom
+//! resources have no protobuf at all.
 //!
 //! # JSON <-> protobuf rules
 //!
