@@ -39,7 +39,7 @@ pub use cost::ServingCost;
 pub use faults::{Fault, FaultSpec, Target as FaultTarget};
 pub use object::StoredObject;
 pub use resources::{RESOURCES, Resource, ResourceId, ids};
-pub use store::{Event, EventType, HistoryWindow, Store};
+pub use store::{Event, HistoryWindow, Store};
 
 use data::{Generator, GeneratorConfig, Mutation};
 use http::{Context, ServeConfig};

@@ -27,7 +27,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kubecache_wire::Status;
+use kubecache_wire::{ChangeType, Status};
 use parking_lot::RwLock;
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -36,34 +36,11 @@ use tokio::time::Instant;
 use super::object::StoredObject;
 use super::resources::{RESOURCES, Resource, ResourceId, ids};
 
-/// What a watch event says happened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    /// The object was created.
-    Added,
-    /// The object was changed.
-    Modified,
-    /// The object was deleted; the event carries its last state at the
-    /// deletion's revision.
-    Deleted,
-}
-
-impl EventType {
-    /// The name used on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Added => "ADDED",
-            EventType::Modified => "MODIFIED",
-            EventType::Deleted => "DELETED",
-        }
-    }
-}
-
 /// One change in the history.
 #[derive(Debug, Clone)]
 pub struct Event {
     /// What happened.
-    pub kind: EventType,
+    pub kind: ChangeType,
     /// The object after the change (for deletes: the last state, with the
     /// deletion's revision).
     pub object: Arc<StoredObject>,
@@ -409,7 +386,7 @@ impl Store {
         meta.insert("creationTimestamp".into(), now_rfc3339().into());
         let stored = StoredObject::new(res, object, revision);
         let event = Event {
-            kind: EventType::Added,
+            kind: ChangeType::Added,
             object: stored.clone(),
             previous: None,
         };
@@ -473,7 +450,7 @@ impl Store {
         metadata_mut(&mut object).insert("resourceVersion".into(), revision.to_string().into());
         let stored = StoredObject::new(res, object, revision);
         let event = Event {
-            kind: EventType::Modified,
+            kind: ChangeType::Modified,
             object: stored.clone(),
             previous: Some(current),
         };
@@ -526,7 +503,7 @@ impl Store {
         metadata_mut(&mut last).insert("resourceVersion".into(), revision.to_string().into());
         let tombstone = StoredObject::new(res, last, revision);
         let event = Event {
-            kind: EventType::Deleted,
+            kind: ChangeType::Deleted,
             object: tombstone.clone(),
             previous: Some(current),
         };
@@ -547,9 +524,9 @@ impl Store {
         debug_assert_eq!(event.revision(), revision);
         let state = &mut inner.resources[resource];
         let live_after = match event.kind {
-            EventType::Added => state.live_now() + 1,
-            EventType::Modified => state.live_now(),
-            EventType::Deleted => state.live_now() - 1,
+            ChangeType::Added => state.live_now() + 1,
+            ChangeType::Modified => state.live_now(),
+            ChangeType::Deleted => state.live_now() - 1,
         };
         state.live.push_back((revision, live_after));
         state.events.push_back(event);

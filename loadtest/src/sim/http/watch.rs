@@ -36,7 +36,8 @@ use crate::sim::encoding::Wire;
 use crate::sim::faults::{Fault, RequestKind};
 use crate::sim::object::StoredObject;
 use crate::sim::resources::{RESOURCES, Resource};
-use crate::sim::store::{Event, EventType, ListRead, ReadError};
+use crate::sim::store::{Event, ListRead, ReadError};
+use kubecache_wire::ChangeType;
 
 /// Without `timeoutSeconds`, kube-apiserver ends a watch after a random
 /// 30–60 minutes (`--min-request-timeout` 1800 s); the simulator uses 30.
@@ -227,16 +228,16 @@ impl Watch {
         let now = self.visible(&event.object);
         let before = event.previous.as_ref().filter(|p| self.visible(p));
         let (kind, object) = match (event.kind, before, now) {
-            (EventType::Added, _, true) => (EventType::Added, event.object.clone()),
-            (EventType::Modified, Some(_), true) => (EventType::Modified, event.object.clone()),
-            (EventType::Modified, None, true) => (EventType::Added, event.object.clone()),
-            (EventType::Modified, Some(previous), false) => {
+            (ChangeType::Added, _, true) => (ChangeType::Added, event.object.clone()),
+            (ChangeType::Modified, Some(_), true) => (ChangeType::Modified, event.object.clone()),
+            (ChangeType::Modified, None, true) => (ChangeType::Added, event.object.clone()),
+            (ChangeType::Modified, Some(previous), false) => {
                 let mut last = previous.to_value();
                 last["metadata"]["resourceVersion"] = event.revision().to_string().into();
                 let last = StoredObject::new(self.out.resource, last, event.revision());
-                (EventType::Deleted, last)
+                (ChangeType::Deleted, last)
             }
-            (EventType::Deleted, _, true) => (EventType::Deleted, event.object.clone()),
+            (ChangeType::Deleted, _, true) => (ChangeType::Deleted, event.object.clone()),
             _ => return None,
         };
         Some((kind.as_str(), object))
