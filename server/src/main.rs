@@ -9,6 +9,10 @@
 //! synced. SIGTERM or Ctrl-C: stop accepting, end every watch cleanly (its
 //! client resumes elsewhere from its last resourceVersion), let answers in
 //! flight finish for up to [`SHUTDOWN_GRACE`], exit.
+//!
+//! Health: a resource whose reflector fails (401, 403, 404: it retries)
+//! is not ready, and `/readyz` says why; a reflector task that ends (a bug)
+//! is logged, and `/livez` fails so that the kubelet restarts the process.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -20,6 +24,7 @@ use clap::Parser;
 use kubecache_reflector::upstream::{ApiResource, ResourceSpec};
 use kubecache_server::config::{Cli, Config, FileConfig};
 use kubecache_server::{ServedResource, ServedResources};
+use tokio::task::JoinHandle;
 
 /// How long requests in flight may take to finish after a shutdown signal.
 /// Kubernetes waits `terminationGracePeriodSeconds` (30 s by default)
@@ -55,7 +60,7 @@ async fn main() -> anyhow::Result<()> {
             label_selector: resource.label_selector,
             field_selector: resource.field_selector,
         };
-        let (cache, _task) = ServedResource::start(
+        let (cache, task) = ServedResource::start(
             client.clone(),
             spec,
             resource.store,
@@ -63,6 +68,7 @@ async fn main() -> anyhow::Result<()> {
             &config.serve,
         )
         .with_context(|| format!("resource {:?}", resource.name))?;
+        tokio::spawn(reflector_ended(cache.name(), task));
         caches.push(cache);
     }
     let caches = Arc::new(ServedResources::new(caches, config.serve));
@@ -149,6 +155,19 @@ async fn simulated(_pods: usize, _churn: f64) -> anyhow::Result<(kube::Client, (
         "--simulate: this kubecache was built without the simulated API server; \
          build it with `cargo build -p kubecache-server --features simulate`"
     )
+}
+
+/// Waits for a reflector's task to end and says why. It never ends by
+/// itself (it retries every failure, and catches the panics of its steps),
+/// so this is a bug: its store is then closed and not ready ("the reflector
+/// stopped"), and `/livez` fails so that the kubelet restarts the process.
+async fn reflector_ended(resource: String, task: JoinHandle<()>) {
+    // A JoinError says whether the task panicked, and with what message.
+    let why = match task.await {
+        Ok(()) => "it returned".to_string(),
+        Err(error) => error.to_string(),
+    };
+    tracing::error!(%resource, %why, "the reflector stopped: /livez fails from now on");
 }
 
 /// SIGTERM (Kubernetes stopping the pod) or Ctrl-C.

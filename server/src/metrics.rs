@@ -170,7 +170,11 @@ fn describe() {
     describe_gauge!("kubecache_objects", "Objects in the store.");
     describe_gauge!(
         "kubecache_ready",
-        "1 once the resource has synced and is served, 0 before."
+        "1 while the resource is synced and served; 0 before, while its reflector fails (401, 403, 404, a panic), and once it stopped."
+    );
+    describe_gauge!(
+        "kubecache_reflector_phase",
+        "1 for the lifecycle state the resource's reflector is in (listing, watching, backing_off, failing), 0 for the others."
     );
     describe_gauge!(
         "kubecache_resource_version",

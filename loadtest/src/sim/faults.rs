@@ -3,8 +3,11 @@
 
 use std::time::Duration;
 
+use kubecache_wire::{Status, StatusDetails};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
+
+use super::resources::Resource;
 
 /// What goes wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,6 +40,12 @@ pub enum Fault {
         /// How long.
         secs: u64,
     },
+    /// 403 `Forbidden`, as kube-apiserver answers a request RBAC does not
+    /// allow (see [`forbidden`]).
+    Forbidden,
+    /// 404 `NotFound`, as kube-apiserver answers for a resource it does not
+    /// serve, e.g. that of a deleted CustomResourceDefinition.
+    NotFound,
 }
 
 /// Which requests a fault hits.
@@ -84,7 +93,8 @@ pub struct FaultSpec {
     pub target: Target,
     /// What happens to them.
     pub fault: Fault,
-    /// How many requests it hits before it is disarmed.
+    /// How many requests it hits before it is disarmed (`u32::MAX`: until
+    /// [`Faults::clear`]).
     pub times: u32,
 }
 
@@ -106,6 +116,56 @@ impl Fault {
             _ => None,
         }
     }
+}
+
+/// The user the simulated API server denies in [`Fault::Forbidden`]:
+/// kubecache's service account as `deploy/` creates it.
+pub const DENIED_USER: &str = "system:serviceaccount:kubecache:kubecache";
+
+/// The 403 of a request RBAC does not allow, worded as kube-apiserver words
+/// it (`forbiddenMessage` in `apiserver/pkg/endpoints/handlers/responsewriters/errors.go`,
+/// wrapped by `NewForbidden` in `apimachinery/pkg/api/errors/errors.go`), e.g.
+/// `pods is forbidden: User "system:serviceaccount:kubecache:kubecache" cannot watch resource "pods" in API group "" at the cluster scope`.
+pub fn forbidden(request: RequestKind, resource: &Resource, namespace: Option<&str>) -> Status {
+    let verb = match request {
+        RequestKind::List | RequestKind::Continue => "list",
+        RequestKind::Watch => "watch",
+    };
+    let (plural, group) = (resource.plural, resource.group);
+    let scope = match namespace {
+        Some(ns) => format!("in the namespace {ns:?}"),
+        None => "at the cluster scope".into(),
+    };
+    let qualified = if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    };
+    let mut status = Status::failure(
+        403,
+        "Forbidden",
+        format!(
+            "{qualified} is forbidden: User {DENIED_USER:?} cannot {verb} resource {plural:?} in API group {group:?} {scope}"
+        ),
+    );
+    status.details = Some(StatusDetails {
+        group: group.into(),
+        kind: plural.into(),
+        ..StatusDetails::default()
+    });
+    status
+}
+
+/// The 404 of a resource the server does not serve (kube-apiserver's
+/// `NotFound` handler, `apiserver/pkg/endpoints/handlers/responsewriters`).
+pub fn not_found() -> Status {
+    let mut status = Status::failure(
+        404,
+        "NotFound",
+        "the server could not find the requested resource",
+    );
+    status.details = Some(StatusDetails::default());
+    status
 }
 
 /// The armed faults, oldest first.
@@ -165,6 +225,19 @@ mod tests {
             Some(Fault::ExpireContinue)
         );
         assert_eq!(faults.take(RequestKind::Continue), None);
+    }
+
+    #[test]
+    fn forbidden_is_worded_as_kube_apiserver_words_it() {
+        let pods = &super::super::resources::RESOURCES[crate::sim::ids::PODS];
+        assert_eq!(
+            forbidden(RequestKind::Watch, pods, None).message,
+            r#"pods is forbidden: User "system:serviceaccount:kubecache:kubecache" cannot watch resource "pods" in API group "" at the cluster scope"#
+        );
+        assert_eq!(
+            forbidden(RequestKind::Continue, pods, Some("default")).message,
+            r#"pods is forbidden: User "system:serviceaccount:kubecache:kubecache" cannot list resource "pods" in API group "" in the namespace "default""#
+        );
     }
 
     #[test]

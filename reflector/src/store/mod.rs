@@ -196,7 +196,8 @@ struct Progress {
 /// every change goes through it, in order.
 ///
 /// Dropping it closes the store: subscriptions drain and end with
-/// [`RecvError::Closed`], [`StoreReader::ready`] stops waiting.
+/// [`RecvError::Closed`], [`StoreReader::ready`] stops waiting, and the
+/// store is not ready any more (nothing keeps it current).
 #[derive(Debug)]
 pub struct StoreWriter {
     shared: Arc<Shared>,
@@ -313,7 +314,12 @@ impl StoreWriter {
 impl Drop for StoreWriter {
     fn drop(&mut self) {
         self.shared.log.close();
-        self.shared.progress.send_modify(|p| p.closed = true);
+        self.shared.progress.send_modify(|p| {
+            p.closed = true;
+            p.readiness = Readiness::NotReady {
+                reason: Arc::from("the reflector stopped"),
+            };
+        });
     }
 }
 

@@ -937,3 +937,17 @@ fn a_configuration_that_cannot_work_is_refused_naming_the_field() {
             .starts_with("event_log.max_events")
     );
 }
+
+#[tokio::test]
+async fn a_dropped_writer_leaves_a_ready_store_not_ready_and_says_why() {
+    let (mut writer, reader) = small_store();
+    writer.set_ready();
+    drop(writer);
+    assert_eq!(
+        reader.readiness(),
+        Readiness::NotReady {
+            reason: Arc::from("the reflector stopped")
+        }
+    );
+    assert_eq!(reader.ready().await, Err(StoreClosed));
+}

@@ -37,7 +37,7 @@ pub enum UpstreamError {
     #[error("streaming lists are not supported by this server: {0}")]
     StreamingUnsupported(String),
     /// Any other 4xx answer (401, 403, 404, 422 ...): a problem of
-    /// configuration or permissions that may be fixed while we wait.
+    /// configuration or permissions that a human may fix while we retry.
     #[error("{code} from the API server: {message}")]
     Client {
         /// The HTTP code.
@@ -66,33 +66,126 @@ pub enum UpstreamError {
         /// The configured bound.
         limit: usize,
     },
+    /// The reflector panicked while it listed or watched (e.g. in an
+    /// [`ObjectFilter`](super::ObjectFilter), a user callback); the panic's
+    /// message.
+    #[error("the reflector panicked: {0}")]
+    Panicked(String),
+}
+
+/// The request that failed: the same answer means different things in
+/// different places.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// A page of a list that no watch covers: every page of `list-watch`,
+    /// the first page of `parallel`.
+    List,
+    /// A later page of a parallel list: the watch opened at page 1's
+    /// resourceVersion covers every change since.
+    Continue,
+    /// A streaming list, before its initial-events-end bookmark.
+    StreamingList {
+        /// Parallel lists may replace it (the strategy is `auto`).
+        fallback: bool,
+    },
+    /// Opening or reading a watch, the one held during a parallel list
+    /// included.
+    Watch,
+}
+
+impl Phase {
+    /// A short, bounded label for metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::List => "list",
+            Phase::Continue => "continue",
+            Phase::StreamingList { .. } => "streaming_list",
+            Phase::Watch => "watch",
+        }
+    }
 }
 
 /// What to do after a failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recovery {
-    /// List again (diffing against the store): our position in the history is lost.
+    /// Our position in the history is lost: list again, diffing against the
+    /// store.
     Relist,
-    /// Watch again from the last resourceVersion seen: nothing was lost.
+    /// Nothing was lost: go on from where we were (reopen the watch at the
+    /// last resourceVersion seen, or continue the list with the token the
+    /// server gave).
     Resume,
-    /// Wait (at least this long, if the server said so), then retry the same step.
+    /// A transient failure: wait (at least this long, if the server said
+    /// so), then retry.
     Backoff(Option<Duration>),
+    /// The server has no streaming lists: list in parallel from now on.
+    FallBack,
+    /// A persistent failure that needs a human or a change elsewhere: the
+    /// resource is not ready, with the error as the reason, and is listed
+    /// again after a capped backoff until that succeeds.
+    Fail,
 }
 
 impl UpstreamError {
-    /// The one decision table of the reflector.
-    pub fn recovery(&self) -> Recovery {
+    /// The one decision table of the reflector: what to do after `self`
+    /// failed a request of `phase`.
+    ///
+    /// | failure | recovery | the store |
+    /// |---|---|---|
+    /// | 410 Gone on a continue page of a parallel list, with the server's inconsistent continue token | resume: continue at the current revision, the watch covers the difference | ready |
+    /// | 410 Gone anywhere else (a watch, a streaming list, a list page) | relist | ready |
+    /// | an undecodable body or event; the parallel list's buffer overflowed | relist: an event may be lost | ready |
+    /// | a broken watch stream | resume from the last resourceVersion | ready |
+    /// | a broken list page or streaming list | back off, list again | ready |
+    /// | 429 | back off, at least `Retry-After` | ready |
+    /// | 5xx, 408, connection failed | back off | ready |
+    /// | 422 on `sendInitialEvents`, strategy `auto` | fall back to parallel lists, list at once | unchanged |
+    /// | 422 on `sendInitialEvents`, strategy `streaming` | fail: the server has no streaming lists | not ready |
+    /// | 401, 403, 404 (e.g. the CRD was deleted), any other 4xx | fail | not ready |
+    /// | a panic inside the reflector (e.g. in an `ObjectFilter`) | fail | not ready |
+    ///
+    /// "Ready" keeps the store serving its last state, as it was (a store
+    /// not ready yet stays so until its first list); every failure is
+    /// retried. A failed list made no progress, so whatever the table
+    /// says, the list that follows it waits for the backoff first: a list
+    /// that keeps failing never spins. "Fail" marks the resource not ready
+    /// until the first list that succeeds afterwards, backing off up to
+    /// the backoff's cap (30 s) meanwhile, so that it recovers by itself
+    /// once the permission is granted or the resource exists again.
+    pub fn recovery(&self, phase: Phase) -> Recovery {
         match self {
+            UpstreamError::Gone {
+                continue_token: Some(_),
+                ..
+            } if phase == Phase::Continue => Recovery::Resume,
             UpstreamError::Gone { .. } => Recovery::Relist,
             // A decode failure may have lost an event: the only safe way on
             // is a fresh list. An overflowing buffer lost events by definition.
             UpstreamError::Decode { .. } | UpstreamError::BufferOverflow { .. } => Recovery::Relist,
-            UpstreamError::Stream(_) => Recovery::Resume,
+            UpstreamError::Stream(_) if phase == Phase::Watch => Recovery::Resume,
+            UpstreamError::Stream(_) => Recovery::Backoff(None),
             UpstreamError::TooManyRequests { retry_after } => Recovery::Backoff(*retry_after),
+            // 408: the server gave up waiting for our request, not on us.
             UpstreamError::Server { .. }
+            | UpstreamError::Client { code: 408, .. }
+            | UpstreamError::Connect(_) => Recovery::Backoff(None),
+            UpstreamError::StreamingUnsupported(_)
+                if phase == (Phase::StreamingList { fallback: true }) =>
+            {
+                Recovery::FallBack
+            }
+            UpstreamError::StreamingUnsupported(_)
             | UpstreamError::Client { .. }
-            | UpstreamError::Connect(_)
-            | UpstreamError::StreamingUnsupported(_) => Recovery::Backoff(None),
+            | UpstreamError::Panicked(_) => Recovery::Fail,
+        }
+    }
+
+    /// For [`Recovery::Resume`] of a continue page: the token that continues
+    /// the list at the current revision.
+    pub fn into_continue_token(self) -> Option<String> {
+        match self {
+            UpstreamError::Gone { continue_token, .. } => continue_token,
+            _ => None,
         }
     }
 
@@ -108,6 +201,7 @@ impl UpstreamError {
             UpstreamError::Stream(_) => "stream_broken",
             UpstreamError::Decode { .. } => "decode",
             UpstreamError::BufferOverflow { .. } => "buffer_overflow",
+            UpstreamError::Panicked(_) => "panic",
         }
     }
 
@@ -169,22 +263,110 @@ impl UpstreamError {
 mod tests {
     use super::*;
 
+    const LIST: Phase = Phase::List;
+    const CONTINUE: Phase = Phase::Continue;
+    const STREAMING: Phase = Phase::StreamingList { fallback: false };
+    const AUTO: Phase = Phase::StreamingList { fallback: true };
+    const WATCH: Phase = Phase::Watch;
+
+    fn gone(continue_token: Option<&str>) -> UpstreamError {
+        UpstreamError::Gone {
+            message: "too old".into(),
+            continue_token: continue_token.map(String::from),
+        }
+    }
+
+    fn client(code: u16) -> UpstreamError {
+        UpstreamError::Client {
+            code,
+            message: "denied".into(),
+        }
+    }
+
+    /// The table of [`UpstreamError::recovery`], row by row, in every phase.
     #[test]
-    fn each_failure_maps_to_one_recovery() {
-        let gone = UpstreamError::from_response(
-            410,
-            None,
-            br#"{"kind":"Status","message":"too old","code":410}"#,
+    fn every_failure_maps_to_the_documented_recovery_in_every_phase() {
+        use Recovery::{Backoff, Fail, FallBack, Relist, Resume};
+        let three = Some(Duration::from_secs(3));
+        let rows: Vec<(UpstreamError, [Recovery; 5])> = vec![
+            (gone(Some("next")), [Relist, Resume, Relist, Relist, Relist]),
+            (gone(None), [Relist; 5]),
+            (
+                UpstreamError::Decode {
+                    what: "watch event".into(),
+                    error: "eof".into(),
+                },
+                [Relist; 5],
+            ),
+            (UpstreamError::BufferOverflow { limit: 1 }, [Relist; 5]),
+            (
+                UpstreamError::Stream("eof".into()),
+                [
+                    Backoff(None),
+                    Backoff(None),
+                    Backoff(None),
+                    Backoff(None),
+                    Resume,
+                ],
+            ),
+            (
+                UpstreamError::TooManyRequests { retry_after: three },
+                [Backoff(three); 5],
+            ),
+            (
+                UpstreamError::Server {
+                    code: 503,
+                    message: "unavailable".into(),
+                },
+                [Backoff(None); 5],
+            ),
+            (client(408), [Backoff(None); 5]),
+            (UpstreamError::Connect("refused".into()), [Backoff(None); 5]),
+            (
+                UpstreamError::StreamingUnsupported("WatchList".into()),
+                [Fail, Fail, Fail, FallBack, Fail],
+            ),
+            (client(401), [Fail; 5]),
+            (client(403), [Fail; 5]),
+            (client(404), [Fail; 5]),
+            (client(400), [Fail; 5]),
+            (UpstreamError::Panicked("boom".into()), [Fail; 5]),
+        ];
+        for (error, want) in rows {
+            let got = [LIST, CONTINUE, STREAMING, AUTO, WATCH].map(|phase| error.recovery(phase));
+            assert_eq!(got, want, "{error:?}");
+        }
+    }
+
+    #[test]
+    fn answers_are_classified_by_code_and_status() {
+        let mut expired = Status::expired("too old");
+        expired.metadata.continue_token = Some("next".into());
+        let expired_continue = UpstreamError::from_response(410, None, &expired.to_json());
+        assert_eq!(expired_continue.recovery(CONTINUE), Recovery::Resume);
+        assert_eq!(
+            expired_continue.into_continue_token().as_deref(),
+            Some("next")
         );
-        assert_eq!(gone.recovery(), Recovery::Relist);
         let throttled = UpstreamError::from_response(429, Some(Duration::from_secs(3)), b"");
         assert_eq!(
-            throttled.recovery(),
+            throttled.recovery(WATCH),
             Recovery::Backoff(Some(Duration::from_secs(3)))
         );
         assert_eq!(
-            UpstreamError::from_response(503, None, b"oops").recovery(),
+            UpstreamError::from_response(503, None, b"oops").recovery(LIST),
             Recovery::Backoff(None)
+        );
+        let denied = Status::failure(
+            403,
+            "Forbidden",
+            r#"pods is forbidden: User "x" cannot list resource "pods""#,
+        );
+        let forbidden = UpstreamError::from_response(403, None, &denied.to_json());
+        assert_eq!(forbidden.recovery(LIST), Recovery::Fail);
+        assert_eq!(
+            forbidden.to_string(),
+            r#"403 from the API server: pods is forbidden: User "x" cannot list resource "pods""#
         );
         let unsupported = UpstreamError::from_response(
             422,
@@ -195,9 +377,5 @@ mod tests {
             unsupported,
             UpstreamError::StreamingUnsupported(_)
         ));
-        assert_eq!(
-            UpstreamError::Stream("eof".into()).recovery(),
-            Recovery::Resume
-        );
     }
 }

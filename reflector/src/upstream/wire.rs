@@ -463,7 +463,7 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
-    use crate::upstream::Recovery;
+    use crate::upstream::{Phase, Recovery};
     use kubecache_wire::{Status, Transform, decode_object};
 
     /// The wire crate's realistic Pod fixture.
@@ -629,7 +629,7 @@ mod tests {
             let status = lines[2].status().unwrap();
             assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
             assert_eq!(
-                UpstreamError::from_status(&status).recovery(),
+                UpstreamError::from_status(&status).recovery(Phase::Watch),
                 Recovery::Relist
             );
         }
@@ -648,7 +648,7 @@ mod tests {
                 matches!(error, UpstreamError::Stream(_)),
                 "cut at {end}: {error}"
             );
-            assert_eq!(error.recovery(), Recovery::Resume);
+            assert_eq!(error.recovery(Phase::Watch), Recovery::Resume);
         }
     }
 

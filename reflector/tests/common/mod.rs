@@ -13,7 +13,8 @@ use tokio::task::JoinHandle;
 pub struct Running {
     pub reader: StoreReader,
     pub status: watch::Receiver<ReflectorStatus>,
-    task: JoinHandle<()>,
+    /// The reflector's task, aborted when dropped.
+    pub task: JoinHandle<()>,
 }
 
 impl Drop for Running {
@@ -25,18 +26,25 @@ impl Drop for Running {
 /// Starts a reflector of all pods at `url`, asking for `wire` (logs go to
 /// the test output with `RUST_LOG`).
 pub fn start(url: &str, strategy: Strategy, wire: Wire, page_size: usize) -> Running {
+    start_with(
+        url,
+        ReflectorConfig {
+            strategy,
+            wire,
+            page_size,
+            ..ReflectorConfig::default()
+        },
+    )
+}
+
+/// Starts a reflector of all pods at `url` with `config`.
+pub fn start_with(url: &str, config: ReflectorConfig) -> Running {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
     let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
     let (writer, reader) = store(StoreConfig::default());
-    let config = ReflectorConfig {
-        strategy,
-        wire,
-        page_size,
-        ..ReflectorConfig::default()
-    };
     let reflector = Reflector::new(
         Upstream::new(client, ResourceSpec::all(ApiResource::pods())),
         config,

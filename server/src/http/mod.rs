@@ -35,7 +35,7 @@ pub fn router(caches: Arc<ServedResources>) -> Router {
     }
     Router::new()
         .route("/healthz", get(healthz))
-        .route("/livez", get(healthz))
+        .route("/livez", get(livez))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route(
@@ -76,6 +76,28 @@ async fn query_api(
 /// Alive as long as it answers.
 async fn healthz() -> impl IntoResponse {
     (Extension(Endpoint("health")), "ok")
+}
+
+/// Alive while every resource's reflector runs. A reflector ends only on a
+/// panic outside its steps (a bug: its own step panics are caught) or when
+/// aborted; its store then never changes again, so the kubelet had better
+/// restart the process. Failing reflectors (403, 404 ...) are alive: they
+/// retry, and `/readyz` says why they are not ready.
+async fn livez(State(caches): State<Arc<ServedResources>>) -> Response {
+    let stopped: Vec<String> = caches
+        .iter()
+        .filter(|cache| cache.reader.is_closed())
+        .map(|cache| format!("[-]reflector {} failed: it stopped\n", cache.name()))
+        .collect();
+    let (code, body) = if stopped.is_empty() {
+        (StatusCode::OK, "ok".to_string())
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            stopped.concat() + "livez check failed\n",
+        )
+    };
+    (code, Extension(Endpoint("health")), body).into_response()
 }
 
 /// Ready when every configured resource has synced; the body says which

@@ -195,6 +195,7 @@ fn status(cache: &ServedResource) -> Value {
         "notReadyReason": reason,
         "resourceVersion": snapshot.resource_version().to_string(),
         "objects": snapshot.len(),
+        "phase": reflector.phase,
         "strategy": reflector.strategy,
         "lists": reflector.lists,
         "listAttempts": reflector.list_attempts,

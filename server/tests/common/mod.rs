@@ -32,14 +32,16 @@ pub struct Served {
     pub sim: Sim,
     /// What the router serves.
     pub caches: Arc<ServedResources>,
-    tasks: Vec<JoinHandle<()>>,
+    reflectors: Vec<JoinHandle<()>>,
+    server: JoinHandle<()>,
 }
 
 impl Drop for Served {
     fn drop(&mut self) {
-        for task in &self.tasks {
+        for task in &self.reflectors {
             task.abort();
         }
+        self.server.abort();
     }
 }
 
@@ -78,7 +80,7 @@ pub async fn serve(setup: Setup) -> Served {
     let (sim_url, sim) = Sim::start(setup.sim).await.expect("sim starts");
     let client = kube::Client::try_from(kube::Config::new(sim_url.parse().unwrap())).unwrap();
     let mut caches = Vec::new();
-    let mut tasks = Vec::new();
+    let mut reflectors = Vec::new();
     for resource in setup.resources {
         let reflector = ReflectorConfig {
             strategy: setup.strategy,
@@ -93,7 +95,7 @@ pub async fn serve(setup: Setup) -> Served {
         )
         .expect("valid index paths");
         caches.push(cache);
-        tasks.push(task);
+        reflectors.push(task);
     }
     let caches = Arc::new(ServedResources::new(caches, setup.settings));
     for cache in caches.iter() {
@@ -105,14 +107,26 @@ pub async fn serve(setup: Setup) -> Served {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let router = kubecache_server::router(caches.clone());
-    tasks.push(tokio::spawn(async move {
+    let server = tokio::spawn(async move {
         axum::serve(listener, router).await.unwrap();
-    }));
+    });
     Served {
         url,
         sim,
         caches,
-        tasks,
+        reflectors,
+        server,
+    }
+}
+
+impl Served {
+    /// Ends every reflector, as a panic outside their steps would, and
+    /// waits until they are gone; kubecache goes on serving.
+    pub async fn stop_reflectors(&mut self) {
+        for task in &mut self.reflectors {
+            task.abort();
+            let _ = task.await;
+        }
     }
 }
 

@@ -55,7 +55,7 @@ pub async fn collection(ctx: &Arc<Context>, target: &Target, query: &str, wire: 
     } else {
         RequestKind::List
     };
-    let fault = match fault_for(ctx, kind, wire).await {
+    let fault = match fault_for(ctx, target, kind, wire).await {
         Ok(fault) => fault,
         Err(response) => return response,
     };

@@ -20,7 +20,7 @@ use axum::routing::{get, post};
 use kubecache_wire::{Status, StatusDetails};
 
 use super::encoding::{self, Wire};
-use super::faults::{Fault, FaultSpec, Faults, RequestKind};
+use super::faults::{self, Fault, FaultSpec, Faults, RequestKind};
 use super::resources::{self, RESOURCES, ResourceId};
 use super::store::Store;
 
@@ -231,6 +231,7 @@ async fn dispatch(State(ctx): State<Arc<Context>>, request: Request) -> Response
 /// Stalls are waited out here; faults that shape the body are returned.
 pub async fn fault_for(
     ctx: &Context,
+    target: &Target,
     request: RequestKind,
     wire: Wire,
 ) -> Result<Option<Fault>, Response> {
@@ -253,6 +254,15 @@ pub async fn fault_for(
             &Status::internal("Internal error occurred: injected fault"),
             wire,
         )),
+        Fault::Forbidden => Err(status_response(
+            &faults::forbidden(
+                request,
+                &RESOURCES[target.resource],
+                target.namespace.as_deref(),
+            ),
+            wire,
+        )),
+        Fault::NotFound => Err(status_response(&faults::not_found(), wire)),
         other => Ok(Some(other)),
     }
 }

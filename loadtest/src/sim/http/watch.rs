@@ -69,7 +69,7 @@ pub async fn serve(
     params: CollectionParams,
     wire: Wire,
 ) -> Response {
-    let fault = match fault_for(ctx, RequestKind::Watch, wire).await {
+    let fault = match fault_for(ctx, target, RequestKind::Watch, wire).await {
         Ok(fault) => fault,
         Err(response) => return response,
     };
