@@ -28,19 +28,15 @@ use serde_json::Value;
 /// "missed" a revision it was a few milliseconds from reaching.)
 macro_rules! over_each_wire {
     ($(#[$doc:meta])* async fn $name:ident($wire:ident) $body:block) => {
-        over_each_wire!(@runtime [flavor = "multi_thread", worker_threads = 2]
-            $(#[$doc])* async fn $name($wire) $body);
-    };
-    (@runtime [$($runtime:tt)*] $(#[$doc:meta])* async fn $name:ident($wire:ident) $body:block) => {
         mod $name {
             use super::*;
 
-            #[tokio::test($($runtime)*)]
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn over_json() {
                 scenario(Wire::Json).await;
             }
 
-            #[tokio::test($($runtime)*)]
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn over_protobuf() {
                 scenario(Wire::Protobuf).await;
             }
