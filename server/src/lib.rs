@@ -4,6 +4,7 @@
 //! [`router`] builds the HTTP API over a set of [`ServedResources`]; `main.rs` wires
 //! configuration, upstream, reflectors and the listener around it.
 
+pub mod auth;
 pub mod config;
 mod http;
 mod metrics;
