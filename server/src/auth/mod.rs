@@ -1,11 +1,14 @@
-//! Who is asking: the identity of every request, as kube-apiserver would
-//! see it, and the credential that pass-through forwards on its behalf.
+//! Who is asking: the credential of every request, and the user it proves,
+//! as kube-apiserver would see them.
 //!
-//! The TLS layer puts a [`PeerCertificate`] on requests whose client
-//! certificate it verified; authentication turns that or a bearer token
-//! into a [`Caller`], an extension on every request past it.
+//! Requests kubecache answers from its caches are authenticated and
+//! authorized here (a `TokenReview` and a `SubjectAccessReview` against the
+//! API server). Requests it passes through are not: the API server judges
+//! them itself, from the [`Credential`] forwarded on the caller's behalf.
 
 use std::collections::BTreeMap;
+
+use axum::http::{Extensions, HeaderMap, header};
 
 /// A user as the API server knows it (`authentication.k8s.io/v1`
 /// `UserInfo`): what a `TokenReview` returns and a `SubjectAccessReview`
@@ -22,30 +25,94 @@ pub struct UserInfo {
     pub extra: BTreeMap<String, Vec<String>>,
 }
 
-/// The credential a request proved its identity with: what pass-through
-/// presents to the API server for it.
+/// The credential a request carries: what proves its user to kubecache, and
+/// what pass-through presents to the API server on its behalf.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Credential {
-    /// A bearer token, forwarded as it came.
+    /// A client certificate the TLS layer verified against the client CA:
+    /// its user, read as kube-apiserver's x509 authenticator reads it (the
+    /// subject's common name, its organizations as groups). Forwarded as
+    /// impersonation of that user with kubecache's own credentials.
+    Certificate(UserInfo),
+    /// A bearer token, checked with a `TokenReview`; forwarded as it came.
     Token(String),
-    /// A client certificate kubecache verified: forwarded as impersonation
-    /// of the certificate's user with kubecache's own credentials.
-    Certificate,
-    /// No credential (only with `--auth=none`): forwarded without one.
+    /// None: `system:anonymous` on the API server; forwarded without one.
     Anonymous,
 }
 
-/// The caller of a request, once authenticated.
-#[derive(Debug, Clone)]
-pub struct Caller {
-    /// Who the caller is; `None` with `--auth=none`, where nobody is asked.
-    pub user: Option<UserInfo>,
-    /// How pass-through presents the caller upstream.
-    pub credential: Credential,
-}
-
-/// The user named by a client certificate the TLS layer verified against
-/// the client CA: the subject's common name is the username, its
-/// organizations the groups, as kube-apiserver's x509 authenticator reads it.
+/// The user of a verified client certificate, put on the request by the TLS
+/// layer.
 #[derive(Debug, Clone)]
 pub struct PeerCertificate(pub UserInfo);
+
+impl Credential {
+    /// The credential of a request. A verified client certificate comes
+    /// first, then a bearer token, as in kube-apiserver's authenticator
+    /// chain.
+    pub fn of(extensions: &Extensions, headers: &HeaderMap) -> Credential {
+        if let Some(PeerCertificate(user)) = extensions.get::<PeerCertificate>() {
+            return Credential::Certificate(user.clone());
+        }
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| {
+                let (scheme, token) = value.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+            })
+            .filter(|token| !token.is_empty())
+            .map_or(Credential::Anonymous, |token| {
+                Credential::Token(token.to_string())
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(authorization: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, authorization.parse().unwrap());
+        headers
+    }
+
+    #[test]
+    fn a_bearer_token_in_any_case_of_the_scheme() {
+        let none = Extensions::new();
+        assert_eq!(
+            Credential::of(&none, &headers("Bearer abc")),
+            Credential::Token("abc".into())
+        );
+        assert_eq!(
+            Credential::of(&none, &headers("bearer  abc ")),
+            Credential::Token("abc".into())
+        );
+        assert_eq!(
+            Credential::of(&none, &headers("Basic eDp5")),
+            Credential::Anonymous
+        );
+        assert_eq!(
+            Credential::of(&none, &headers("Bearer ")),
+            Credential::Anonymous
+        );
+        assert_eq!(
+            Credential::of(&none, &HeaderMap::new()),
+            Credential::Anonymous
+        );
+    }
+
+    #[test]
+    fn a_verified_certificate_wins_over_a_token() {
+        let mut extensions = Extensions::new();
+        let user = UserInfo {
+            username: "alice".into(),
+            ..UserInfo::default()
+        };
+        extensions.insert(PeerCertificate(user.clone()));
+        assert_eq!(
+            Credential::of(&extensions, &headers("Bearer abc")),
+            Credential::Certificate(user)
+        );
+    }
+}
