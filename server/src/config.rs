@@ -18,6 +18,7 @@
 //! bookmarkIntervalSeconds: 60
 //! watcherQueue: 1024
 //! eventLog: { maxEvents: 102400, maxAgeSeconds: 300 }
+//! auth: { mode: kubernetes, allowedTtlSeconds: 60, deniedTtlSeconds: 10, cacheEntries: 10000 }
 //! resources:
 //!   - resource: pods        # plural or plural.group
 //!     namespace: ""         # one namespace only (default: all)
@@ -37,6 +38,7 @@ use kubecache_wire::{FieldSelector, LabelSelector, Transform};
 use serde::Deserialize;
 
 use crate::ServeSettings;
+use crate::auth::AuthSettings;
 
 /// The command line; every flag also has an environment variable and, but
 /// for the upstream's, a key in the file.
@@ -83,6 +85,20 @@ pub struct Cli {
     /// Most events the replay log of each resource keeps [default: 102400].
     #[arg(long, env = "KUBECACHE_EVENT_LOG_SIZE")]
     pub event_log_size: Option<usize>,
+    /// How requests answered from the caches are authorized: kubernetes (a
+    /// TokenReview and a SubjectAccessReview against the API server) or
+    /// none (anyone who reaches the port reads every cached object; for
+    /// local runs and benchmarks) [default: kubernetes].
+    #[arg(long, env = "KUBECACHE_AUTH")]
+    pub auth: Option<String>,
+    /// Seconds an allowed request or an authenticated token is kept: a
+    /// revoked permission is honoured within it [default: 60].
+    #[arg(long, env = "KUBECACHE_AUTH_ALLOWED_TTL_SECONDS")]
+    pub auth_allowed_ttl_seconds: Option<f64>,
+    /// Seconds a denied request or a rejected token is kept: a new grant
+    /// is honoured within it [default: 10].
+    #[arg(long, env = "KUBECACHE_AUTH_DENIED_TTL_SECONDS")]
+    pub auth_denied_ttl_seconds: Option<f64>,
     /// Kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the
     /// in-cluster service account).
     #[arg(long, env = "KUBECONFIG")]
@@ -109,7 +125,18 @@ pub struct FileConfig {
     bookmark_interval_seconds: Option<f64>,
     watcher_queue: Option<usize>,
     event_log: Option<EventLogFile>,
+    auth: Option<AuthFile>,
     resources: Option<Vec<ResourceFile>>,
+}
+
+/// `auth` of the file.
+#[derive(Deserialize, Debug, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AuthFile {
+    mode: Option<String>,
+    allowed_ttl_seconds: Option<f64>,
+    denied_ttl_seconds: Option<f64>,
+    cache_entries: Option<usize>,
 }
 
 /// `eventLog` of the file.
@@ -150,8 +177,53 @@ pub struct Config {
     pub listen: SocketAddr,
     /// How every resource is served.
     pub serve: ServeSettings,
+    /// How requests answered from the caches are authorized.
+    pub auth: AuthConfig,
     /// The resources, in order.
     pub resources: Vec<ResourceConfig>,
+}
+
+/// `--auth` and its settings.
+#[derive(Debug, Clone)]
+pub struct AuthConfig {
+    /// `false` for `--auth=none`.
+    pub enabled: bool,
+    /// How review answers are kept.
+    pub settings: AuthSettings,
+}
+
+impl AuthConfig {
+    fn resolve(cli: &Cli, file: AuthFile) -> Result<AuthConfig, ConfigError> {
+        let enabled = match cli.auth.as_deref().or(file.mode.as_deref()) {
+            None | Some("kubernetes") => true,
+            Some("none") => false,
+            Some(other) => {
+                return Err(invalid(
+                    "auth.mode (--auth)",
+                    format!("{other:?} is neither kubernetes nor none"),
+                ));
+            }
+        };
+        let settings = AuthSettings {
+            allowed_ttl: seconds(
+                "auth.allowedTtlSeconds (--auth-allowed-ttl-seconds)",
+                cli.auth_allowed_ttl_seconds.or(file.allowed_ttl_seconds),
+                AuthSettings::DEFAULT_ALLOWED_TTL,
+            )?,
+            denied_ttl: seconds(
+                "auth.deniedTtlSeconds (--auth-denied-ttl-seconds)",
+                cli.auth_denied_ttl_seconds.or(file.denied_ttl_seconds),
+                AuthSettings::DEFAULT_DENIED_TTL,
+            )?,
+            cache_entries: file
+                .cache_entries
+                .unwrap_or(AuthSettings::DEFAULT_CACHE_ENTRIES),
+        };
+        if settings.cache_entries == 0 {
+            return Err(invalid("auth.cacheEntries", "must be at least 1"));
+        }
+        Ok(AuthConfig { enabled, settings })
+    }
 }
 
 /// One resource to cache, ready to start.
@@ -267,6 +339,7 @@ impl Config {
                 "must be at least 1",
             ));
         }
+        let auth = AuthConfig::resolve(cli, file.auth.unwrap_or_default())?;
         let file_log = file.event_log.unwrap_or_default();
         let event_log = EventLogConfig {
             max_events: cli
@@ -326,6 +399,7 @@ impl Config {
         Ok(Config {
             listen,
             serve,
+            auth,
             resources,
         })
     }
@@ -399,7 +473,9 @@ impl ResourceFile {
 fn seconds(field: &str, value: Option<f64>, default: Duration) -> Result<Duration, ConfigError> {
     match value {
         None => Ok(default),
-        Some(s) if s.is_finite() && s > 0.0 => Ok(Duration::from_secs_f64(s)),
+        Some(s) if s > 0.0 && Duration::try_from_secs_f64(s).is_ok() => {
+            Ok(Duration::from_secs_f64(s))
+        }
         Some(s) => Err(invalid(
             field,
             format!("{s} is not a positive number of seconds"),
@@ -421,6 +497,21 @@ mod tests {
 
     fn error_field(yaml: &str, args: &[&str]) -> String {
         resolve(yaml, args).unwrap_err().field
+    }
+
+    #[test]
+    fn auth_is_on_unless_turned_off_by_name() {
+        let config = resolve("", &[]).unwrap();
+        assert!(config.auth.enabled);
+        assert_eq!(
+            config.auth.settings.allowed_ttl,
+            AuthSettings::DEFAULT_ALLOWED_TTL
+        );
+        let config = resolve("auth: {mode: none, allowedTtlSeconds: 5}", &[]).unwrap();
+        assert!(!config.auth.enabled);
+        assert_eq!(config.auth.settings.allowed_ttl, Duration::from_secs(5));
+        let config = resolve("auth: {mode: none}", &["--auth", "kubernetes"]).unwrap();
+        assert!(config.auth.enabled);
     }
 
     #[test]
@@ -484,6 +575,19 @@ resources:
         assert_eq!(
             error_field("", &["--event-log-size", "0"]),
             "eventLog.maxEvents (--event-log-size)"
+        );
+        assert_eq!(
+            error_field("readWaitSeconds: 1e300", &[]),
+            "readWaitSeconds (--read-wait-seconds)"
+        );
+        assert_eq!(error_field("", &["--auth", "open"]), "auth.mode (--auth)");
+        assert_eq!(
+            error_field("auth: {deniedTtlSeconds: 0}", &[]),
+            "auth.deniedTtlSeconds (--auth-denied-ttl-seconds)"
+        );
+        assert_eq!(
+            error_field("auth: {cacheEntries: 0}", &[]),
+            "auth.cacheEntries"
         );
         assert_eq!(error_field("pageSise: 3", &[]), "file");
         assert!(

@@ -22,6 +22,7 @@ use anyhow::Context;
 use axum::serve::ListenerExt;
 use clap::Parser;
 use kubecache_reflector::upstream::{ApiResource, ResourceSpec};
+use kubecache_server::auth::Auth;
 use kubecache_server::config::{Cli, Config, FileConfig};
 use kubecache_server::{ServedResource, ServedResources};
 use tokio::task::JoinHandle;
@@ -77,7 +78,17 @@ async fn main() -> anyhow::Result<()> {
         std::io::stderr().is_terminal(),
     ));
     tracing::info!(listen = %config.listen, "serving");
-    let router = kubecache_server::router(caches.clone());
+    let auth = if config.auth.enabled {
+        Auth::kubernetes(client.clone(), config.auth.settings)
+    } else {
+        tracing::warn!(
+            "--auth=none: NO AUTHORIZATION. Anyone who reaches {} reads every cached object. \
+             For local runs and benchmarks only.",
+            config.listen
+        );
+        Auth::None
+    };
+    let router = kubecache_server::router(caches.clone(), auth);
     let stopping = caches.clone();
     // Every watch event is its own small write: without TCP_NODELAY, Nagle's
     // algorithm holds it until the previous one is acknowledged (Go's

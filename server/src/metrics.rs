@@ -15,6 +15,7 @@ use axum::response::Response;
 use http_body_util::BodyExt;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+use crate::auth::Auth;
 use crate::served::ServedResources;
 
 /// Which handler answered a request: the `route` label of the HTTP
@@ -80,7 +81,10 @@ pub(crate) fn register(resource: &str) {
 }
 
 /// `GET /metrics`: the store gauges, then everything recorded.
-pub(crate) fn render(caches: &ServedResources) -> String {
+pub(crate) fn render(caches: &ServedResources, auth: &Auth) -> String {
+    let (tokens, access) = auth.cached();
+    metrics::gauge!("kubecache_auth_cache_entries", "review" => "token").set(tokens as f64);
+    metrics::gauge!("kubecache_auth_cache_entries", "review" => "access").set(access as f64);
     for cache in caches.iter() {
         let resource = cache.name();
         let snapshot = cache.reader.snapshot();
@@ -240,6 +244,19 @@ fn describe() {
         "kubecache_http_response_bytes_total",
         Unit::Bytes,
         "Bytes of HTTP response bodies sent, by route."
+    );
+    describe_counter!(
+        "kubecache_auth_decisions_total",
+        "Authentication (review=token) and authorization (review=access) decisions by result (allowed, denied, error) and cache (hit, miss: asked of the API server)."
+    );
+    describe_histogram!(
+        "kubecache_auth_review_duration_seconds",
+        Unit::Seconds,
+        "Latency of TokenReviews and SubjectAccessReviews asked of the API server, by review."
+    );
+    describe_gauge!(
+        "kubecache_auth_cache_entries",
+        "Review answers kept, by review (token, access)."
     );
     describe_gauge!(
         "process_resident_memory_bytes",

@@ -5,10 +5,23 @@
 //! authorized here (a `TokenReview` and a `SubjectAccessReview` against the
 //! API server). Requests it passes through are not: the API server judges
 //! them itself, from the [`Credential`] forwarded on the caller's behalf.
+//!
+//! Answers are kept (see [`AuthSettings`]): a revoked permission or token
+//! takes effect within the allowed TTL, a new grant within the denied TTL.
+//! When the API server cannot be asked, requests fail closed with a 503.
+
+mod attributes;
+mod cache;
+mod review;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use axum::http::{Extensions, HeaderMap, header};
+use kubecache_wire::{Status, StatusDetails};
+
+pub use attributes::{Attributes, ResourceAttributes};
+use review::{Decision, ReviewError, Reviewer};
 
 /// A user as the API server knows it (`authentication.k8s.io/v1`
 /// `UserInfo`): what a `TokenReview` returns and a `SubjectAccessReview`
@@ -65,6 +78,129 @@ impl Credential {
                 Credential::Token(token.to_string())
             })
     }
+}
+
+/// How long review answers are kept, and how many.
+#[derive(Debug, Clone)]
+pub struct AuthSettings {
+    /// How long an allowed request or an authenticated token is kept.
+    pub allowed_ttl: Duration,
+    /// How long a denied request or a rejected token is kept.
+    pub denied_ttl: Duration,
+    /// Most answers kept of each kind (tokens, access decisions).
+    pub cache_entries: usize,
+}
+
+impl AuthSettings {
+    /// One minute: a revoked permission stops serving within a minute
+    /// (kube-apiserver's webhook authorizer keeps allowed answers 5 min;
+    /// kubecache answers many clients, so it errs to the safe side).
+    pub const DEFAULT_ALLOWED_TTL: Duration = Duration::from_secs(60);
+    /// Ten seconds: a new grant is honoured within ten seconds, while a
+    /// client retrying a denied request costs one review per ten seconds.
+    pub const DEFAULT_DENIED_TTL: Duration = Duration::from_secs(10);
+    /// Ten thousand answers of each kind: users × distinct requests of a
+    /// large cluster's operators, a few MB at most.
+    pub const DEFAULT_CACHE_ENTRIES: usize = 10_000;
+}
+
+impl Default for AuthSettings {
+    fn default() -> Self {
+        AuthSettings {
+            allowed_ttl: Self::DEFAULT_ALLOWED_TTL,
+            denied_ttl: Self::DEFAULT_DENIED_TTL,
+            cache_entries: Self::DEFAULT_CACHE_ENTRIES,
+        }
+    }
+}
+
+/// How requests kubecache answers itself are authenticated and authorized.
+#[derive(Debug)]
+pub enum Auth {
+    /// Not at all (`--auth=none`): anyone who reaches the port reads every
+    /// cached object. For local runs and benchmarks.
+    None,
+    /// By the API server (`--auth=kubernetes`, the default).
+    Kubernetes(Box<Reviewer>),
+}
+
+impl Auth {
+    /// Reviews asked of the API server through `client`.
+    pub fn kubernetes(client: kube::Client, settings: AuthSettings) -> Auth {
+        Auth::Kubernetes(Box::new(Reviewer::new(client, settings)))
+    }
+
+    /// `kubernetes` or `none`, as `--auth` spells it.
+    pub fn mode(&self) -> &'static str {
+        match self {
+            Auth::None => "none",
+            Auth::Kubernetes(_) => "kubernetes",
+        }
+    }
+
+    /// Answers kept: `(tokens, access decisions)`.
+    pub fn cached(&self) -> (usize, usize) {
+        match self {
+            Auth::None => (0, 0),
+            Auth::Kubernetes(reviewer) => reviewer.cached(),
+        }
+    }
+
+    /// Whether the caller of `credential` may do what `attributes` say.
+    ///
+    /// # Errors
+    ///
+    /// The `Status` to answer: 401 for a token the API server rejects, 403
+    /// (worded as kube-apiserver words it) for a denied request, 503 when
+    /// the API server cannot be asked.
+    pub async fn authorize(
+        &self,
+        credential: &Credential,
+        attributes: &Attributes,
+    ) -> Result<(), Status> {
+        let Auth::Kubernetes(reviewer) = self else {
+            return Ok(());
+        };
+        let user = match credential {
+            Credential::Certificate(user) => user.clone(),
+            Credential::Token(token) => match reviewer.authenticate(token).await {
+                Ok(Some(user)) => user,
+                Ok(None) => {
+                    tracing::info!(request = %attributes.describe(), "unauthorized: the API server rejects the token");
+                    return Err(Status::failure(401, "Unauthorized", "Unauthorized"));
+                }
+                Err(error) => return Err(unavailable(&error)),
+            },
+            Credential::Anonymous => UserInfo {
+                username: "system:anonymous".into(),
+                groups: vec!["system:unauthenticated".into()],
+                ..UserInfo::default()
+            },
+        };
+        match reviewer.authorize(&user, attributes).await {
+            Ok(Decision::Allowed) => Ok(()),
+            Ok(Decision::Denied(reason)) => {
+                tracing::info!(user = %user.username, request = %attributes.describe(), "forbidden");
+                Err(attributes.forbidden(&user, &reason))
+            }
+            Err(error) => Err(unavailable(&error)),
+        }
+    }
+}
+
+/// 503 when the API server cannot be asked: kubecache fails closed.
+fn unavailable(error: &ReviewError) -> Status {
+    tracing::warn!(%error, "cannot review a request: refusing it");
+    let mut status = Status::failure(
+        503,
+        "ServiceUnavailable",
+        format!("kubecache cannot check this request with the API server, so refuses it: {error}"),
+    );
+    status.details = Some(StatusDetails {
+        retry_after_seconds: Some(1),
+        ..StatusDetails::default()
+    });
+    status
 }
 
 #[cfg(test)]

@@ -2,6 +2,12 @@
 //! watch), the query API under `/v1`, `/metrics` and the health endpoints.
 //!
 //! Every error is a Kubernetes `Status` ([`ApiError`]), whatever the route.
+//!
+//! What kubecache answers from its caches is authorized first (see
+//! [`crate::auth`]): resource reads as `get`/`list`/`watch` of the
+//! resource, query API lookups as a `list` of what they return, `/metrics`
+//! and `/v1/status` as non-resource paths (as kube-rbac-proxy does). The
+//! health endpoints are open.
 
 mod discovery;
 mod error;
@@ -13,8 +19,9 @@ mod watch;
 
 use std::sync::Arc;
 
-use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::extract::{FromRef, State};
+use axum::http::request::Parts;
+use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{any, get};
 use axum::{Extension, Router};
@@ -23,16 +30,43 @@ pub use error::ApiError;
 pub(crate) use list::json_response;
 use path::ApiPath;
 
+use crate::auth::{Attributes, Auth, Credential};
 use crate::metrics::Endpoint;
 use crate::served::ServedResources;
 use table::Rendering;
 
-/// The router of kubecache's HTTP API over `caches`. Installs the
-/// process's metrics recorder on first use (see [`crate::metrics`]).
-pub fn router(caches: Arc<ServedResources>) -> Router {
+/// What the handlers share.
+#[derive(Clone)]
+struct Shared {
+    caches: Arc<ServedResources>,
+    auth: Arc<Auth>,
+}
+
+impl FromRef<Shared> for Arc<ServedResources> {
+    fn from_ref(shared: &Shared) -> Self {
+        shared.caches.clone()
+    }
+}
+
+impl Shared {
+    /// Authorizes `request` as `attributes`.
+    async fn authorize(&self, request: &Parts, attributes: &Attributes) -> Result<(), ApiError> {
+        let credential = Credential::of(&request.extensions, &request.headers);
+        Ok(self.auth.authorize(&credential, attributes).await?)
+    }
+}
+
+/// The router of kubecache's HTTP API over `caches`, authorizing by
+/// `auth`. Installs the process's metrics recorder on first use (see
+/// [`crate::metrics`]).
+pub fn router(caches: Arc<ServedResources>, auth: Auth) -> Router {
     for cache in caches.iter() {
         crate::metrics::register(&cache.name());
     }
+    let shared = Shared {
+        caches,
+        auth: Arc::new(auth),
+    };
     Router::new()
         .route("/healthz", get(healthz))
         .route("/livez", get(livez))
@@ -45,32 +79,47 @@ pub fn router(caches: Arc<ServedResources>) -> Router {
         .route("/v1/{*rest}", any(query_api))
         // Everything else is a Kubernetes API path (or a 404 Status).
         .fallback(kubernetes)
-        .with_state(caches)
+        .with_state(shared)
         // Outermost, so that it sees every answer, errors included.
         .layer(axum::middleware::from_fn(crate::metrics::track))
 }
 
 /// The Prometheus text format.
-async fn metrics(State(caches): State<Arc<ServedResources>>) -> impl IntoResponse {
-    (
-        Extension(Endpoint("metrics")),
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        crate::metrics::render(&caches),
-    )
+async fn metrics(State(shared): State<Shared>, request: Parts) -> Response {
+    let answer = match shared
+        .authorize(&request, &Attributes::path("/metrics"))
+        .await
+    {
+        Ok(()) => (
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+            crate::metrics::render(&shared.caches, &shared.auth),
+        )
+            .into_response(),
+        Err(error) => error.into_response(),
+    };
+    (Extension(Endpoint("metrics")), answer).into_response()
 }
 
 /// `/v1/…`.
-async fn query_api(
-    State(caches): State<Arc<ServedResources>>,
-    method: Method,
-    uri: Uri,
-) -> impl IntoResponse {
-    let answer = if method == Method::GET || method == Method::HEAD {
-        query::serve(&caches, uri.path(), uri.query().unwrap_or("")).await
-    } else {
-        Err(error::read_only(method.as_str()))
+async fn query_api(State(shared): State<Shared>, request: Parts) -> impl IntoResponse {
+    let answer = async {
+        let method = &request.method;
+        if method != Method::GET && method != Method::HEAD {
+            return Err(error::read_only(method.as_str()));
+        }
+        let path = request.uri.path();
+        shared
+            .authorize(&request, &query::attributes(&shared.caches, path))
+            .await?;
+        query::serve(
+            &shared.caches,
+            &shared.auth,
+            path,
+            request.uri.query().unwrap_or(""),
+        )
+        .await
     };
-    (Extension(Endpoint("query")), answer)
+    (Extension(Endpoint("query")), answer.await)
 }
 
 /// Alive as long as it answers.
@@ -128,31 +177,29 @@ async fn readyz(State(caches): State<Arc<ServedResources>>) -> Response {
 
 /// Discovery and resource paths, with an optional `/predicates/{list}`
 /// prefix.
-async fn kubernetes(
-    State(caches): State<Arc<ServedResources>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Response {
+async fn kubernetes(State(shared): State<Shared>, request: Parts) -> Response {
     let mut route = Endpoint("other");
-    let answer = kubernetes_path(&caches, &method, &uri, &headers, &mut route).await;
+    let answer = kubernetes_path(&shared, &request, &mut route).await;
     (Extension(route), answer).into_response()
 }
 
 async fn kubernetes_path(
-    caches: &ServedResources,
-    method: &Method,
-    uri: &Uri,
-    headers: &HeaderMap,
+    shared: &Shared,
+    request: &Parts,
     route: &mut Endpoint,
 ) -> Result<Response, ApiError> {
+    let caches = &*shared.caches;
+    let (method, uri) = (&request.method, &request.uri);
     let (predicates, path) = path::strip_predicates(uri.path())?;
     let target = path::parse(caches, path).ok_or_else(error::no_such_path)?;
     if method != Method::GET && method != Method::HEAD {
         return Err(error::read_only(method.as_str()));
     }
     let query = uri.query().unwrap_or("");
-    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let accept = request
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
     let rendering = Rendering::negotiate(accept, query)?
         .ok_or_else(|| error::not_acceptable(accept.unwrap_or_default()))?;
     let document = match target {
@@ -161,11 +208,23 @@ async fn kubernetes_path(
         ApiPath::Group(group) => discovery::group_document(caches, &group),
         ApiPath::Resources { group, version } => discovery::resources(caches, &group, &version),
         ApiPath::Resource(target) => {
+            let watch = kubecache_wire::list_options::is_watch(query);
             *route = Endpoint(match &target.name {
                 Some(_) => "get",
-                None if kubecache_wire::list_options::is_watch(query) => "watch",
+                None if watch => "watch",
                 None => "list",
             });
+            let field_selector = form_urlencoded::parse(query.as_bytes())
+                .find(|(key, _)| key == "fieldSelector")
+                .map(|(_, value)| value);
+            let attributes = Attributes::read(
+                &target.cache.resource,
+                target.namespace.as_deref(),
+                target.name.as_deref(),
+                watch,
+                field_selector.as_deref(),
+            );
+            shared.authorize(request, &attributes).await?;
             return list::serve(caches, target, query, rendering, predicates).await;
         }
     };

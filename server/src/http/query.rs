@@ -11,6 +11,11 @@
 //!   `owner` (key: an owner's UID), and each configured field index by its
 //!   name (key: the field's value).
 //!
+//! Authorization (see [`attributes`]): a lookup or count is a `list` of the
+//! resource, in the namespace for `index/namespace/{ns}`, cluster-wide
+//! otherwise; the status documents are the non-resource paths they are.
+//! `/v1/status` says how requests are authorized (`"auth"`).
+//!
 //! Lookups read the store as it is (like `resourceVersion=0`); with
 //! `?resourceVersion=N` they first wait until the store has reached `N`
 //! (504 after the read-wait timeout), for read-your-writes. Every answer
@@ -24,25 +29,47 @@ use serde_json::{Value, json};
 
 use super::error::{ApiError, not_ready};
 use super::list::{ListMeta, json_response, list_response};
+use crate::auth::{Attributes, Auth};
 use crate::served::{BUILTIN_INDEXES, ServedResource, ServedResources};
+
+/// The path's segments, each percent-decoded after the split: a label
+/// key's `/` arrives as `%2F`.
+fn segments(path: &str) -> Vec<std::borrow::Cow<'_, str>> {
+    path.trim_matches('/')
+        .split('/')
+        .map(|s| percent_encoding::percent_decode_str(s).decode_utf8_lossy())
+        .collect()
+}
+
+/// What a request under `/v1` is authorized as.
+pub fn attributes(caches: &ServedResources, path: &str) -> Attributes {
+    let segments = segments(path);
+    let segments: Vec<&str> = segments.iter().map(|s| &**s).collect();
+    let (resource, namespace) = match segments.as_slice() {
+        ["v1", resource, "count"] => (resource, None),
+        ["v1", resource, "index", "namespace", namespace, ..] => (resource, Some(*namespace)),
+        ["v1", resource, "index", ..] => (resource, None),
+        _ => return Attributes::path(path),
+    };
+    match caches.by_name(resource) {
+        Some(cache) => Attributes::read(&cache.resource, namespace, None, false, None),
+        None => Attributes::path(path),
+    }
+}
 
 /// `GET /v1/…`.
 pub async fn serve(
     caches: &ServedResources,
+    auth: &Auth,
     path: &str,
     query: &str,
 ) -> Result<Response, ApiError> {
-    // Split, then decode: a label key's `/` arrives as `%2F`.
-    let segments: Vec<std::borrow::Cow<str>> = path
-        .trim_matches('/')
-        .split('/')
-        .map(|s| percent_encoding::percent_decode_str(s).decode_utf8_lossy())
-        .collect();
+    let segments = segments(path);
     let segments: Vec<&str> = segments.iter().map(|s| &**s).collect();
     match segments.as_slice() {
         ["v1", "status"] => {
             let all: Vec<Value> = caches.iter().map(|c| status(c)).collect();
-            Ok(Json(json!({ "resources": all })).into_response())
+            Ok(Json(json!({ "auth": auth.mode(), "resources": all })).into_response())
         }
         ["v1", resource, "status"] => Ok(Json(status(find(caches, resource)?)).into_response()),
         ["v1", resource, "count"] => {

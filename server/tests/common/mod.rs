@@ -106,7 +106,7 @@ pub async fn serve(setup: Setup) -> Served {
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let router = kubecache_server::router(caches.clone());
+    let router = kubecache_server::router(caches.clone(), kubecache_server::auth::Auth::None);
     let server = tokio::spawn(async move {
         axum::serve(listener, router).await.unwrap();
     });

@@ -1,0 +1,245 @@
+//! What a request asks to do, in the terms of a `SubjectAccessReview`, and
+//! the 403 kube-apiserver answers when it may not.
+
+use kubecache_reflector::upstream::ApiResource;
+use kubecache_wire::{FieldSelector, Status, StatusDetails};
+
+use super::UserInfo;
+
+/// The attributes a request is authorized on (kube-apiserver's
+/// `authorizer.Attributes`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Attributes {
+    /// A request on a resource.
+    Resource(ResourceAttributes),
+    /// A request on any other path (`/metrics`, `/v1/status`).
+    NonResource {
+        /// `get`, `post` ...
+        verb: &'static str,
+        /// The request's path.
+        path: String,
+    },
+}
+
+/// A request on a resource: `verb` on `group/version` `resource`
+/// (`/subresource`), in `namespace` (empty: cluster-wide), of `name`
+/// (empty: any).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ResourceAttributes {
+    /// `get`, `list` or `watch` for what kubecache answers itself.
+    pub verb: &'static str,
+    /// API group, empty for core.
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Plural resource name.
+    pub resource: String,
+    /// Subresource, if any.
+    pub subresource: String,
+    /// Namespace; empty for cluster-wide requests and cluster-scoped resources.
+    pub namespace: String,
+    /// Object name; empty for collections.
+    pub name: String,
+}
+
+impl Attributes {
+    /// A read of `resource`: `get` of `name`, or `list`/`watch` of the
+    /// collection (in `namespace`, or across all).
+    ///
+    /// As kube-apiserver does, a collection request whose field selector
+    /// requires `metadata.name=X` is authorized as a request on `X`, so
+    /// that RBAC rules restricted to `resourceNames` allow a client to
+    /// list and watch the one object they name.
+    pub fn read(
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: Option<&str>,
+        watch: bool,
+        field_selector: Option<&str>,
+    ) -> Attributes {
+        let (verb, name) = match name {
+            Some(name) => ("get", name.to_string()),
+            None => {
+                let named = field_selector
+                    .and_then(|selector| FieldSelector::parse(selector).ok())
+                    .and_then(|selector| {
+                        selector
+                            .equalities()
+                            .find(|(field, _)| *field == "metadata.name")
+                            .map(|(_, value)| value.to_string())
+                    });
+                (
+                    if watch { "watch" } else { "list" },
+                    named.unwrap_or_default(),
+                )
+            }
+        };
+        Attributes::Resource(ResourceAttributes {
+            verb,
+            group: resource.group.clone(),
+            version: resource.version.clone(),
+            resource: resource.plural.clone(),
+            subresource: String::new(),
+            namespace: namespace.unwrap_or_default().to_string(),
+            name,
+        })
+    }
+
+    /// `get` of a path that names no resource.
+    pub fn path(path: &str) -> Attributes {
+        Attributes::NonResource {
+            verb: "get",
+            path: path.to_string(),
+        }
+    }
+
+    /// The 403 kube-apiserver answers when `user` may not do this, with the
+    /// authorizer's `reason` appended when it gave one.
+    pub fn forbidden(&self, user: &UserInfo, reason: &str) -> Status {
+        let username = &user.username;
+        let (what, details) = match self {
+            Attributes::NonResource { verb, path } => (
+                format!("forbidden: User {username:?} cannot {verb} path {path:?}"),
+                StatusDetails::default(),
+            ),
+            Attributes::Resource(r) => {
+                let mut resource = r.resource.clone();
+                if !r.subresource.is_empty() {
+                    resource = format!("{resource}/{}", r.subresource);
+                }
+                let scope = if r.namespace.is_empty() {
+                    "at the cluster scope".to_string()
+                } else {
+                    format!("in the namespace {:?}", r.namespace)
+                };
+                let cannot = format!(
+                    "User {username:?} cannot {} resource {resource:?} in API group {:?} {scope}",
+                    r.verb, r.group
+                );
+                let qualified = if r.group.is_empty() {
+                    r.resource.clone()
+                } else {
+                    format!("{}.{}", r.resource, r.group)
+                };
+                let message = if r.name.is_empty() {
+                    format!("{qualified} is forbidden: {cannot}")
+                } else {
+                    format!("{qualified} {:?} is forbidden: {cannot}", r.name)
+                };
+                let details = StatusDetails {
+                    name: r.name.clone(),
+                    group: r.group.clone(),
+                    kind: r.resource.clone(),
+                    ..StatusDetails::default()
+                };
+                (message, details)
+            }
+        };
+        let message = if reason.is_empty() {
+            what
+        } else {
+            format!("{what}: {reason}")
+        };
+        let mut status = Status::failure(403, "Forbidden", message);
+        status.details = Some(details);
+        status
+    }
+
+    /// For logs: `verb resource` in `namespace`, or `verb path`.
+    pub fn describe(&self) -> String {
+        match self {
+            Attributes::NonResource { verb, path } => format!("{verb} {path}"),
+            Attributes::Resource(r) => {
+                let mut what = format!("{} {}", r.verb, r.resource);
+                if !r.group.is_empty() {
+                    what = format!("{what}.{}", r.group);
+                }
+                if !r.name.is_empty() {
+                    what = format!("{what}/{}", r.name);
+                }
+                if !r.namespace.is_empty() {
+                    what = format!("{what} in namespace {}", r.namespace);
+                }
+                what
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(name: &str) -> UserInfo {
+        UserInfo {
+            username: name.into(),
+            ..UserInfo::default()
+        }
+    }
+
+    fn widgets() -> ApiResource {
+        ApiResource {
+            group: "example.com".into(),
+            version: "v1".into(),
+            plural: "widgets".into(),
+            kind: "Widget".into(),
+            namespaced: true,
+        }
+    }
+
+    #[test]
+    fn forbidden_is_worded_as_kube_apiserver_words_it() {
+        // APISERVER-PROTOCOL.md: the anonymous list of all pods.
+        let list = Attributes::read(&ApiResource::pods(), None, None, false, None);
+        let status = list.forbidden(&user("system:anonymous"), "");
+        assert_eq!(
+            status.message,
+            r#"pods is forbidden: User "system:anonymous" cannot list resource "pods" in API group "" at the cluster scope"#
+        );
+        assert_eq!((status.code, status.reason.as_str()), (403, "Forbidden"));
+        assert_eq!(status.details.unwrap().kind, "pods");
+
+        let get = Attributes::read(&widgets(), Some("ns"), Some("w"), false, None);
+        let status = get.forbidden(&user("u"), "no RBAC policy matched");
+        assert_eq!(
+            status.message,
+            r#"widgets.example.com "w" is forbidden: User "u" cannot get resource "widgets" in API group "example.com" in the namespace "ns": no RBAC policy matched"#
+        );
+        let details = status.details.unwrap();
+        assert_eq!(
+            (details.name.as_str(), details.group.as_str()),
+            ("w", "example.com")
+        );
+
+        let metrics = Attributes::path("/metrics").forbidden(&user("u"), "");
+        assert_eq!(
+            metrics.message,
+            r#"forbidden: User "u" cannot get path "/metrics""#
+        );
+    }
+
+    #[test]
+    fn a_collection_read_of_one_name_is_authorized_on_that_name() {
+        let watch = Attributes::read(
+            &ApiResource::pods(),
+            Some("ns"),
+            None,
+            true,
+            Some("metadata.name=web-0"),
+        );
+        let Attributes::Resource(r) = watch else {
+            panic!("a resource request")
+        };
+        assert_eq!((r.verb, r.name.as_str()), ("watch", "web-0"));
+        let Attributes::Resource(r) = Attributes::read(
+            &ApiResource::pods(),
+            None,
+            None,
+            false,
+            Some("spec.nodeName=n1"),
+        ) else {
+            panic!("a resource request")
+        };
+        assert_eq!((r.verb, r.name.as_str()), ("list", ""));
+    }
+}

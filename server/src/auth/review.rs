@@ -1,0 +1,217 @@
+//! Authentication and authorization by the API server: a `TokenReview` for
+//! each bearer token and a `SubjectAccessReview` for each (user, request),
+//! their answers kept in [`DecisionCache`]s.
+
+use std::time::Duration;
+
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use k8s_openapi::api::authorization::v1::{
+    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::api::{Api, PostParams};
+use tokio::time::Instant;
+
+use super::cache::{DecisionCache, Source};
+use super::{Attributes, AuthSettings, UserInfo};
+
+/// What the API server said about a token: its user, or not a valid one.
+pub type Authenticated = Option<UserInfo>;
+
+/// What the API server said about a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Allowed.
+    Allowed,
+    /// Not allowed, with the authorizer's reason (may be empty).
+    Denied(String),
+}
+
+/// The API server could not be asked, or did not answer.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ReviewError(String);
+
+/// Asks the API server, through kubecache's own client, and keeps answers.
+pub struct Reviewer {
+    client: kube::Client,
+    settings: AuthSettings,
+    tokens: DecisionCache<[u8; 32], Authenticated>,
+    access: DecisionCache<(UserInfo, Attributes), Decision>,
+}
+
+impl std::fmt::Debug for Reviewer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reviewer")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reviewer {
+    /// A reviewer asking through `client`.
+    pub fn new(client: kube::Client, settings: AuthSettings) -> Self {
+        Reviewer {
+            client,
+            tokens: DecisionCache::new(settings.cache_entries),
+            access: DecisionCache::new(settings.cache_entries),
+            settings,
+        }
+    }
+
+    /// The user of `token`, or `None` if the API server does not know it.
+    ///
+    /// # Errors
+    ///
+    /// The `TokenReview` failed.
+    pub async fn authenticate(&self, token: &str) -> Result<Authenticated, ReviewError> {
+        // Kept by digest: no raw token outlives its request.
+        let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+        let key: [u8; 32] = digest.as_ref().try_into().expect("SHA-256 is 32 bytes");
+        let ttl = |user: &Authenticated| self.ttl(user.is_some());
+        let (user, source) = self
+            .tokens
+            .get_or_review(&key, ttl, timed("token", self.token_review(token)))
+            .await
+            .inspect_err(|_| count("token", "error", Source::Reviewed))?;
+        count(
+            "token",
+            if user.is_some() { "allowed" } else { "denied" },
+            source,
+        );
+        Ok(user)
+    }
+
+    /// Whether `user` may do what `attributes` say.
+    ///
+    /// # Errors
+    ///
+    /// The `SubjectAccessReview` failed.
+    pub async fn authorize(
+        &self,
+        user: &UserInfo,
+        attributes: &Attributes,
+    ) -> Result<Decision, ReviewError> {
+        let key = (user.clone(), attributes.clone());
+        let ttl = |decision: &Decision| self.ttl(*decision == Decision::Allowed);
+        let review = timed("access", self.access_review(user, attributes));
+        let (decision, source) = self
+            .access
+            .get_or_review(&key, ttl, review)
+            .await
+            .inspect_err(|_| count("access", "error", Source::Reviewed))?;
+        let result = match decision {
+            Decision::Allowed => "allowed",
+            Decision::Denied(_) => "denied",
+        };
+        count("access", result, source);
+        Ok(decision)
+    }
+
+    /// Keys held by each cache: `(tokens, access decisions)`.
+    pub fn cached(&self) -> (usize, usize) {
+        (self.tokens.len(), self.access.len())
+    }
+
+    fn ttl(&self, allowed: bool) -> Duration {
+        if allowed {
+            self.settings.allowed_ttl
+        } else {
+            self.settings.denied_ttl
+        }
+    }
+
+    async fn token_review(&self, token: &str) -> Result<Authenticated, ReviewError> {
+        let review = TokenReview {
+            spec: TokenReviewSpec {
+                token: Some(token.to_string()),
+                audiences: None,
+            },
+            ..TokenReview::default()
+        };
+        let answer = Api::<TokenReview>::all(self.client.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .map_err(|e| ReviewError(format!("TokenReview: {e}")))?;
+        let status = answer.status.unwrap_or_default();
+        if status.authenticated != Some(true) {
+            return Ok(None);
+        }
+        let user = status.user.unwrap_or_default();
+        Ok(Some(UserInfo {
+            username: user.username.unwrap_or_default(),
+            uid: user.uid.unwrap_or_default(),
+            groups: user.groups.unwrap_or_default(),
+            extra: user.extra.unwrap_or_default(),
+        }))
+    }
+
+    async fn access_review(
+        &self,
+        user: &UserInfo,
+        attributes: &Attributes,
+    ) -> Result<Decision, ReviewError> {
+        let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        let (resource_attributes, non_resource_attributes) = match attributes {
+            Attributes::Resource(r) => (
+                Some(ResourceAttributes {
+                    verb: Some(r.verb.to_string()),
+                    group: Some(r.group.clone()),
+                    version: some(&r.version),
+                    resource: some(&r.resource),
+                    subresource: some(&r.subresource),
+                    namespace: some(&r.namespace),
+                    name: some(&r.name),
+                    ..ResourceAttributes::default()
+                }),
+                None,
+            ),
+            Attributes::NonResource { verb, path } => (
+                None,
+                Some(NonResourceAttributes {
+                    verb: Some(verb.to_string()),
+                    path: Some(path.clone()),
+                }),
+            ),
+        };
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                resource_attributes,
+                non_resource_attributes,
+                user: some(&user.username),
+                uid: some(&user.uid),
+                groups: Some(user.groups.clone()),
+                extra: (!user.extra.is_empty()).then(|| user.extra.clone()),
+            },
+            ..SubjectAccessReview::default()
+        };
+        let answer = Api::<SubjectAccessReview>::all(self.client.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .map_err(|e| ReviewError(format!("SubjectAccessReview: {e}")))?;
+        let status = answer.status.unwrap_or_default();
+        Ok(if status.allowed {
+            Decision::Allowed
+        } else {
+            Decision::Denied(status.reason.unwrap_or_default())
+        })
+    }
+}
+
+/// Times a review into `kubecache_auth_review_duration_seconds`.
+async fn timed<T>(review: &'static str, call: impl Future<Output = T>) -> T {
+    let started = Instant::now();
+    let answer = call.await;
+    metrics::histogram!("kubecache_auth_review_duration_seconds", "review" => review)
+        .record(started.elapsed().as_secs_f64());
+    answer
+}
+
+/// Counts a decision into `kubecache_auth_decisions_total`.
+fn count(review: &'static str, result: &'static str, source: Source) {
+    let cache = match source {
+        Source::Cached => "hit",
+        Source::Reviewed => "miss",
+    };
+    metrics::counter!("kubecache_auth_decisions_total", "review" => review, "result" => result, "cache" => cache)
+        .increment(1);
+}
