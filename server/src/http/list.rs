@@ -69,7 +69,12 @@ pub async fn serve(
         )
         .await;
     }
-    let mut params = CollectionParams::parse(query, &Filter::supported_fields(&cache.indexes))?;
+    // The fields of the cache's own selector may be named too: every cached
+    // object meets those requirements, so they are dropped before filtering.
+    let mut supported = Filter::supported_fields(&cache.indexes);
+    supported.extend(cache.scope.field_paths());
+    let mut params = CollectionParams::parse(query, &supported)?;
+    params.fields = cache.scope.residual(params.fields);
     let predicates = predicates.union(query_predicates(query)?);
     let filter = Filter::new(
         target.namespace,

@@ -7,6 +7,8 @@ mod filter;
 pub(crate) mod freshness;
 pub(crate) mod pages;
 mod predicates;
+mod scope;
+mod writes;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,16 +18,19 @@ use kubecache_reflector::upstream::{
     ApiResource, Reflector, ReflectorConfig, ReflectorStatus, ResourceSpec, Upstream,
 };
 use kubecache_reflector::{IndexSpec, StoreConfig, StoreReader, store};
-use kubecache_wire::FieldPathError;
+use kubecache_wire::{FieldPathError, Status};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use filter::Filter;
 pub use predicates::Predicates;
+pub(crate) use scope::Scope;
+pub(crate) use writes::ClientKey;
 
 use fanout::Hub;
 use freshness::Freshness;
 use pages::HeldSnapshots;
+use writes::Writes;
 
 /// The names of the built-in indexes in the query API; configured field
 /// indexes take other names.
@@ -87,6 +92,8 @@ pub struct ServedResource {
     pub reader: StoreReader,
     /// The reflector's status.
     pub status: watch::Receiver<ReflectorStatus>,
+    /// What the cache holds of the resource.
+    pub(crate) scope: Scope,
     /// The store's field indexes.
     pub(crate) indexes: Arc<[IndexSpec]>,
     /// Whether the kind is built into Kubernetes: list items then leave out
@@ -100,6 +107,8 @@ pub struct ServedResource {
     pub(crate) hub: Hub,
     /// Open watches.
     pub(crate) watchers: AtomicUsize,
+    /// Clients' writes the store has not applied yet.
+    writes: Writes,
 }
 
 impl ServedResource {
@@ -148,6 +157,7 @@ impl ServedResource {
         let indexes: Arc<[IndexSpec]> = reader.snapshot().field_indexes().into();
         ServedResource {
             hub: Hub::start(&reader, indexes.clone()),
+            scope: Scope::of(upstream.spec()),
             resource,
             indexes,
             builtin,
@@ -156,7 +166,49 @@ impl ServedResource {
             reader,
             status,
             watchers: AtomicUsize::new(0),
+            writes: Writes::new(settings.read_wait),
         }
+    }
+
+    /// Records that `client` wrote this resource at `resource_version` (see
+    /// [`writes`]).
+    pub(crate) fn wrote(&self, client: ClientKey, resource_version: u64) {
+        self.writes
+            .record(client, resource_version, self.freshness.complete_through());
+    }
+
+    /// Waits until the store holds `client`'s last write of this resource
+    /// (see [`writes`]).
+    ///
+    /// # Errors
+    ///
+    /// 504 `Too large resource version` when it does not within `timeout`.
+    pub(crate) async fn read_your_writes(
+        &self,
+        client: Option<ClientKey>,
+        timeout: Duration,
+    ) -> Result<(), Status> {
+        let Some(written) =
+            client.and_then(|c| self.writes.pending(c, self.freshness.complete_through()))
+        else {
+            return Ok(());
+        };
+        let resource = self.name();
+        let started = std::time::Instant::now();
+        let waiting = Waiting::new(metrics::gauge!(
+            "kubecache_read_your_writes_waiting",
+            "resource" => resource.clone()
+        ));
+        let result = self.freshness.not_older_than(written, timeout).await;
+        drop(waiting);
+        let outcome = if result.is_ok() { "caught_up" } else { "timeout" };
+        metrics::histogram!(
+            "kubecache_read_your_writes_wait_seconds",
+            "resource" => resource,
+            "outcome" => outcome
+        )
+        .record(started.elapsed().as_secs_f64());
+        result
     }
 
     /// Open watches of this resource.
@@ -172,6 +224,23 @@ impl ServedResource {
         } else {
             format!("{}.{}", self.resource.plural, self.resource.group)
         }
+    }
+}
+
+/// One read waiting for its client's write, counted while it lives (a read
+/// whose client went away included).
+struct Waiting(metrics::Gauge);
+
+impl Waiting {
+    fn new(gauge: metrics::Gauge) -> Self {
+        gauge.increment(1.0);
+        Waiting(gauge)
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
     }
 }
 
