@@ -15,7 +15,7 @@ use http_body_util::BodyExt;
 use kubecache_benches::fixtures::{ClusterShape, cached_pods, status_update_batch, stored_pods};
 use kubecache_reflector::upstream::{ApiResource, ResourceSpec, Upstream};
 use kubecache_reflector::{Change, StoreConfig, store};
-use kubecache_server::{ServeSettings, ServedResource, ServedResources};
+use kubecache_server::{PassThrough, ServeSettings, ServedResource, ServedResources};
 use tokio::sync::Notify;
 use tower::ServiceExt;
 
@@ -42,9 +42,8 @@ fn fanout(c: &mut Criterion) {
         writer.set_ready();
         // Never asked: watches from a resourceVersion the store holds need
         // no consistent read.
-        let client =
-            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
-                .unwrap();
+        let upstream_config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = kube::Client::try_from(upstream_config.clone()).unwrap();
         let upstream = Upstream::new(client, ResourceSpec::all(ApiResource::pods()));
         let (_status_tx, status) = tokio::sync::watch::channel(Default::default());
         let settings = ServeSettings {
@@ -52,8 +51,11 @@ fn fanout(c: &mut Criterion) {
             ..ServeSettings::default()
         };
         let cache = ServedResource::new(upstream, reader, status, &settings);
-        let router =
-            kubecache_server::router(Arc::new(ServedResources::new(vec![cache], settings)));
+        let router = kubecache_server::router(
+            Arc::new(ServedResources::new(vec![cache], settings)),
+            kubecache_server::auth::Auth::None,
+            PassThrough::new(&upstream_config).unwrap(),
+        );
         let received = Arc::new(AtomicU64::new(0));
         let progress = Arc::new(Notify::new());
         runtime.block_on(async {

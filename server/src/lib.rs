@@ -8,8 +8,10 @@ pub mod auth;
 pub mod config;
 mod http;
 mod metrics;
+pub mod passthrough;
 pub mod progress;
 mod served;
 
 pub use http::router;
+pub use passthrough::PassThrough;
 pub use served::{Filter, Predicates, ServeSettings, ServedResource, ServedResources};

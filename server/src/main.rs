@@ -49,7 +49,10 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listen (--listen): binding {}", config.listen))?;
-    let (client, _sim) = upstream(&cli).await?;
+    let (upstream, _sim) = upstream(&cli).await?;
+    let client = kube::Client::try_from(upstream.clone())?;
+    let pass_through = kubecache_server::PassThrough::new(&upstream)
+        .context("the API server's client for pass-through")?;
     let mut caches = Vec::new();
     for resource in config.resources {
         let api_resource = ApiResource::discover(&client, &resource.name)
@@ -88,7 +91,7 @@ async fn main() -> anyhow::Result<()> {
         );
         Auth::None
     };
-    let router = kubecache_server::router(caches.clone(), auth);
+    let router = kubecache_server::router(caches.clone(), auth, pass_through);
     let stopping = caches.clone();
     // Every watch event is its own small write: without TCP_NODELAY, Nagle's
     // algorithm holds it until the previous one is acknowledged (Go's
@@ -115,13 +118,13 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The API server's client: the in-process simulated API server with
-/// `--simulate` (kept alive by the returned guard), otherwise from the
+/// The API server's configuration: the in-process simulated API server
+/// with `--simulate` (kept alive by the returned guard), otherwise from the
 /// kubeconfig or the service account.
-async fn upstream(cli: &Cli) -> anyhow::Result<(kube::Client, Option<impl Sized>)> {
+async fn upstream(cli: &Cli) -> anyhow::Result<(kube::Config, Option<impl Sized>)> {
     if let Some(pods) = cli.simulate {
-        let (client, sim) = simulated(pods, cli.simulate_churn).await?;
-        return Ok((client, Some(sim)));
+        let (config, sim) = simulated(pods, cli.simulate_churn).await?;
+        return Ok((config, Some(sim)));
     }
     let config = match &cli.kubeconfig {
         Some(path) => {
@@ -133,7 +136,7 @@ async fn upstream(cli: &Cli) -> anyhow::Result<(kube::Client, Option<impl Sized>
             .await
             .context("no kubeconfig and not in a cluster: pass --kubeconfig, or --simulate N")?,
     };
-    Ok((kube::Client::try_from(config)?, None))
+    Ok((config, None))
 }
 
 /// Starts the simulated API server with `pods` pods, 500 config maps and
@@ -142,7 +145,7 @@ async fn upstream(cli: &Cli) -> anyhow::Result<(kube::Client, Option<impl Sized>
 async fn simulated(
     pods: usize,
     churn: f64,
-) -> anyhow::Result<(kube::Client, kubecache_loadtest::sim::Sim)> {
+) -> anyhow::Result<(kube::Config, kubecache_loadtest::sim::Sim)> {
     use kubecache_loadtest::sim::{Sim, SimConfig};
     let config = SimConfig {
         pods,
@@ -155,13 +158,12 @@ async fn simulated(
         .await
         .context("starting the simulated API server")?;
     tracing::info!(%url, pods, "simulated API server started");
-    let client = kube::Client::try_from(kube::Config::new(url.parse()?))?;
-    Ok((client, sim))
+    Ok((kube::Config::new(url.parse()?), sim))
 }
 
 /// This build has no simulated API server (the image leaves it out).
 #[cfg(not(feature = "simulate"))]
-async fn simulated(_pods: usize, _churn: f64) -> anyhow::Result<(kube::Client, ())> {
+async fn simulated(_pods: usize, _churn: f64) -> anyhow::Result<(kube::Config, ())> {
     anyhow::bail!(
         "--simulate: this kubecache was built without the simulated API server; \
          build it with `cargo build -p kubecache-server --features simulate`"

@@ -121,7 +121,7 @@ pub(crate) fn render(caches: &ServedResources, auth: &Auth) -> String {
 /// latency is its time to the first byte (the response head).
 pub(crate) async fn track(request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let verb = verb(&request);
+    let verb = verb(request.method(), request.uri().query().unwrap_or(""));
     let response = next.run(request).await;
     let route = response
         .extensions()
@@ -145,11 +145,11 @@ pub(crate) async fn track(request: Request, next: Next) -> Response {
     })
 }
 
-/// The Kubernetes verb of a request, as the API server's metrics name it.
-fn verb(request: &Request) -> &'static str {
-    let query = request.uri().query().unwrap_or("");
+/// The verb of a request with `method` and `query`, as the API server's
+/// metrics name it.
+pub(crate) fn verb(method: &axum::http::Method, query: &str) -> &'static str {
     let watch = kubecache_wire::list_options::is_watch(query);
-    match *request.method() {
+    match *method {
         _ if watch => "WATCH",
         axum::http::Method::GET => "GET",
         axum::http::Method::HEAD => "HEAD",
@@ -233,7 +233,7 @@ fn describe() {
     );
     describe_counter!(
         "kubecache_http_requests_total",
-        "HTTP requests by route (list, get, watch, discovery, query, health, metrics, other), verb and code."
+        "HTTP requests by route (list, get, watch, passthrough, query, health, metrics, other), verb and code."
     );
     describe_histogram!(
         "kubecache_http_request_duration_seconds",
@@ -257,6 +257,24 @@ fn describe() {
     describe_gauge!(
         "kubecache_auth_cache_entries",
         "Review answers kept, by review (token, access)."
+    );
+    describe_counter!(
+        "kubecache_passthrough_requests_total",
+        "Requests passed through to the API server, by verb and code (the API server's, or kubecache's own 413, 501, 503 or 504)."
+    );
+    describe_histogram!(
+        "kubecache_passthrough_duration_seconds",
+        Unit::Seconds,
+        "Pass-through latency to the API server's response head, by verb."
+    );
+    describe_gauge!(
+        "kubecache_read_your_writes_waiting",
+        "Reads waiting until the cache holds their client's own write."
+    );
+    describe_histogram!(
+        "kubecache_read_your_writes_wait_seconds",
+        Unit::Seconds,
+        "How long reads waited for their client's own write, by outcome (caught_up, timeout)."
     );
     describe_gauge!(
         "process_resident_memory_bytes",

@@ -255,12 +255,6 @@ async fn bad_requests_get_a_status_that_says_what_is_wrong() {
             "BadRequest",
             "field label not supported: spec.foo",
         ),
-        (
-            "/api/v1/pods?fieldSelector=spec.nodeName%3Dx",
-            400,
-            "BadRequest",
-            "field label not supported: spec.nodeName",
-        ),
         ("/api/v1/pods?limit=ten", 400, "BadRequest", "limit"),
         (
             "/api/v1/pods?continue=garbage!",
@@ -350,20 +344,8 @@ async fn bad_requests_get_a_status_that_says_what_is_wrong() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn writes_are_refused_and_protobuf_only_clients_are_told_what_is_served() {
+async fn protobuf_only_clients_are_told_what_is_served() {
     let served = serve(Setup::default()).await;
-    for method in ["POST", "PUT", "PATCH", "DELETE"] {
-        let request = http::Request::builder()
-            .method(method)
-            .uri("/api/v1/namespaces/default/pods/x")
-            .body(http_body_util::Full::new(bytes::Bytes::from_static(b"{}")))
-            .unwrap();
-        let (code, body) = common::send(&served.url, request).await;
-        assert_eq!(code, 405, "{method}");
-        let status: Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(status["reason"], "MethodNotAllowed");
-        assert!(status["message"].as_str().unwrap().contains("reads only"));
-    }
     let request = http::Request::get("/api/v1/pods")
         .header("accept", "application/vnd.kubernetes.protobuf")
         .body(http_body_util::Empty::<bytes::Bytes>::new())

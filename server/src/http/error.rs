@@ -44,13 +44,13 @@ pub fn no_such_path() -> ApiError {
     ApiError(status)
 }
 
-/// 405 for a write: kubecache serves reads only.
+/// 405 for a write to the query API, which only reads.
 pub fn read_only(method: &str) -> ApiError {
     ApiError(Status::failure(
         405,
         "MethodNotAllowed",
         format!(
-            "the server does not allow this method on the requested resource: kubecache serves reads only, send {method} to the API server"
+            "the server does not allow this method on the requested resource: the query API (/v1) is read-only, {method} is not served"
         ),
     ))
 }

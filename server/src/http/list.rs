@@ -37,7 +37,7 @@ use kubecache_wire::{CachedObject, ObjectKey, Status};
 use super::error::{ApiError, not_ready};
 use super::path::ResourcePath;
 use crate::http::table::{self, Rendering, TableMeta};
-use crate::served::{Filter, Predicates};
+use crate::served::{ClientKey, Filter, Predicates};
 use crate::served::{ServedResource, ServedResources};
 
 /// The header that says which resourceVersion a response was served at.
@@ -46,18 +46,23 @@ pub const RESOURCE_VERSION_HEADER: &str = "x-kubecache-resource-version";
 /// Size of the chunks a list body is streamed in.
 const CHUNK: usize = 256 * 1024;
 
-/// `GET` of a resource path.
+/// `GET` of a resource path by `client`, once its own writes are in the
+/// cache.
 pub async fn serve(
     caches: &ServedResources,
     target: ResourcePath,
     query: &str,
     rendering: Rendering,
     predicates: Predicates,
+    client: Option<ClientKey>,
 ) -> Result<Response, ApiError> {
     let cache = &target.cache;
     if let kubecache_reflector::Readiness::NotReady { reason } = cache.reader.readiness() {
         return Err(not_ready(&cache.name(), &reason));
     }
+    cache
+        .read_your_writes(client, caches.settings.read_wait)
+        .await?;
     if let Some(name) = &target.name {
         return get(
             caches,

@@ -1,5 +1,7 @@
-//! The HTTP API: the Kubernetes-compatible read API (discovery, list, get,
-//! watch), the query API under `/v1`, `/metrics` and the health endpoints.
+//! The HTTP API: the Kubernetes API (reads of cached resources answered
+//! from the caches, everything else passed through to the API server, see
+//! [`route`]), the query API under `/v1`, `/metrics` and the health
+//! endpoints.
 //!
 //! Every error is a Kubernetes `Status` ([`ApiError`]), whatever the route.
 //!
@@ -9,30 +11,33 @@
 //! and `/v1/status` as non-resource paths (as kube-rbac-proxy does). The
 //! health endpoints are open.
 
-mod discovery;
 mod error;
 mod list;
 mod path;
 mod query;
+mod route;
 mod table;
 mod watch;
 
 use std::sync::Arc;
 
-use axum::extract::{FromRef, State};
+use axum::body::Body;
+use axum::extract::{FromRef, Request, State};
 use axum::http::request::Parts;
 use axum::http::{Method, StatusCode, header};
-use axum::response::{IntoResponse, Json, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::{Extension, Router};
 
 pub use error::ApiError;
 pub(crate) use list::json_response;
-use path::ApiPath;
+use path::ResourcePath;
+use route::Route;
 
 use crate::auth::{Attributes, Auth, Credential};
 use crate::metrics::Endpoint;
-use crate::served::ServedResources;
+use crate::passthrough::PassThrough;
+use crate::served::{ClientKey, Predicates, ServedResource, ServedResources};
 use table::Rendering;
 
 /// What the handlers share.
@@ -40,6 +45,7 @@ use table::Rendering;
 struct Shared {
     caches: Arc<ServedResources>,
     auth: Arc<Auth>,
+    upstream: PassThrough,
 }
 
 impl FromRef<Shared> for Arc<ServedResources> {
@@ -57,27 +63,24 @@ impl Shared {
 }
 
 /// The router of kubecache's HTTP API over `caches`, authorizing by
-/// `auth`. Installs the process's metrics recorder on first use (see
-/// [`crate::metrics`]).
-pub fn router(caches: Arc<ServedResources>, auth: Auth) -> Router {
+/// `auth`, passing through to `upstream`. Installs the process's metrics
+/// recorder on first use (see [`crate::metrics`]).
+pub fn router(caches: Arc<ServedResources>, auth: Auth, upstream: PassThrough) -> Router {
     for cache in caches.iter() {
         crate::metrics::register(&cache.name());
     }
     let shared = Shared {
         caches,
         auth: Arc::new(auth),
+        upstream,
     };
     Router::new()
         .route("/healthz", get(healthz))
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .route(
-            "/version",
-            get(|| async { (Extension(Endpoint("discovery")), Json(discovery::version())) }),
-        )
         .route("/v1/{*rest}", any(query_api))
-        // Everything else is a Kubernetes API path (or a 404 Status).
+        // Everything else is the Kubernetes API.
         .fallback(kubernetes)
         .with_state(shared)
         // Outermost, so that it sees every answer, errors included.
@@ -111,11 +114,13 @@ async fn query_api(State(shared): State<Shared>, request: Parts) -> impl IntoRes
         shared
             .authorize(&request, &query::attributes(&shared.caches, path))
             .await?;
+        let client = ClientKey::of(&Credential::of(&request.extensions, &request.headers));
         query::serve(
             &shared.caches,
             &shared.auth,
             path,
             request.uri.query().unwrap_or(""),
+            client,
         )
         .await
     };
@@ -175,61 +180,91 @@ async fn readyz(State(caches): State<Arc<ServedResources>>) -> Response {
     (code, Extension(Endpoint("health")), body).into_response()
 }
 
-/// Discovery and resource paths, with an optional `/predicates/{list}`
-/// prefix.
-async fn kubernetes(State(shared): State<Shared>, request: Parts) -> Response {
-    let mut route = Endpoint("other");
-    let answer = kubernetes_path(&shared, &request, &mut route).await;
-    (Extension(route), answer).into_response()
+/// The Kubernetes API: a read a cache answers, or a pass-through.
+async fn kubernetes(State(shared): State<Shared>, request: Request) -> Response {
+    let credential = Credential::of(request.extensions(), request.headers());
+    let client = ClientKey::of(&credential);
+    let (parts, body) = request.into_parts();
+    let upstream = &shared.upstream;
+    let (target, predicates) = match route::decide(&shared.caches, &parts.method, &parts.uri) {
+        Ok(Route::Cache { target, predicates }) => (target, predicates),
+        Ok(Route::PassThrough { path, written }) => {
+            let answer =
+                pass_through(upstream, parts, body, &credential, &path, written, client).await;
+            return (Extension(Endpoint("passthrough")), answer).into_response();
+        }
+        Err(status) => return ApiError(status).into_response(),
+    };
+    // An object a selector-restricted cache does not hold may exist outside
+    // its selectors: the API server knows.
+    let ask_upstream_on_miss = target.name.is_some() && target.cache.scope.selects();
+    let route = Endpoint(match &target.name {
+        Some(_) => "get",
+        None if kubecache_wire::list_options::is_watch(parts.uri.query().unwrap_or("")) => "watch",
+        None => "list",
+    });
+    match from_cache(&shared, target, predicates, &parts, client).await {
+        Err(ApiError(status)) if status.code == 404 && ask_upstream_on_miss => {
+            let path = route::upstream_path(&parts.uri);
+            let answer = pass_through(upstream, parts, body, &credential, &path, None, None).await;
+            (Extension(Endpoint("passthrough")), answer).into_response()
+        }
+        answer => (Extension(route), answer).into_response(),
+    }
 }
 
-async fn kubernetes_path(
+/// A read of a cached resource: authorized, then served once the client's
+/// own writes are in.
+async fn from_cache(
     shared: &Shared,
-    request: &Parts,
-    route: &mut Endpoint,
+    target: ResourcePath,
+    predicates: Predicates,
+    parts: &Parts,
+    client: Option<ClientKey>,
 ) -> Result<Response, ApiError> {
-    let caches = &*shared.caches;
-    let (method, uri) = (&request.method, &request.uri);
-    let (predicates, path) = path::strip_predicates(uri.path())?;
-    let target = path::parse(caches, path).ok_or_else(error::no_such_path)?;
-    if method != Method::GET && method != Method::HEAD {
-        return Err(error::read_only(method.as_str()));
-    }
-    let query = uri.query().unwrap_or("");
-    let accept = request
+    let query = parts.uri.query().unwrap_or("");
+    let accept = parts
         .headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok());
     let rendering = Rendering::negotiate(accept, query)?
         .ok_or_else(|| error::not_acceptable(accept.unwrap_or_default()))?;
-    let document = match target {
-        ApiPath::CoreVersions => Some(discovery::core_versions(caches)),
-        ApiPath::Groups => Some(discovery::groups(caches)),
-        ApiPath::Group(group) => discovery::group_document(caches, &group),
-        ApiPath::Resources { group, version } => discovery::resources(caches, &group, &version),
-        ApiPath::Resource(target) => {
-            let watch = kubecache_wire::list_options::is_watch(query);
-            *route = Endpoint(match &target.name {
-                Some(_) => "get",
-                None if watch => "watch",
-                None => "list",
-            });
-            let field_selector = form_urlencoded::parse(query.as_bytes())
-                .find(|(key, _)| key == "fieldSelector")
-                .map(|(_, value)| value);
-            let attributes = Attributes::read(
-                &target.cache.resource,
-                target.namespace.as_deref(),
-                target.name.as_deref(),
-                watch,
-                field_selector.as_deref(),
-            );
-            shared.authorize(request, &attributes).await?;
-            return list::serve(caches, target, query, rendering, predicates).await;
-        }
+    let field_selector = form_urlencoded::parse(query.as_bytes())
+        .find(|(key, _)| key == "fieldSelector")
+        .map(|(_, value)| value);
+    let attributes = Attributes::read(
+        &target.cache.resource,
+        target.namespace.as_deref(),
+        target.name.as_deref(),
+        kubecache_wire::list_options::is_watch(query),
+        field_selector.as_deref(),
+    );
+    shared.authorize(parts, &attributes).await?;
+    list::serve(&shared.caches, target, query, rendering, predicates, client).await
+}
+
+/// Sends a request to the API server; after a successful write of a cached
+/// resource, records the resourceVersion written for the client before
+/// answering (see [`crate::served`]'s read-your-writes).
+async fn pass_through(
+    upstream: &PassThrough,
+    parts: Parts,
+    body: Body,
+    credential: &Credential,
+    path: &str,
+    written: Option<Arc<ServedResource>>,
+    client: Option<ClientKey>,
+) -> Result<Response, ApiError> {
+    let response = upstream.forward(parts, body, credential, path).await?;
+    let (Some(cache), Some(client)) = (written, client) else {
+        return Ok(response);
     };
-    *route = Endpoint("discovery");
-    document
-        .map(|doc| Json(doc).into_response())
-        .ok_or_else(error::no_such_path)
+    if !response.status().is_success() {
+        return Ok(response);
+    }
+    let (response, resource_version) = crate::passthrough::written(response).await;
+    if let Some(rv) = resource_version {
+        cache.wrote(client, rv);
+    }
+    Ok(response)
 }

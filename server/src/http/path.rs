@@ -1,5 +1,6 @@
-//! Request paths of the Kubernetes API: discovery documents and resource
-//! paths, after an optional `/predicates/{list}` prefix.
+//! Paths of the Kubernetes API that name a cached resource: its collection,
+//! one object or one object's subresource, after an optional
+//! `/predicates/{list}` prefix.
 
 use std::sync::Arc;
 
@@ -8,27 +9,8 @@ use kubecache_wire::Status;
 use crate::served::Predicates;
 use crate::served::{ServedResource, ServedResources};
 
-/// What a Kubernetes API path asks for.
-pub enum ApiPath {
-    /// `/api`.
-    CoreVersions,
-    /// `/apis`.
-    Groups,
-    /// `/apis/{group}`.
-    Group(String),
-    /// `/api/v1` or `/apis/{group}/{version}`.
-    Resources {
-        /// Empty for the core group.
-        group: String,
-        /// The version.
-        version: String,
-    },
-    /// A collection or one object of a cached resource.
-    Resource(ResourcePath),
-}
-
-/// A path of a cached resource: its collection (all namespaces or one) or
-/// one object.
+/// A path of a cached resource: its collection (all namespaces or one), one
+/// object, or a subresource of one object.
 pub struct ResourcePath {
     /// The resource.
     pub cache: Arc<ServedResource>,
@@ -36,6 +18,8 @@ pub struct ResourcePath {
     pub namespace: Option<String>,
     /// The object's name, for a path of one object.
     pub name: Option<String>,
+    /// The subresource (`status`, `scale`, `log` ...) of the object.
+    pub subresource: Option<String>,
 }
 
 /// Splits off a `/predicates/{list}` prefix: `(predicates, rest of the path)`.
@@ -55,39 +39,35 @@ pub fn strip_predicates(path: &str) -> Result<(Predicates, &str), Status> {
 }
 
 /// Parses a path (without the predicates prefix); `None` for a path that
-/// names nothing kubecache serves.
-pub fn parse(caches: &ServedResources, path: &str) -> Option<ApiPath> {
+/// names no cached resource.
+pub fn parse(caches: &ServedResources, path: &str) -> Option<ResourcePath> {
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, version, rest) = match segments.as_slice() {
-        ["api"] => return Some(ApiPath::CoreVersions),
-        ["apis"] => return Some(ApiPath::Groups),
-        ["apis", group] => return Some(ApiPath::Group((*group).into())),
         ["api", version, rest @ ..] => ("", *version, rest),
         ["apis", group, version, rest @ ..] => (*group, *version, rest),
         _ => return None,
     };
-    let resource = |plural: &str| caches.find(group, version, plural).cloned();
-    let path = |cache: Arc<ServedResource>, namespace: Option<&str>, name: Option<&str>| {
+    // `namespace`, then `plural`, then up to a name and a subresource.
+    let found = |namespace: Option<&str>, plural: &str, tail: &[&str]| {
+        let cache = caches.find(group, version, plural)?.clone();
         let namespaced = namespace.is_some();
-        (namespaced == cache.resource.namespaced || name.is_none() && !namespaced).then(|| {
-            ApiPath::Resource(ResourcePath {
-                cache,
-                namespace: namespace.map(Into::into),
-                name: name.map(Into::into),
-            })
+        let scoped = namespaced == cache.resource.namespaced || tail.is_empty() && !namespaced;
+        (scoped && tail.len() <= 2).then(|| ResourcePath {
+            cache,
+            namespace: namespace.map(Into::into),
+            name: tail.first().map(|name| (*name).into()),
+            subresource: tail.get(1).map(|sub| (*sub).into()),
         })
     };
-    match rest {
-        [] => Some(ApiPath::Resources {
-            group: group.into(),
-            version: version.into(),
-        }),
-        ["namespaces", ns, plural] => path(resource(plural)?, Some(ns), None),
-        ["namespaces", ns, plural, name] => path(resource(plural)?, Some(ns), Some(name)),
-        [plural] => path(resource(plural)?, None, None),
-        [plural, name] => path(resource(plural)?, None, Some(name)),
+    let in_namespace = match rest {
+        ["namespaces", ns, plural, tail @ ..] => found(Some(ns), plural, tail),
         _ => None,
-    }
+    };
+    // `/namespaces/{name}/status` is a subresource of a namespace.
+    in_namespace.or_else(|| match rest {
+        [plural, tail @ ..] => found(None, plural, tail),
+        [] => None,
+    })
 }
 
 #[cfg(test)]

@@ -18,8 +18,10 @@
 //!
 //! Lookups read the store as it is (like `resourceVersion=0`); with
 //! `?resourceVersion=N` they first wait until the store has reached `N`
-//! (504 after the read-wait timeout), for read-your-writes. Every answer
-//! carries the resourceVersion it was served at.
+//! (504 after the read-wait timeout). A client's own writes passed through
+//! kubecache are waited for first, as for every read (see
+//! [`crate::served`]'s read-your-writes). Every answer carries the
+//! resourceVersion it was served at.
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Json, Response};
@@ -30,7 +32,7 @@ use serde_json::{Value, json};
 use super::error::{ApiError, not_ready};
 use super::list::{ListMeta, json_response, list_response};
 use crate::auth::{Attributes, Auth};
-use crate::served::{BUILTIN_INDEXES, ServedResource, ServedResources};
+use crate::served::{BUILTIN_INDEXES, ClientKey, ServedResource, ServedResources};
 
 /// The path's segments, each percent-decoded after the split: a label
 /// key's `/` arrives as `%2F`.
@@ -57,12 +59,13 @@ pub fn attributes(caches: &ServedResources, path: &str) -> Attributes {
     }
 }
 
-/// `GET /v1/…`.
+/// `GET /v1/…` by `client`.
 pub async fn serve(
     caches: &ServedResources,
     auth: &Auth,
     path: &str,
     query: &str,
+    client: Option<ClientKey>,
 ) -> Result<Response, ApiError> {
     let segments = segments(path);
     let segments: Vec<&str> = segments.iter().map(|s| &**s).collect();
@@ -74,7 +77,7 @@ pub async fn serve(
         ["v1", resource, "status"] => Ok(Json(status(find(caches, resource)?)).into_response()),
         ["v1", resource, "count"] => {
             let cache = ready(caches, resource)?;
-            wait(caches, cache, query).await?;
+            wait(caches, cache, query, client).await?;
             let snapshot = cache.reader.snapshot();
             Ok(count(snapshot.len(), snapshot.resource_version()))
         }
@@ -86,7 +89,7 @@ pub async fn serve(
                 ["count"] => true,
                 _ => return Err(super::error::no_such_path()),
             };
-            wait(caches, cache, query).await?;
+            wait(caches, cache, query, client).await?;
             let snapshot = cache.reader.snapshot();
             let rv = snapshot.resource_version();
             if count_only {
@@ -128,12 +131,17 @@ fn ready<'c>(caches: &'c ServedResources, name: &str) -> Result<&'c ServedResour
     }
 }
 
-/// Waits for `?resourceVersion=N`, if given.
+/// Waits for the client's own writes, then for `?resourceVersion=N`, if
+/// given.
 async fn wait(
     caches: &ServedResources,
     cache: &ServedResource,
     query: &str,
+    client: Option<ClientKey>,
 ) -> Result<(), ApiError> {
+    cache
+        .read_your_writes(client, caches.settings.read_wait)
+        .await?;
     if let Some(rv) = kubecache_wire::list_options::resource_version(query)? {
         cache
             .freshness

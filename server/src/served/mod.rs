@@ -201,7 +201,11 @@ impl ServedResource {
         ));
         let result = self.freshness.not_older_than(written, timeout).await;
         drop(waiting);
-        let outcome = if result.is_ok() { "caught_up" } else { "timeout" };
+        let outcome = if result.is_ok() {
+            "caught_up"
+        } else {
+            "timeout"
+        };
         metrics::histogram!(
             "kubecache_read_your_writes_wait_seconds",
             "resource" => resource,

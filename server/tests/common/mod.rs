@@ -78,7 +78,8 @@ pub async fn serve(setup: Setup) -> Served {
         .with_test_writer()
         .try_init();
     let (sim_url, sim) = Sim::start(setup.sim).await.expect("sim starts");
-    let client = kube::Client::try_from(kube::Config::new(sim_url.parse().unwrap())).unwrap();
+    let upstream = kube::Config::new(sim_url.parse().unwrap());
+    let client = kube::Client::try_from(upstream.clone()).unwrap();
     let mut caches = Vec::new();
     let mut reflectors = Vec::new();
     for resource in setup.resources {
@@ -106,7 +107,12 @@ pub async fn serve(setup: Setup) -> Served {
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let router = kubecache_server::router(caches.clone(), kubecache_server::auth::Auth::None);
+    let pass_through = kubecache_server::PassThrough::new(&upstream).unwrap();
+    let router = kubecache_server::router(
+        caches.clone(),
+        kubecache_server::auth::Auth::None,
+        pass_through,
+    );
     let server = tokio::spawn(async move {
         axum::serve(listener, router).await.unwrap();
     });

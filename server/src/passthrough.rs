@@ -1,0 +1,517 @@
+//! Pass-through: what kubecache does not answer from its caches (writes,
+//! subresources, uncached resources, discovery) goes to the API server on
+//! the caller's behalf, and the answer comes back unchanged.
+//!
+//! kubecache does not authorize these requests: the API server judges each
+//! one from the credential forwarded for the caller.
+//! - A bearer token is forwarded as it came, through a client that has no
+//!   credentials of its own.
+//! - A client certificate cannot be presented again, so the request goes
+//!   with kubecache's own credentials and impersonates the certificate's
+//!   user (`Impersonate-User`, `-Uid`, `-Group`, `-Extra-*`). Every
+//!   `Impersonate-*` and `Authorization` header the caller sent is dropped:
+//!   kept, they would let a certificate user act with kubecache's rights.
+//! - No credential is forwarded as none (`system:anonymous`).
+//!
+//! Forwarded: the method, the path (without a `/predicates/` prefix) and
+//! query, the headers minus hop-by-hop ones, and the body, up to 3 MiB as
+//! kube-apiserver takes it (413 beyond). Returned: the code, the headers
+//! minus hop-by-hop ones, and the body as it streams, so a watch or a
+//! `follow` log flows for as long as the API server sends it. The response
+//! head must come within [`HEAD_TIMEOUT`] (504 otherwise); an API server
+//! that cannot be reached gets 503. Connection upgrades (exec, attach,
+//! port-forward) get 501: send them to the API server directly.
+
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use axum::http::request::Parts;
+use axum::http::{Method, Request, Uri};
+use axum::response::Response;
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use kube::client::{ClientBuilder, ConfigExt};
+use kubecache_wire::Status;
+
+use crate::auth::{Credential, UserInfo};
+
+/// Largest request body forwarded: kube-apiserver's limit
+/// (`MaxRequestBodyBytes`, 3 MiB).
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// Longest wait for the API server's response head. kube-apiserver answers
+/// every request that is not a watch or a stream within its
+/// `--request-timeout` (60 s) itself, and starts a watch or a stream at
+/// once; ten seconds more are the network's. The body is not timed.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(70);
+
+/// Headers of one connection, never forwarded (RFC 9110 section 7.6.1).
+const HOP_BY_HOP: [HeaderName; 9] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
+/// The API server, as pass-through reaches it.
+#[derive(Clone)]
+pub struct PassThrough {
+    /// Sends with no credentials: the caller's own, if any, are in the
+    /// request.
+    bare: kube::Client,
+    /// Sends with kubecache's credentials, for impersonation.
+    own: kube::Client,
+}
+
+impl std::fmt::Debug for PassThrough {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PassThrough")
+    }
+}
+
+/// Which client sends a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sender {
+    /// The one without credentials.
+    Bare,
+    /// The one with kubecache's.
+    Own,
+}
+
+impl PassThrough {
+    /// The API server of `config` (kubecache's own configuration): its URL
+    /// and root certificates for both clients, its credentials for the
+    /// impersonating one only. Neither retries or times out a read.
+    ///
+    /// # Errors
+    ///
+    /// The TLS or credential configuration does not load.
+    pub fn new(config: &kube::Config) -> Result<Self, kube::Error> {
+        let mut bare = config.clone();
+        bare.auth_info = kube::config::AuthInfo::default();
+        Ok(PassThrough {
+            bare: client(&bare)?,
+            own: client(config)?,
+        })
+    }
+
+    /// Sends the request of `parts` and `body` to `path` (its path and
+    /// query on the API server) for a caller with `credential`; the API
+    /// server's answer.
+    ///
+    /// # Errors
+    ///
+    /// A Status for what is not forwarded: an upgrade (501), a body over
+    /// [`MAX_BODY`] (413), an API server that cannot be reached (503) or
+    /// does not answer in time (504).
+    pub(crate) async fn forward(
+        &self,
+        parts: Parts,
+        body: Body,
+        credential: &Credential,
+        path: &str,
+    ) -> Result<Response, Status> {
+        if is_upgrade(&parts.headers) {
+            return Err(upgrade_refused());
+        }
+        let verb = crate::metrics::verb(&parts.method, parts.uri.query().unwrap_or_default());
+        let started = Instant::now();
+        let answer = self.send(parts, body, credential, path).await;
+        let code = match &answer {
+            Ok(response) => response.status().as_u16(),
+            Err(status) => status.code,
+        };
+        metrics::counter!("kubecache_passthrough_requests_total", "verb" => verb, "code" => code.to_string())
+            .increment(1);
+        metrics::histogram!("kubecache_passthrough_duration_seconds", "verb" => verb)
+            .record(started.elapsed().as_secs_f64());
+        answer
+    }
+
+    async fn send(
+        &self,
+        parts: Parts,
+        body: Body,
+        credential: &Credential,
+        path: &str,
+    ) -> Result<Response, Status> {
+        let (headers, sender) = upstream_headers(&parts.headers, credential)?;
+        let body = read_body(body).await?;
+        let uri: Uri = path
+            .parse()
+            .map_err(|e| Status::bad_request(format!("invalid request path: {e}")))?;
+        let mut request = Request::new(kube::client::Body::from(body));
+        *request.method_mut() = parts.method;
+        *request.uri_mut() = uri;
+        *request.headers_mut() = headers;
+        let client = match sender {
+            Sender::Bare => &self.bare,
+            Sender::Own => &self.own,
+        };
+        let response = tokio::time::timeout(HEAD_TIMEOUT, client.send(request))
+            .await
+            .map_err(|_| unanswered())?
+            .map_err(|e| unreachable(&e))?;
+        let (mut parts, body) = response.into_parts();
+        remove_hop_by_hop(&mut parts.headers);
+        Ok(Response::from_parts(parts, Body::new(body)))
+    }
+}
+
+/// A client of the API server of `config` with its credentials, without
+/// kube's retries and read timeout: the answer must come back as the API
+/// server gave it, and a quiet watch may last.
+fn client(config: &kube::Config) -> Result<kube::Client, kube::Error> {
+    let connector = config.rustls_https_connector()?;
+    let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build(connector);
+    let service = tower::ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer()?)
+        .map_err(tower::BoxError::from)
+        .service(http);
+    Ok(ClientBuilder::new(service, config.default_namespace.clone()).build())
+}
+
+/// The headers to send upstream for a request with `headers` from a caller
+/// with `credential`, and the client to send it with.
+fn upstream_headers(
+    headers: &HeaderMap,
+    credential: &Credential,
+) -> Result<(HeaderMap, Sender), Status> {
+    let mut headers = headers.clone();
+    remove_hop_by_hop(&mut headers);
+    // Set again from the URL and the body.
+    headers.remove(header::HOST);
+    headers.remove(header::CONTENT_LENGTH);
+    match credential {
+        Credential::Token(_) => Ok((headers, Sender::Bare)),
+        Credential::Anonymous => {
+            headers.remove(header::AUTHORIZATION);
+            Ok((headers, Sender::Bare))
+        }
+        Credential::Certificate(user) => {
+            headers.remove(header::AUTHORIZATION);
+            let theirs: Vec<HeaderName> = headers
+                .keys()
+                .filter(|name| name.as_str().starts_with("impersonate-"))
+                .cloned()
+                .collect();
+            for name in theirs {
+                headers.remove(name);
+            }
+            impersonate(&mut headers, user)?;
+            Ok((headers, Sender::Own))
+        }
+    }
+}
+
+/// Adds the headers that impersonate `user`.
+fn impersonate(headers: &mut HeaderMap, user: &UserInfo) -> Result<(), Status> {
+    let value = |text: &str| {
+        HeaderValue::from_str(text).map_err(|_| {
+            Status::bad_request(format!(
+                "the client certificate's user cannot be impersonated: {text:?} is not a valid header value"
+            ))
+        })
+    };
+    headers.insert("impersonate-user", value(&user.username)?);
+    if !user.uid.is_empty() {
+        headers.insert("impersonate-uid", value(&user.uid)?);
+    }
+    for group in &user.groups {
+        headers.append("impersonate-group", value(group)?);
+    }
+    for (key, values) in &user.extra {
+        let name = extra_header(key)?;
+        for v in values {
+            headers.append(name.clone(), value(v)?);
+        }
+    }
+    Ok(())
+}
+
+/// `Impersonate-Extra-{key}`, the key percent-escaped as client-go escapes
+/// it (`round_trippers.go`: what is not a header-name byte, and `%`).
+fn extra_header(key: &str) -> Result<HeaderName, Status> {
+    const ESCAPED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'!')
+        .remove(b'#')
+        .remove(b'$')
+        .remove(b'&')
+        .remove(b'\'')
+        .remove(b'*')
+        .remove(b'+')
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'^')
+        .remove(b'_')
+        .remove(b'`')
+        .remove(b'|')
+        .remove(b'~');
+    let key = percent_encoding::utf8_percent_encode(key, ESCAPED);
+    HeaderName::try_from(format!("impersonate-extra-{key}"))
+        .map_err(|e| Status::bad_request(format!("invalid extra attribute {key}: {e}")))
+}
+
+/// Removes the hop-by-hop headers, and those `Connection` names.
+fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .filter_map(|name| HeaderName::try_from(name.trim()).ok())
+        .collect();
+    for name in named.iter().chain(&HOP_BY_HOP) {
+        headers.remove(name);
+    }
+}
+
+/// Whether the request asks to switch protocols (SPDY or WebSocket for
+/// exec, attach and port-forward).
+fn is_upgrade(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::UPGRADE)
+        || headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .any(|token| token.trim().eq_ignore_ascii_case("upgrade"))
+}
+
+/// The whole body, if it is within [`MAX_BODY`].
+async fn read_body(body: Body) -> Result<Bytes, Status> {
+    match Limited::new(body, MAX_BODY).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.is::<LengthLimitError>() => Err(Status::failure(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {MAX_BODY}"),
+        )),
+        Err(error) => Err(Status::bad_request(format!(
+            "the request body could not be read: {error}"
+        ))),
+    }
+}
+
+/// 501 for a connection upgrade.
+fn upgrade_refused() -> Status {
+    Status::failure(
+        501,
+        "NotImplemented",
+        "kubecache does not pass connection upgrades through (exec, attach, port-forward): send them to the API server directly",
+    )
+}
+
+/// 503 when the API server cannot be reached.
+fn unreachable(error: &kube::Error) -> Status {
+    let mut status = Status::failure(
+        503,
+        "ServiceUnavailable",
+        format!("kubecache could not reach the API server: {error}"),
+    );
+    status.details = Some(kubecache_wire::StatusDetails {
+        retry_after_seconds: Some(1),
+        ..Default::default()
+    });
+    status
+}
+
+/// 504 when the API server does not answer in time.
+fn unanswered() -> Status {
+    Status::failure(
+        504,
+        "Timeout",
+        format!(
+            "the API server did not answer kubecache within {} s",
+            HEAD_TIMEOUT.as_secs()
+        ),
+    )
+}
+
+/// Largest answer to a write read whole for its resourceVersion; a larger
+/// one (a deletecollection of many objects) is sent on as it comes and
+/// records nothing.
+const WRITTEN_LIMIT: usize = 16 * 1024 * 1024;
+
+/// The resourceVersion a successful write answered: its object's, or a
+/// deletecollection's list's (JSON or protobuf). Reads the answer whole
+/// first, so that the caller can record it before the client has it; the
+/// answer is returned unchanged.
+pub(crate) async fn written(response: Response) -> (Response, Option<u64>) {
+    let (parts, mut body) = response.into_parts();
+    let mut read = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let rest = match frame {
+            Ok(frame) => {
+                if let Ok(data) = frame.into_data() {
+                    read.extend_from_slice(&data);
+                }
+                if read.len() <= WRITTEN_LIMIT {
+                    continue;
+                }
+                Body::new(body)
+            }
+            // Sent on as it broke off.
+            Err(error) => {
+                Body::from_stream(futures::stream::once(async { Err::<Bytes, _>(error) }))
+            }
+        };
+        let head = futures::stream::once(async { Ok(read.freeze()) });
+        let body = Body::from_stream(head.chain(rest.into_data_stream()));
+        return (Response::from_parts(parts, body), None);
+    }
+    let read = read.freeze();
+    let resource_version = resource_version(&parts.headers, &read);
+    (
+        Response::from_parts(parts, Body::from(read)),
+        resource_version,
+    )
+}
+
+/// `metadata.resourceVersion` of an object or list in `body`.
+fn resource_version(headers: &HeaderMap, body: &[u8]) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Written {
+        metadata: Metadata,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Metadata {
+        resource_version: String,
+    }
+    let protobuf = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/vnd.kubernetes.protobuf"));
+    let json;
+    let body = if protobuf {
+        json = kubecache_wire::protobuf::decode_unknown(body)
+            .ok()?
+            .to_json()?
+            .ok()?;
+        &json[..]
+    } else {
+        body
+    };
+    let written: Written = serde_json::from_slice(body).ok()?;
+    kubecache_wire::parse_resource_version(&written.metadata.resource_version)
+}
+
+/// Whether `method` writes.
+pub(crate) fn writes(method: &Method) -> bool {
+    [Method::POST, Method::PUT, Method::PATCH, Method::DELETE].contains(method)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller_headers() -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("authorization", "Bearer theirs"),
+            ("impersonate-user", "system:admin"),
+            ("impersonate-group", "system:masters"),
+            ("impersonate-extra-scopes", "all"),
+            ("host", "kubecache:8080"),
+            ("connection", "keep-alive, x-hop"),
+            ("x-hop", "1"),
+            ("content-type", "application/merge-patch+json"),
+            ("accept", "application/json"),
+        ] {
+            headers.append(name, value.parse().unwrap());
+        }
+        headers
+    }
+
+    fn values<'h>(headers: &'h HeaderMap, name: &str) -> Vec<&'h str> {
+        headers
+            .get_all(name)
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_certificate_user_is_impersonated_and_its_own_impersonation_dropped() {
+        let user = UserInfo {
+            username: "alice".into(),
+            uid: "42".into(),
+            groups: vec!["dev".into(), "ops".into()],
+            extra: [(
+                "authentication.kubernetes.io/pod-name".to_string(),
+                vec!["p1".to_string(), "p2".to_string()],
+            )]
+            .into(),
+        };
+        let (headers, sender) =
+            upstream_headers(&caller_headers(), &Credential::Certificate(user)).unwrap();
+        assert_eq!(sender, Sender::Own);
+        assert!(headers.get("authorization").is_none());
+        assert_eq!(values(&headers, "impersonate-user"), ["alice"]);
+        assert_eq!(values(&headers, "impersonate-uid"), ["42"]);
+        assert_eq!(values(&headers, "impersonate-group"), ["dev", "ops"]);
+        assert!(headers.get("impersonate-extra-scopes").is_none());
+        assert_eq!(
+            values(
+                &headers,
+                "impersonate-extra-authentication.kubernetes.io%2fpod-name"
+            ),
+            ["p1", "p2"]
+        );
+        for gone in ["host", "connection", "x-hop"] {
+            assert!(headers.get(gone).is_none(), "{gone}");
+        }
+        assert_eq!(
+            values(&headers, "content-type"),
+            ["application/merge-patch+json"]
+        );
+    }
+
+    #[test]
+    fn a_token_is_forwarded_as_it_came_and_no_credential_as_none() {
+        let (headers, sender) =
+            upstream_headers(&caller_headers(), &Credential::Token("theirs".into())).unwrap();
+        assert_eq!(sender, Sender::Bare);
+        assert_eq!(values(&headers, "authorization"), ["Bearer theirs"]);
+        assert_eq!(values(&headers, "impersonate-user"), ["system:admin"]);
+        assert!(headers.get("x-hop").is_none());
+
+        let mut basic = caller_headers();
+        basic.insert("authorization", "Basic eDp5".parse().unwrap());
+        let (headers, sender) = upstream_headers(&basic, &Credential::Anonymous).unwrap();
+        assert_eq!(sender, Sender::Bare);
+        assert!(headers.get("authorization").is_none());
+    }
+
+    #[test]
+    fn an_unrepresentable_user_is_a_status_not_a_panic() {
+        let user = UserInfo {
+            username: "bad\nname".into(),
+            ..UserInfo::default()
+        };
+        let status =
+            upstream_headers(&HeaderMap::new(), &Credential::Certificate(user)).unwrap_err();
+        assert_eq!(status.code, 400);
+    }
+
+    #[test]
+    fn upgrades_are_recognised_by_either_header() {
+        let mut headers = HeaderMap::new();
+        assert!(!is_upgrade(&headers));
+        headers.insert("connection", "keep-alive, Upgrade".parse().unwrap());
+        assert!(is_upgrade(&headers));
+        let mut headers = HeaderMap::new();
+        headers.insert("upgrade", "SPDY/3.1".parse().unwrap());
+        assert!(is_upgrade(&headers));
+    }
+}
