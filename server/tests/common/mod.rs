@@ -53,6 +53,8 @@ pub struct Setup {
     pub store: StoreConfig,
     pub settings: ServeSettings,
     pub strategy: Strategy,
+    /// What each cache holds of its resource.
+    pub spec: fn(ApiResource) -> ResourceSpec,
 }
 
 impl Default for Setup {
@@ -66,6 +68,7 @@ impl Default for Setup {
             store: StoreConfig::default(),
             settings: ServeSettings::default(),
             strategy: Strategy::Parallel,
+            spec: ResourceSpec::all,
         }
     }
 }
@@ -89,7 +92,7 @@ pub async fn serve(setup: Setup) -> Served {
         };
         let (cache, task) = ServedResource::start(
             client.clone(),
-            ResourceSpec::all(resource),
+            (setup.spec)(resource),
             setup.store.clone(),
             reflector,
             &setup.settings,
@@ -141,6 +144,16 @@ pub fn client(url: &str) -> kube::Client {
     kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap()
 }
 
+/// A kube client of `url` that presents the bearer token `token`.
+pub fn client_as(url: &str, token: &str) -> kube::Client {
+    let mut config = kube::Config::new(url.parse().unwrap());
+    config.headers.push((
+        http::header::AUTHORIZATION,
+        format!("Bearer {token}").parse().unwrap(),
+    ));
+    kube::Client::try_from(config).unwrap()
+}
+
 /// GET `path` (with its query) from kubecache at `url`: status code and
 /// body. A plain HTTP/1.1 client: kube's client retries 5xx answers, which
 /// tests must see as they are.
@@ -152,7 +165,18 @@ pub async fn get(url: &str, path: &str) -> (u16, bytes::Bytes) {
 }
 
 /// Sends `request` to kubecache at `url`: status code and body.
-pub async fn send<B>(url: &str, mut request: http::Request<B>) -> (u16, bytes::Bytes)
+pub async fn send<B>(url: &str, request: http::Request<B>) -> (u16, bytes::Bytes)
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let response = exchange(url, request).await;
+    (response.status().as_u16(), response.into_body())
+}
+
+/// Sends `request` to `url`: the whole response.
+pub async fn exchange<B>(url: &str, mut request: http::Request<B>) -> http::Response<bytes::Bytes>
 where
     B: hyper::body::Body + Send + 'static,
     B::Data: Send,
@@ -161,9 +185,9 @@ where
     use http_body_util::BodyExt;
     let mut sender = open(url, &mut request).await;
     let response = sender.send_request(request).await.unwrap();
-    let code = response.status().as_u16();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    (code, body)
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    http::Response::from_parts(parts, body)
 }
 
 /// A connection to kubecache at `url`, ready to send `request` (whose Host
