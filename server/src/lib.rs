@@ -1,5 +1,6 @@
-//! kubecache's server: the Kubernetes-compatible read API and the query API
-//! in front of the reflectors' stores.
+//! kubecache's server: the Kubernetes API in front of the reflectors'
+//! stores (reads of the cached resources from memory, everything else
+//! passed through to the API server) and the query API.
 //!
 //! [`router`] builds the HTTP API over a set of [`ServedResources`]; `main.rs` wires
 //! configuration, upstream, reflectors and the listener around it.
