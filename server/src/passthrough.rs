@@ -188,9 +188,11 @@ fn upstream_headers(
 ) -> Result<(HeaderMap, Sender), Status> {
     let mut headers = headers.clone();
     remove_hop_by_hop(&mut headers);
-    // Set again from the URL and the body.
+    // Set again from the URL and the body, which is already read (so its
+    // `100 Continue` was kubecache's to send).
     headers.remove(header::HOST);
     headers.remove(header::CONTENT_LENGTH);
+    headers.remove(header::EXPECT);
     match credential {
         Credential::Token(_) => Ok((headers, Sender::Bare)),
         Credential::Anonymous => {
@@ -423,6 +425,7 @@ mod tests {
             ("impersonate-group", "system:masters"),
             ("impersonate-extra-scopes", "all"),
             ("host", "kubecache:8080"),
+            ("expect", "100-continue"),
             ("connection", "keep-alive, x-hop"),
             ("x-hop", "1"),
             ("content-type", "application/merge-patch+json"),
@@ -468,7 +471,7 @@ mod tests {
             ),
             ["p1", "p2"]
         );
-        for gone in ["host", "connection", "x-hop"] {
+        for gone in ["host", "expect", "connection", "x-hop"] {
             assert!(headers.get(gone).is_none(), "{gone}");
         }
         assert_eq!(

@@ -248,15 +248,21 @@ async fn from_cache(
 /// answering (see [`crate::served`]'s read-your-writes).
 async fn pass_through(
     upstream: &PassThrough,
-    parts: Parts,
+    mut parts: Parts,
     body: Body,
     credential: &Credential,
     path: &str,
     written: Option<Arc<ServedResource>>,
     client: Option<ClientKey>,
 ) -> Result<Response, ApiError> {
+    let recorded = written.zip(client);
+    if recorded.is_some() {
+        // The answer is read for its resourceVersion: asked for as is, not
+        // gzipped (the same content; clients take either).
+        parts.headers.remove(header::ACCEPT_ENCODING);
+    }
     let response = upstream.forward(parts, body, credential, path).await?;
-    let (Some(cache), Some(client)) = (written, client) else {
+    let Some((cache, client)) = recorded else {
         return Ok(response);
     };
     if !response.status().is_success() {
