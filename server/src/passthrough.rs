@@ -118,9 +118,6 @@ impl PassThrough {
         credential: &Credential,
         path: &str,
     ) -> Result<Response, Status> {
-        if is_upgrade(&parts.headers) {
-            return Err(upgrade_refused());
-        }
         let verb = crate::metrics::verb(&parts.method, parts.uri.query().unwrap_or_default());
         let started = Instant::now();
         let answer = self.send(parts, body, credential, path).await;
@@ -142,6 +139,9 @@ impl PassThrough {
         credential: &Credential,
         path: &str,
     ) -> Result<Response, Status> {
+        if is_upgrade(&parts.headers) {
+            return Err(upgrade_refused());
+        }
         let (headers, sender) = upstream_headers(&parts.headers, credential)?;
         let body = read_body(body).await?;
         let uri: Uri = path
