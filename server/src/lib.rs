@@ -3,7 +3,7 @@
 //! passed through to the API server) and the query API.
 //!
 //! [`router`] builds the HTTP API over a set of [`ServedResources`]; `main.rs` wires
-//! configuration, upstream, reflectors and the listener around it.
+//! configuration, upstream, reflectors and the [`serving::Server`] around it.
 
 pub mod auth;
 pub mod config;
@@ -12,6 +12,7 @@ mod metrics;
 pub mod passthrough;
 pub mod progress;
 mod served;
+pub mod serving;
 
 pub use http::router;
 pub use passthrough::PassThrough;

@@ -1,0 +1,409 @@
+//! TLS serving: the certificate, its key and the optional client CA, read
+//! from files and reloaded when they change; the handshake of one
+//! connection; the user of a verified client certificate.
+//!
+//! Rotation (cert-manager renews the Secret, the kubelet swaps the mounted
+//! files through a symlink) is seen by polling: every
+//! [`Tls::RELOAD_INTERVAL`] the three paths are read again (following
+//! symlinks, so a swapped directory is seen like an edited file) and, if any
+//! content changed, a new configuration is built. New connections get it;
+//! open ones keep the one they shook hands with. A new file that does not
+//! load (a half-written pair, a key that does not match) is logged and the
+//! served configuration kept, until the files change again.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
+
+use crate::auth::UserInfo;
+
+/// Where TLS serving reads its files from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The serving certificate chain (PEM), leaf first.
+    pub cert: PathBuf,
+    /// Its private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// CA certificates (PEM) that client certificates are verified against;
+    /// without it no client certificate is asked for.
+    pub client_ca: Option<PathBuf>,
+}
+
+/// Which of the [`TlsFiles`] an error is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsFile {
+    /// [`TlsFiles::cert`].
+    Cert,
+    /// [`TlsFiles::key`].
+    Key,
+    /// [`TlsFiles::client_ca`].
+    ClientCa,
+}
+
+/// A TLS file that cannot be read or used.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {message}", path.display())]
+pub struct TlsError {
+    /// Which file.
+    pub file: TlsFile,
+    /// Its path.
+    pub path: PathBuf,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// TLS serving: the rustls configuration new connections get, replaced when
+/// the files change. Cheap to clone; the clones share it.
+#[derive(Clone)]
+pub struct Tls {
+    files: Arc<TlsFiles>,
+    current: Arc<RwLock<Arc<ServerConfig>>>,
+    /// What the files held at the last load attempt, good or bad: a change
+    /// is tried once, and a broken file is logged once.
+    seen: Arc<Mutex<Contents>>,
+    reload_interval: Duration,
+}
+
+impl fmt::Debug for Tls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tls")
+            .field("files", &self.files)
+            .field("reload_interval", &self.reload_interval)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The three files' bytes, or why one could not be read.
+type Contents = [Result<Vec<u8>, String>; 3];
+
+/// A configuration built from the files, and what to say about it.
+struct Loaded {
+    config: Arc<ServerConfig>,
+    /// The serving certificate's notAfter, in Unix seconds.
+    not_after: i64,
+    subject: String,
+}
+
+impl Tls {
+    /// How often the files are checked for a change: a rotation is served
+    /// within this of the kubelet updating the mounted Secret.
+    pub const RELOAD_INTERVAL: Duration = Duration::from_secs(5);
+
+    /// Loads the files.
+    ///
+    /// # Errors
+    ///
+    /// A file cannot be read, holds no usable PEM, the key does not match
+    /// the certificate, or the client CA holds no usable certificate.
+    pub fn load(files: TlsFiles) -> Result<Tls, TlsError> {
+        let contents = read(&files);
+        let loaded = build(&files, &contents)?;
+        register(&loaded);
+        Ok(Tls {
+            files: Arc::new(files),
+            current: Arc::new(RwLock::new(loaded.config)),
+            seen: Arc::new(Mutex::new(contents)),
+            reload_interval: Self::RELOAD_INTERVAL,
+        })
+    }
+
+    /// The same, checking the files every `interval` instead of
+    /// [`Tls::RELOAD_INTERVAL`].
+    #[must_use]
+    pub fn reload_every(mut self, interval: Duration) -> Tls {
+        self.reload_interval = interval;
+        self
+    }
+
+    /// The files it serves.
+    pub fn files(&self) -> &TlsFiles {
+        &self.files
+    }
+
+    /// Checks the files every reload interval, for as long as it is polled.
+    pub(super) async fn reload_forever(self) {
+        let mut ticks = tokio::time::interval(self.reload_interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks.tick().await; // the first tick is now: the files were just loaded
+        loop {
+            ticks.tick().await;
+            self.reload();
+        }
+    }
+
+    /// Loads the files again if their content changed since the last try.
+    fn reload(&self) {
+        let contents = read(&self.files);
+        {
+            let mut seen = self.seen.lock();
+            if *seen == contents {
+                return;
+            }
+            seen.clone_from(&contents);
+        }
+        match build(&self.files, &contents) {
+            Ok(loaded) => {
+                tracing::info!(
+                    cert = %self.files.cert.display(),
+                    subject = %loaded.subject,
+                    not_after = loaded.not_after,
+                    "TLS: reloaded the certificate; new connections use it"
+                );
+                metrics::counter!("kubecache_tls_reloads_total", "result" => "loaded").increment(1);
+                register(&loaded);
+                *self.current.write() = loaded.config;
+            }
+            Err(error) => {
+                tracing::warn!(
+                    %error,
+                    "TLS: the changed files do not load; still serving the previous certificate"
+                );
+                metrics::counter!("kubecache_tls_reloads_total", "result" => "failed").increment(1);
+            }
+        }
+    }
+
+    /// The handshake of one accepted connection, with the configuration of
+    /// the moment; the stream and the user of its verified client
+    /// certificate, if any. A plain HTTP request gets a 400 Status saying
+    /// to use HTTPS, as kube-apiserver answers one.
+    pub(super) async fn accept(
+        &self,
+        mut stream: TcpStream,
+    ) -> std::io::Result<(TlsStream<TcpStream>, Option<UserInfo>)> {
+        let mut first = [0u8; 1];
+        let read = stream.peek(&mut first).await?;
+        // Every TLS connection starts with a handshake record (type 22).
+        if read == 1 && first[0] != 22 {
+            if first[0].is_ascii_uppercase() {
+                refuse_plain_http(&mut stream).await?;
+            }
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "not a TLS handshake",
+            ));
+        }
+        let config = self.current.read().clone();
+        let stream = tokio_rustls::TlsAcceptor::from(config)
+            .accept(stream)
+            .await?;
+        let user = stream
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(<[_]>::first)
+            .and_then(certificate_user);
+        Ok((stream, user))
+    }
+}
+
+/// Answers a plain HTTP request with a 400 Status, then reads what the
+/// client sent until it closes (closing with unread bytes would reset the
+/// connection, and the client could lose the answer).
+async fn refuse_plain_http(stream: &mut TcpStream) -> std::io::Result<()> {
+    let body =
+        kubecache_wire::Status::bad_request("Client sent an HTTP request to an HTTPS server.")
+            .to_json();
+    let head = format!(
+        "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(&body).await?;
+    stream.shutdown().await?;
+    let mut sink = [0u8; 4096];
+    let mut left: usize = 64 * 1024;
+    while left > 0 {
+        match stream.read(&mut sink).await? {
+            0 => break,
+            n => left = left.saturating_sub(n),
+        }
+    }
+    Ok(())
+}
+
+/// The user of a verified client certificate, as kube-apiserver's x509
+/// authenticator reads it: the subject's common name (the last, if
+/// several), its organizations as groups, plus `system:authenticated`. A
+/// certificate without a common name proves no user.
+fn certificate_user(der: &CertificateDer<'_>) -> Option<UserInfo> {
+    let (_, certificate) = x509_parser::parse_x509_certificate(der).ok()?;
+    let subject = certificate.subject();
+    let username = subject
+        .iter_common_name()
+        .filter_map(|cn| cn.as_str().ok())
+        .last()
+        .filter(|cn| !cn.is_empty())?;
+    let mut groups: Vec<String> = subject
+        .iter_organization()
+        .filter_map(|o| o.as_str().ok())
+        .map(str::to_string)
+        .collect();
+    if !groups.iter().any(|g| g == "system:authenticated") {
+        groups.push("system:authenticated".to_string());
+    }
+    Some(UserInfo {
+        username: username.to_string(),
+        groups,
+        ..UserInfo::default()
+    })
+}
+
+fn read(files: &TlsFiles) -> Contents {
+    let read = |path: Option<&Path>| match path {
+        Some(path) => std::fs::read(path).map_err(|e| e.to_string()),
+        None => Ok(Vec::new()),
+    };
+    [
+        read(Some(&files.cert)),
+        read(Some(&files.key)),
+        read(files.client_ca.as_deref()),
+    ]
+}
+
+/// The rustls configuration of the files' contents: ring, TLS 1.2 and 1.3,
+/// ALPN `http/1.1`; client certificates verified against the client CA when
+/// presented, and not required (token clients send none).
+fn build(files: &TlsFiles, contents: &Contents) -> Result<Loaded, TlsError> {
+    let [cert, key, client_ca] = contents;
+    let error = |file: TlsFile, path: &Path, message: String| TlsError {
+        file,
+        path: path.to_path_buf(),
+        message,
+    };
+    let cert_error = |m: String| error(TlsFile::Cert, &files.cert, m);
+    let key_error = |m: String| error(TlsFile::Key, &files.key, m);
+    let chain =
+        certificates(cert.as_deref().map_err(|e| cert_error(e.clone()))?).map_err(cert_error)?;
+    let key = key.as_deref().map_err(|e| key_error(e.clone()))?;
+    let key = PrivateKeyDer::from_pem_slice(key)
+        .map_err(|e| key_error(format!("no private key in PEM: {e}")))?;
+    let (_, leaf) = x509_parser::parse_x509_certificate(&chain[0])
+        .map_err(|e| cert_error(format!("the first certificate does not parse: {e}")))?;
+    let not_after = leaf.validity().not_after.timestamp();
+    let subject = leaf.subject().to_string();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(rustls::DEFAULT_VERSIONS)
+        .map_err(|e| cert_error(e.to_string()))?;
+    let builder = match &files.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(path) => {
+            let ca_error = |m: String| error(TlsFile::ClientCa, path, m);
+            let pem = client_ca.as_deref().map_err(|e| ca_error(e.clone()))?;
+            let mut roots = RootCertStore::empty();
+            for certificate in certificates(pem).map_err(ca_error)? {
+                roots
+                    .add(certificate)
+                    .map_err(|e| ca_error(format!("not a CA certificate: {e}")))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| ca_error(e.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_single_cert(chain, key).map_err(|e| match e {
+        rustls::Error::InconsistentKeys(_) => {
+            key_error("does not match the certificate's public key".into())
+        }
+        other => key_error(other.to_string()),
+    })?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Loaded {
+        config: Arc::new(config),
+        not_after,
+        subject,
+    })
+}
+
+/// The certificates of a PEM text, at least one.
+fn certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+    let chain = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("not PEM certificates: {e}"))?;
+    if chain.is_empty() {
+        return Err("no certificate in PEM".into());
+    }
+    Ok(chain)
+}
+
+/// The metrics of a loaded certificate; the reload counters from zero.
+fn register(loaded: &Loaded) {
+    crate::metrics::handle();
+    metrics::describe_counter!(
+        "kubecache_tls_reloads_total",
+        "Reloads of the TLS files after they changed, by result (loaded, failed: the previous certificate is kept)."
+    );
+    metrics::describe_gauge!(
+        "kubecache_tls_certificate_expiration_timestamp_seconds",
+        "The notAfter of the serving certificate new connections get, in Unix seconds."
+    );
+    for result in ["loaded", "failed"] {
+        metrics::counter!("kubecache_tls_reloads_total", "result" => result).increment(0);
+    }
+    metrics::gauge!("kubecache_tls_certificate_expiration_timestamp_seconds")
+        .set(loaded.not_after as f64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn certificate(subject: &[(rcgen::DnType, &str)]) -> CertificateDer<'static> {
+        let mut params = rcgen::CertificateParams::default();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        for (kind, value) in subject {
+            params.distinguished_name.push(kind.clone(), *value);
+        }
+        let key = rcgen::KeyPair::generate().unwrap();
+        params.self_signed(&key).unwrap().der().clone()
+    }
+
+    #[test]
+    fn a_certificate_user_is_its_common_name_and_organizations() {
+        use rcgen::DnType::{CommonName, CustomDnType, OrganizationName};
+        // rcgen keeps one value per type: a second O or CN goes in under
+        // its OID as a custom type.
+        let (organization, common_name) = (vec![2, 5, 4, 10], vec![2, 5, 4, 3]);
+        let user = certificate_user(&certificate(&[
+            (OrganizationName, "system:masters"),
+            (CustomDnType(common_name), "not-this-one"),
+            (CommonName, "alice"),
+            (CustomDnType(organization), "team-a"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            user.username, "alice",
+            "the last common name, as Go reads it"
+        );
+        assert_eq!(
+            user.groups,
+            ["system:masters", "team-a", "system:authenticated"]
+        );
+        assert!(user.uid.is_empty() && user.extra.is_empty());
+        let user = certificate_user(&certificate(&[
+            (CommonName, "bob"),
+            (OrganizationName, "system:authenticated"),
+        ]))
+        .unwrap();
+        assert_eq!(user.groups, ["system:authenticated"]);
+        assert_eq!(
+            certificate_user(&certificate(&[(OrganizationName, "team-a")])),
+            None,
+            "no common name, no user"
+        );
+    }
+}
