@@ -11,6 +11,9 @@
 //!
 //! ```yaml
 //! listen: "0.0.0.0:8080"
+//! tlsCertFile: /etc/kubecache-tls/tls.crt       # HTTPS (both or neither)
+//! tlsPrivateKeyFile: /etc/kubecache-tls/tls.key
+//! clientCAFile: /etc/kubecache-client-ca/ca.crt # verify client certificates
 //! strategy: auto            # auto | parallel | streaming | list-watch
 //! pageSize: 500
 //! wire: auto                # auto | json | protobuf
@@ -39,6 +42,7 @@ use serde::Deserialize;
 
 use crate::ServeSettings;
 use crate::auth::AuthSettings;
+use crate::serving::{Tls, TlsFile, TlsFiles};
 
 /// The command line; every flag also has an environment variable and, but
 /// for the upstream's, a key in the file.
@@ -55,6 +59,17 @@ pub struct Cli {
     /// Address to serve the HTTP API on [default: 0.0.0.0:8080].
     #[arg(long, env = "KUBECACHE_LISTEN")]
     pub listen: Option<String>,
+    /// Serve HTTPS with this certificate chain (PEM, leaf first), reloaded
+    /// when it changes; needs --tls-private-key-file.
+    #[arg(long, env = "KUBECACHE_TLS_CERT_FILE")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert-file.
+    #[arg(long, env = "KUBECACHE_TLS_PRIVATE_KEY_FILE")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Verify client certificates against these CA certificates (PEM) when
+    /// clients present one; needs TLS.
+    #[arg(long, env = "KUBECACHE_CLIENT_CA_FILE")]
+    pub client_ca_file: Option<PathBuf>,
     /// Resources to cache, by plural or plural.group (e.g.
     /// pods,configmaps,widgets.example.com) [default: pods]. Replaces the
     /// file's list (and its per-resource settings).
@@ -118,6 +133,10 @@ pub struct Cli {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FileConfig {
     listen: Option<String>,
+    tls_cert_file: Option<PathBuf>,
+    tls_private_key_file: Option<PathBuf>,
+    #[serde(rename = "clientCAFile")]
+    client_ca_file: Option<PathBuf>,
     strategy: Option<String>,
     page_size: Option<usize>,
     wire: Option<String>,
@@ -175,6 +194,8 @@ struct IndexFile {
 pub struct Config {
     /// Where the HTTP API listens.
     pub listen: SocketAddr,
+    /// HTTPS, its files loaded; plain HTTP if `None`.
+    pub tls: Option<Tls>,
     /// How every resource is served.
     pub serve: ServeSettings,
     /// How requests answered from the caches are authorized.
@@ -302,6 +323,13 @@ impl Config {
         let listen: SocketAddr = listen
             .parse()
             .map_err(|e| invalid("listen (--listen)", format!("{listen:?}: {e}")))?;
+        let tls = tls(
+            cli.tls_cert_file.clone().or(file.tls_cert_file),
+            cli.tls_private_key_file
+                .clone()
+                .or(file.tls_private_key_file),
+            cli.client_ca_file.clone().or(file.client_ca_file),
+        )?;
         let strategy = cli.strategy.clone().or(file.strategy);
         let strategy: Strategy = match strategy {
             Some(s) => s.parse().map_err(|e| invalid("strategy (--strategy)", e))?,
@@ -398,6 +426,7 @@ impl Config {
         }
         Ok(Config {
             listen,
+            tls,
             serve,
             auth,
             resources,
@@ -467,6 +496,57 @@ impl ResourceFile {
             reflector,
         })
     }
+}
+
+const TLS_CERT_FILE: &str = "tlsCertFile (--tls-cert-file)";
+const TLS_PRIVATE_KEY_FILE: &str = "tlsPrivateKeyFile (--tls-private-key-file)";
+const CLIENT_CA_FILE: &str = "clientCAFile (--client-ca-file)";
+
+/// TLS from its three optional files (an empty path is no path): the
+/// certificate and key both or neither, the client CA only with them, each
+/// file loaded now.
+fn tls(
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    client_ca: Option<PathBuf>,
+) -> Result<Option<Tls>, ConfigError> {
+    let given = |path: Option<PathBuf>| path.filter(|p| !p.as_os_str().is_empty());
+    let files = match (given(cert), given(key), given(client_ca)) {
+        (None, None, None) => return Ok(None),
+        (Some(cert), Some(key), client_ca) => TlsFiles {
+            cert,
+            key,
+            client_ca,
+        },
+        (Some(_), None, _) => {
+            return Err(invalid(
+                TLS_PRIVATE_KEY_FILE,
+                format!("needed with {TLS_CERT_FILE}"),
+            ));
+        }
+        (None, Some(_), _) => {
+            return Err(invalid(
+                TLS_CERT_FILE,
+                format!("needed with {TLS_PRIVATE_KEY_FILE}"),
+            ));
+        }
+        (None, None, Some(_)) => {
+            return Err(invalid(
+                CLIENT_CA_FILE,
+                format!(
+                    "client certificates need TLS: set {TLS_CERT_FILE} and {TLS_PRIVATE_KEY_FILE}"
+                ),
+            ));
+        }
+    };
+    Tls::load(files).map(Some).map_err(|error| {
+        let field = match error.file {
+            TlsFile::Cert => TLS_CERT_FILE,
+            TlsFile::Key => TLS_PRIVATE_KEY_FILE,
+            TlsFile::ClientCa => CLIENT_CA_FILE,
+        };
+        invalid(field, error)
+    })
 }
 
 /// A duration in seconds, positive and finite.
@@ -554,6 +634,69 @@ resources:
         let replaced = resolve(yaml, &["--resources", "configmaps,pods"]).unwrap();
         let names: Vec<&str> = replaced.resources.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["configmaps", "pods"]);
+    }
+
+    #[test]
+    fn tls_files_are_both_or_neither_and_each_is_loaded_at_start() {
+        let dir = std::env::temp_dir().join(format!("kubecache-config-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, text: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path.to_str().unwrap().to_string()
+        };
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let cert = write("tls.crt", &cert.pem());
+        let key = write("tls.key", &key.serialize_pem());
+        let other_key = write(
+            "other.key",
+            &rcgen::KeyPair::generate().unwrap().serialize_pem(),
+        );
+        let garbage = write("garbage", "not PEM");
+        let missing = dir.join("missing").to_str().unwrap().to_string();
+
+        assert!(resolve("", &[]).unwrap().tls.is_none(), "plain HTTP");
+        let flags = ["--tls-cert-file", &cert, "--tls-private-key-file", &key];
+        let tls = resolve("", &flags).unwrap().tls.unwrap();
+        assert_eq!(tls.files().cert, Path::new(&cert));
+        assert_eq!(tls.files().client_ca, None);
+        let yaml = format!("tlsCertFile: {cert}\ntlsPrivateKeyFile: {key}\nclientCAFile: {cert}\n");
+        let tls = resolve(&yaml, &[]).unwrap().tls.unwrap();
+        assert_eq!(tls.files().client_ca.as_deref(), Some(Path::new(&cert)));
+
+        let field = |yaml: &str| error_field(yaml, &[]);
+        let (cert_field, key_field, ca_field) = (
+            "tlsCertFile (--tls-cert-file)",
+            "tlsPrivateKeyFile (--tls-private-key-file)",
+            "clientCAFile (--client-ca-file)",
+        );
+        assert_eq!(field(&format!("tlsCertFile: {cert}")), key_field);
+        assert_eq!(
+            error_field("", &["--tls-private-key-file", &key]),
+            cert_field
+        );
+        assert_eq!(field(&format!("clientCAFile: {cert}")), ca_field);
+        let pair =
+            |cert: &str, key: &str| format!("tlsCertFile: {cert}\ntlsPrivateKeyFile: {key}\n");
+        assert_eq!(field(&pair(&missing, &key)), cert_field);
+        assert_eq!(field(&pair(&garbage, &key)), cert_field);
+        assert_eq!(field(&pair(&cert, &garbage)), key_field);
+        let mismatch = resolve(&pair(&cert, &other_key), &[]).unwrap_err();
+        assert_eq!(mismatch.field, key_field);
+        assert!(mismatch.message.contains("does not match"), "{mismatch}");
+        assert_eq!(
+            field(&format!("{}clientCAFile: {garbage}\n", pair(&cert, &key))),
+            ca_field
+        );
+        assert_eq!(
+            field(&format!("{}clientCAFile: {missing}\n", pair(&cert, &key))),
+            ca_field
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

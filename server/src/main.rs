@@ -6,9 +6,11 @@
 //! the start with a message naming it), the listener is bound, then every
 //! resource is found by discovery and its reflector started. The API
 //! answers at once: `/readyz` and reads of a resource say 503 until it has
-//! synced. SIGTERM or Ctrl-C: stop accepting, end every watch cleanly (its
-//! client resumes elsewhere from its last resourceVersion), let answers in
-//! flight finish for up to [`SHUTDOWN_GRACE`], exit.
+//! synced. Serving (HTTP or HTTPS, with TLS files reloaded as they change)
+//! is `kubecache_server::serving`. SIGTERM or Ctrl-C: stop accepting, end
+//! every watch cleanly (its client resumes elsewhere from its last
+//! resourceVersion), let answers in flight finish for up to
+//! [`SHUTDOWN_GRACE`], exit.
 //!
 //! Health: a resource whose reflector fails (401, 403, 404: it retries)
 //! is not ready, and `/readyz` says why; a reflector task that ends (a bug)
@@ -19,11 +21,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::serve::ListenerExt;
 use clap::Parser;
 use kubecache_reflector::upstream::{ApiResource, ResourceSpec};
 use kubecache_server::auth::Auth;
 use kubecache_server::config::{Cli, Config, FileConfig};
+use kubecache_server::serving::Server;
 use kubecache_server::{ServedResource, ServedResources};
 use tokio::task::JoinHandle;
 
@@ -80,7 +82,15 @@ async fn main() -> anyhow::Result<()> {
         caches.clone(),
         std::io::stderr().is_terminal(),
     ));
-    tracing::info!(listen = %config.listen, "serving");
+    match &config.tls {
+        Some(tls) => tracing::info!(
+            listen = %config.listen,
+            cert = %tls.files().cert.display(),
+            client_ca = ?tls.files().client_ca,
+            "serving HTTPS"
+        ),
+        None => tracing::info!(listen = %config.listen, "serving HTTP"),
+    }
     let auth = if config.auth.enabled {
         Auth::kubernetes(client.clone(), config.auth.settings)
     } else {
@@ -93,22 +103,16 @@ async fn main() -> anyhow::Result<()> {
     };
     let router = kubecache_server::router(caches.clone(), auth, pass_through);
     let stopping = caches.clone();
-    // Every watch event is its own small write: without TCP_NODELAY, Nagle's
-    // algorithm holds it until the previous one is acknowledged (Go's
-    // net/http, and so kube-apiserver, sets it on every connection).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::debug!(%error, "TCP_NODELAY");
-        }
-    });
-    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
-        stop_signal().await;
-        tracing::info!("stopping: no new connections; ending watches");
-        stopping.shut_down();
-    });
+    let server = Server::new(listener, router)
+        .tls(config.tls)
+        .serve(async move {
+            stop_signal().await;
+            tracing::info!("stopping: no new connections; ending watches");
+            stopping.shut_down();
+        });
     let mut shutting_down = caches.shutting_down();
     tokio::select! {
-        served = server => served.context("serving")?,
+        () = server => {},
         _ = async {
             let _ = shutting_down.wait_for(|down| *down).await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;

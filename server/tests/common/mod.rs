@@ -1,6 +1,7 @@
 //! What the server's integration tests share: the simulated API server,
 //! reflectors of the chosen resources into stores, and kubecache's router on
-//! 127.0.0.1, all in this process and stopped when dropped.
+//! 127.0.0.1 served by kubecache's own [`Server`] (HTTP, or HTTPS with
+//! [`Setup::tls`]), all in this process and stopped when dropped.
 
 #![allow(dead_code)] // Each test binary uses its own part of this module.
 
@@ -9,6 +10,7 @@ use std::sync::Arc;
 use kubecache_loadtest::sim::{Sim, SimConfig};
 use kubecache_reflector::StoreConfig;
 use kubecache_reflector::upstream::{ApiResource, ReflectorConfig, ResourceSpec, Strategy};
+use kubecache_server::serving::{Server, Tls};
 use kubecache_server::{ServeSettings, ServedResource, ServedResources};
 use tokio::task::JoinHandle;
 
@@ -26,7 +28,7 @@ pub fn node_index() -> StoreConfig {
 
 /// kubecache serving a simulated API server.
 pub struct Served {
-    /// kubecache's base URL.
+    /// kubecache's base URL (`http://` or, with [`Setup::tls`], `https://`).
     pub url: String,
     /// The simulated API server behind it.
     pub sim: Sim,
@@ -55,6 +57,8 @@ pub struct Setup {
     pub strategy: Strategy,
     /// What each cache holds of its resource.
     pub spec: fn(ApiResource) -> ResourceSpec,
+    /// Serve HTTPS with this.
+    pub tls: Option<Tls>,
 }
 
 impl Default for Setup {
@@ -69,6 +73,7 @@ impl Default for Setup {
             settings: ServeSettings::default(),
             strategy: Strategy::Parallel,
             spec: ResourceSpec::all,
+            tls: None,
         }
     }
 }
@@ -109,16 +114,16 @@ pub async fn serve(setup: Setup) -> Served {
             .expect("store open");
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
+    let scheme = if setup.tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{}", listener.local_addr().unwrap());
     let pass_through = kubecache_server::PassThrough::new(&upstream).unwrap();
     let router = kubecache_server::router(
         caches.clone(),
         kubecache_server::auth::Auth::None,
         pass_through,
     );
-    let server = tokio::spawn(async move {
-        axum::serve(listener, router).await.unwrap();
-    });
+    let server = Server::new(listener, router).tls(setup.tls);
+    let server = tokio::spawn(server.serve(std::future::pending()));
     Served {
         url,
         sim,
