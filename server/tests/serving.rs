@@ -1,0 +1,705 @@
+//! kubecache's accept loop (`kubecache_server::serving`) over real sockets:
+//! graceful shutdown, HTTPS with certificates minted here (rcgen) into a
+//! temporary directory, client certificates, reloading rotated files, and
+//! handshakes that never finish. Most tests serve a tiny router that says
+//! who the request's client certificate proves; one serves kubecache's
+//! own router to a kube client over HTTPS.
+//!
+//! No wall-clock windows: every wait is for a condition, bounded only so
+//! that a bug fails the test instead of hanging it.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::Request;
+use axum::routing::get;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+use kubecache_server::auth::PeerCertificate;
+use kubecache_server::serving::{Server, Tls, TlsFiles};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair,
+};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
+
+/// The bound of every wait: a bug fails the test after it, never hangs it.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+async fn within<F: Future>(what: &str, future: F) -> F::Output {
+    tokio::time::timeout(PATIENCE, future)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within {PATIENCE:?}"))
+}
+
+// ---------------------------------------------------------------------------
+// Certificates
+
+/// A CA and the files of one test, in a directory of its own.
+struct Pki {
+    dir: PathBuf,
+    ca: CertifiedIssuer<'static, KeyPair>,
+}
+
+impl Pki {
+    fn new(test: &str) -> Pki {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("serving-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, format!("{test} CA"));
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        Pki { dir, ca }
+    }
+
+    fn ca_pem(&self) -> String {
+        self.ca.pem()
+    }
+
+    /// A serving certificate for 127.0.0.1 and localhost: its PEM and its
+    /// key's.
+    fn server(&self, name: &str) -> (String, String) {
+        let mut params =
+            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        self.sign(params)
+    }
+
+    /// A client certificate with this common name and organizations.
+    fn client(&self, common_name: &str, organizations: &[&str]) -> (String, String) {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        // rcgen keeps one value per type: a second O goes in under its OID
+        // as a custom type.
+        let types = [
+            DnType::OrganizationName,
+            DnType::CustomDnType(vec![2, 5, 4, 10]),
+        ];
+        assert!(
+            organizations.len() <= types.len(),
+            "at most two organizations"
+        );
+        for (kind, organization) in types.into_iter().zip(organizations) {
+            params.distinguished_name.push(kind, *organization);
+        }
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        self.sign(params)
+    }
+
+    fn sign(&self, params: CertificateParams) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.ca).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// The files of a serving certificate, with this client CA.
+    fn tls_files(&self, name: &str, client_ca: Option<&str>) -> TlsFiles {
+        let (cert, key) = self.server(name);
+        TlsFiles {
+            cert: self.write("tls.crt", &cert),
+            key: self.write("tls.key", &key),
+            client_ca: client_ca.map(|pem| self.write("client-ca.crt", pem)),
+        }
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn der(pem: &str) -> CertificateDer<'static> {
+    CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()
+}
+
+// ---------------------------------------------------------------------------
+// Servers and clients
+
+/// Answers `/whoami` with the user of the request's client certificate:
+/// `alice team-a,system:authenticated`, or `anonymous`.
+fn whoami() -> Router {
+    Router::new().route(
+        "/whoami",
+        get(|request: Request| async move {
+            match request.extensions().get::<PeerCertificate>() {
+                Some(PeerCertificate(user)) => {
+                    format!("{} {}", user.username, user.groups.join(","))
+                }
+                None => "anonymous".to_string(),
+            }
+        }),
+    )
+}
+
+/// Serves `router` with `server`'s settings on 127.0.0.1 until dropped.
+struct Running {
+    addr: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn start(router: Router, configure: impl FnOnce(Server) -> Server) -> Running {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = configure(Server::new(listener, router));
+    let task = tokio::spawn(server.serve(std::future::pending()));
+    Running { addr, task }
+}
+
+/// A TLS client trusting `ca_pem`, with a client certificate if given.
+fn client_config(ca_pem: &str, identity: Option<&(String, String)>) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(der(ca_pem)).unwrap();
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots);
+    let mut config = match identity {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                vec![der(cert)],
+                PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap(),
+            )
+            .unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Arc::new(config)
+}
+
+type ClientTls = tokio_rustls::client::TlsStream<TcpStream>;
+
+async fn connect(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+) -> std::io::Result<ClientTls> {
+    let tcp = TcpStream::connect(addr).await?;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+}
+
+/// The certificate the server presented on a connection.
+fn presented(stream: &ClientTls) -> CertificateDer<'static> {
+    stream.get_ref().1.peer_certificates().unwrap()[0].clone()
+}
+
+/// An HTTP/1.1 connection over `stream`.
+async fn http1<S>(stream: S) -> hyper::Result<hyper::client::conn::http1::SendRequest<Empty<Bytes>>>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(connection);
+    Ok(sender)
+}
+
+/// GET `path` on an open connection: the code and the body.
+async fn get_on(
+    sender: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+    path: &str,
+) -> hyper::Result<(u16, String)> {
+    let request = http::Request::get(path)
+        .header(http::header::HOST, "127.0.0.1")
+        .body(Empty::new())
+        .unwrap();
+    let response = sender.send_request(request).await?;
+    let code = response.status().as_u16();
+    let body = response.into_body().collect().await?.to_bytes();
+    Ok((code, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// GET `path` over a new TLS connection.
+async fn https_get(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+    path: &str,
+) -> Result<(u16, String), String> {
+    let stream = connect(addr, config).await.map_err(|e| e.to_string())?;
+    let mut sender = http1(stream).await.map_err(|e| e.to_string())?;
+    get_on(&mut sender, path).await.map_err(|e| e.to_string())
+}
+
+// ---------------------------------------------------------------------------
+// The accept loop
+
+#[tokio::test]
+async fn shutdown_stops_accepting_closes_idle_connections_and_lets_answers_in_flight_finish() {
+    let (started_tx, mut started) = tokio::sync::mpsc::channel::<()>(1);
+    let release = Arc::new(tokio::sync::Notify::new());
+    let router = {
+        let release = release.clone();
+        Router::new()
+            .route("/fast", get(|| async { "fast" }))
+            .route(
+                "/slow",
+                get(move || async move {
+                    started_tx.send(()).await.unwrap();
+                    release.notified().await;
+                    "slow"
+                }),
+            )
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(Server::new(listener, router).serve(async {
+        let _ = stopped.await;
+    }));
+
+    // An idle keep-alive connection, and one with an answer in flight.
+    let (mut idle, idle_connection) = hyper::client::conn::http1::handshake(TokioIo::new(
+        TcpStream::connect(addr).await.unwrap(),
+    ))
+    .await
+    .unwrap();
+    let idle_connection = tokio::spawn(idle_connection);
+    assert_eq!(
+        get_on(&mut idle, "/fast").await.unwrap(),
+        (200, "fast".into())
+    );
+    let mut busy = http1(TcpStream::connect(addr).await.unwrap())
+        .await
+        .unwrap();
+    let slow = tokio::spawn(async move { get_on(&mut busy, "/slow").await });
+    within("the slow request starts", started.recv()).await;
+
+    stop.send(()).unwrap();
+    // The idle connection is closed by the server ...
+    within("the idle connection closes", idle_connection)
+        .await
+        .unwrap()
+        .unwrap();
+    // ... no new connection is accepted ...
+    within("the listener closes", async {
+        while TcpStream::connect(addr).await.is_ok() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    // ... and the server waits for the answer in flight, which completes.
+    assert!(
+        !server.is_finished(),
+        "serve returned with a request in flight"
+    );
+    release.notify_one();
+    let answer = within("the slow answer", slow).await.unwrap();
+    assert_eq!(answer.unwrap(), (200, "slow".into()));
+    within("serve returns", server).await.unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// TLS
+
+#[tokio::test]
+async fn https_is_served_and_plain_http_on_the_tls_port_gets_a_400_status() {
+    let pki = Pki::new("https");
+    let tls = Tls::load(pki.tls_files("kubecache", None)).unwrap();
+    let running = start(whoami(), |s| s.tls(Some(tls))).await;
+    let config = client_config(&pki.ca_pem(), None);
+
+    let stream = connect(running.addr, config.clone()).await.unwrap();
+    assert_eq!(
+        stream.get_ref().1.alpn_protocol(),
+        Some(&b"http/1.1"[..]),
+        "ALPN: HTTP/1.1 only"
+    );
+    let mut sender = http1(stream).await.unwrap();
+    assert_eq!(
+        get_on(&mut sender, "/whoami").await.unwrap(),
+        (200, "anonymous".into())
+    );
+    // Keep-alive: a second request on the same connection.
+    assert_eq!(get_on(&mut sender, "/whoami").await.unwrap().0, 200);
+
+    // Plain HTTP to the TLS port: a 400 Status, as kube-apiserver answers.
+    let mut plain = http1(TcpStream::connect(running.addr).await.unwrap())
+        .await
+        .unwrap();
+    let (code, body) = within("the plain HTTP answer", get_on(&mut plain, "/whoami"))
+        .await
+        .unwrap();
+    assert_eq!(code, 400, "{body}");
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "BadRequest");
+    assert_eq!(
+        status["message"],
+        "Client sent an HTTP request to an HTTPS server."
+    );
+    // And the server goes on serving HTTPS.
+    assert_eq!(
+        https_get(running.addr, config, "/whoami").await.unwrap().0,
+        200
+    );
+}
+
+#[tokio::test]
+async fn a_verified_client_certificate_s_user_is_on_every_request_and_clients_without_one_are_served()
+ {
+    let pki = Pki::new("client-certs");
+    let tls = Tls::load(pki.tls_files("kubecache", Some(&pki.ca_pem()))).unwrap();
+    let running = start(whoami(), |s| s.tls(Some(tls))).await;
+
+    let alice = pki.client("alice", &["team-a", "system:masters"]);
+    let stream = connect(running.addr, client_config(&pki.ca_pem(), Some(&alice)))
+        .await
+        .unwrap();
+    let mut sender = http1(stream).await.unwrap();
+    for _ in 0..2 {
+        assert_eq!(
+            get_on(&mut sender, "/whoami").await.unwrap(),
+            (
+                200,
+                "alice team-a,system:masters,system:authenticated".into()
+            )
+        );
+    }
+    // Token clients present no certificate: served, with no user from TLS.
+    assert_eq!(
+        https_get(running.addr, client_config(&pki.ca_pem(), None), "/whoami")
+            .await
+            .unwrap(),
+        (200, "anonymous".into())
+    );
+    // A verified certificate without a common name proves no user, as on
+    // kube-apiserver.
+    let nameless = pki.client("", &["team-a"]);
+    assert_eq!(
+        https_get(
+            running.addr,
+            client_config(&pki.ca_pem(), Some(&nameless)),
+            "/whoami"
+        )
+        .await
+        .unwrap(),
+        (200, "anonymous".into())
+    );
+}
+
+#[tokio::test]
+async fn a_client_certificate_of_another_ca_is_refused_at_the_handshake() {
+    let pki = Pki::new("unverifiable");
+    let other = Pki::new("unverifiable-other");
+    let tls = Tls::load(pki.tls_files("kubecache", Some(&pki.ca_pem()))).unwrap();
+    let running = start(whoami(), |s| s.tls(Some(tls))).await;
+    let mallory = other.client("mallory", &["system:masters"]);
+    // TLS 1.3 lets the client finish its side before the server has read
+    // its certificate: the refusal (an alert) comes at the handshake or at
+    // the first read, never as an answer.
+    let refused = https_get(
+        running.addr,
+        client_config(&pki.ca_pem(), Some(&mallory)),
+        "/whoami",
+    )
+    .await;
+    assert!(refused.is_err(), "served: {refused:?}");
+    // With TLS 1.2 the handshake itself fails.
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(der(&pki.ca_pem())).unwrap();
+    let tls12 = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS12])
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_client_auth_cert(
+        vec![der(&mallory.0)],
+        PrivateKeyDer::from_pem_slice(mallory.1.as_bytes()).unwrap(),
+    )
+    .unwrap();
+    let error = connect(running.addr, Arc::new(tls12)).await.unwrap_err();
+    assert!(
+        error.to_string().contains("UnknownCA") || error.to_string().contains("BadCertificate"),
+        "{error}"
+    );
+    // The server's own clients go on.
+    let alice = pki.client("alice", &[]);
+    assert_eq!(
+        https_get(
+            running.addr,
+            client_config(&pki.ca_pem(), Some(&alice)),
+            "/whoami"
+        )
+        .await
+        .unwrap(),
+        (200, "alice system:authenticated".into())
+    );
+}
+
+/// The kubelet's layout of a mounted Secret: `tls.crt -> ..data/tls.crt`,
+/// `..data -> ..<version>`; an update writes a new version directory and
+/// swaps `..data` with a rename.
+struct MountedSecret {
+    dir: PathBuf,
+    version: usize,
+}
+
+impl MountedSecret {
+    fn new(dir: &Path, cert: &str, key: &str) -> MountedSecret {
+        let dir = dir.join("secret");
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut secret = MountedSecret { dir, version: 0 };
+        secret.update(cert, key);
+        for name in ["tls.crt", "tls.key"] {
+            std::os::unix::fs::symlink(format!("..data/{name}"), secret.dir.join(name)).unwrap();
+        }
+        secret
+    }
+
+    fn update(&mut self, cert: &str, key: &str) {
+        self.version += 1;
+        let version = format!("..v{}", self.version);
+        std::fs::create_dir(self.dir.join(&version)).unwrap();
+        std::fs::write(self.dir.join(&version).join("tls.crt"), cert).unwrap();
+        std::fs::write(self.dir.join(&version).join("tls.key"), key).unwrap();
+        let temporary = self.dir.join("..data_tmp");
+        std::os::unix::fs::symlink(&version, &temporary).unwrap();
+        std::fs::rename(&temporary, self.dir.join("..data")).unwrap();
+    }
+
+    fn files(&self) -> TlsFiles {
+        TlsFiles {
+            cert: self.dir.join("tls.crt"),
+            key: self.dir.join("tls.key"),
+            client_ca: None,
+        }
+    }
+}
+
+/// Connects until the server presents `wanted`; every connection on the
+/// way must succeed (presenting `old`).
+async fn wait_for_certificate(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+    old: &CertificateDer<'static>,
+    wanted: &CertificateDer<'static>,
+) {
+    within("the new certificate is served", async {
+        loop {
+            let stream = connect(addr, config.clone()).await.unwrap();
+            let served = presented(&stream);
+            if &served == wanted {
+                return;
+            }
+            assert_eq!(&served, old, "neither the old nor the new certificate");
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rotated_files_reach_new_connections_and_a_broken_replacement_keeps_the_old_certificate() {
+    let pki = Pki::new("rotation");
+    let (first, first_key) = pki.server("kubecache-1");
+    let mut secret = MountedSecret::new(&pki.dir, &first, &first_key);
+    let tls = Tls::load(secret.files())
+        .unwrap()
+        .reload_every(Duration::from_millis(20));
+    let running = start(whoami(), |s| s.tls(Some(tls))).await;
+    // kubecache's own /metrics, to see the reloads counted.
+    let metrics_server = start(
+        kubecache_server::router(
+            Arc::new(kubecache_server::ServedResources::new(
+                Vec::new(),
+                Default::default(),
+            )),
+            kubecache_server::auth::Auth::None,
+            // Nothing passes through here: an upstream that is never asked.
+            kubecache_server::PassThrough::new(&kube::Config::new(
+                "http://127.0.0.1:9".parse().unwrap(),
+            ))
+            .unwrap(),
+        ),
+        |s| s,
+    )
+    .await;
+    let metrics = metrics_server.addr;
+    let reloads = |result: &'static str| async move {
+        let mut sender = http1(TcpStream::connect(metrics).await.unwrap())
+            .await
+            .unwrap();
+        let (_, text) = get_on(&mut sender, "/metrics").await.unwrap();
+        let prefix = format!("kubecache_tls_reloads_total{{result=\"{result}\"}} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .map_or(0, |n| n.parse::<u64>().unwrap())
+    };
+    let config = client_config(&pki.ca_pem(), None);
+    let stream = connect(running.addr, config.clone()).await.unwrap();
+    assert_eq!(presented(&stream), der(&first));
+    let mut open = http1(stream).await.unwrap();
+
+    // cert-manager renews; the kubelet swaps the files.
+    let (second, second_key) = pki.server("kubecache-2");
+    secret.update(&second, &second_key);
+    wait_for_certificate(running.addr, config.clone(), &der(&first), &der(&second)).await;
+    assert_eq!(reloads("loaded").await, 1);
+    // The connection from before goes on.
+    assert_eq!(get_on(&mut open, "/whoami").await.unwrap().0, 200);
+
+    // A broken replacement: a certificate whose key does not match, then
+    // one that is not PEM. Each is tried once, and the previous
+    // certificate stays served.
+    let (third, _) = pki.server("kubecache-3");
+    secret.update(&third, &second_key);
+    within("the mismatched pair is tried", async {
+        while reloads("failed").await < 1 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    secret.update("not a certificate", &second_key);
+    within("the broken file is tried", async {
+        while reloads("failed").await < 2 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    let stream = connect(running.addr, config.clone()).await.unwrap();
+    assert_eq!(presented(&stream), der(&second));
+    let mut sender = http1(stream).await.unwrap();
+    assert_eq!(get_on(&mut sender, "/whoami").await.unwrap().0, 200);
+
+    // Fixed: served again.
+    let (fourth, fourth_key) = pki.server("kubecache-4");
+    secret.update(&fourth, &fourth_key);
+    wait_for_certificate(running.addr, config, &der(&second), &der(&fourth)).await;
+    assert_eq!(reloads("loaded").await, 2);
+    assert_eq!(reloads("failed").await, 2);
+}
+
+/// Connections that stop early in the handshake: silent, a started
+/// handshake record, a started HTTP request.
+async fn stuck_clients(addr: SocketAddr) -> Vec<TcpStream> {
+    let mut stuck = Vec::new();
+    for opening in [&b""[..], &b""[..], &[22u8, 3, 1][..], &b"GE"[..]] {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream.write_all(opening).await.unwrap();
+        stuck.push(stream);
+    }
+    stuck
+}
+
+#[tokio::test]
+async fn a_client_stuck_in_the_handshake_holds_only_its_own_socket_and_not_for_long() {
+    let pki = Pki::new("stuck");
+    let config = client_config(&pki.ca_pem(), None);
+    // Handshakes that may take an hour: others are served meanwhile (a
+    // handshake in the accept loop would hold them up for that hour).
+    let files = pki.tls_files("kubecache", None);
+    let patient = start(whoami(), |s| {
+        s.tls(Some(Tls::load(files.clone()).unwrap()))
+            .handshake_timeout(Duration::from_secs(3600))
+    })
+    .await;
+    let _stuck = stuck_clients(patient.addr).await;
+    for _ in 0..3 {
+        assert_eq!(
+            within(
+                "served past stuck handshakes",
+                https_get(patient.addr, config.clone(), "/whoami")
+            )
+            .await
+            .unwrap(),
+            (200, "anonymous".into())
+        );
+    }
+    // With a short timeout, each stuck connection is closed once its time
+    // is up.
+    let hasty = start(whoami(), |s| {
+        s.tls(Some(Tls::load(files).unwrap()))
+            .handshake_timeout(Duration::from_millis(100))
+    })
+    .await;
+    for mut stream in stuck_clients(hasty.addr).await {
+        let mut rest = Vec::new();
+        let _ = within(
+            "the stuck connection is closed",
+            stream.read_to_end(&mut rest),
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn a_kube_client_reads_kubecache_over_https_with_a_client_certificate() {
+    let pki = Pki::new("kube-client");
+    let tls = Tls::load(pki.tls_files("kubecache", Some(&pki.ca_pem()))).unwrap();
+    let served = common::serve(common::Setup {
+        sim: kubecache_loadtest::sim::SimConfig {
+            pods: 50,
+            ..Default::default()
+        },
+        tls: Some(tls),
+        ..common::Setup::default()
+    })
+    .await;
+    assert!(served.url.starts_with("https://"), "{}", served.url);
+    let (cert, key) = pki.client("alice", &["team-a"]);
+    let kubeconfig = format!(
+        r#"
+apiVersion: v1
+kind: Config
+clusters:
+  - name: kubecache
+    cluster:
+      server: {url}
+      certificate-authority: {ca}
+users:
+  - name: alice
+    user:
+      client-certificate: {cert}
+      client-key: {key}
+contexts:
+  - name: kubecache
+    context: {{ cluster: kubecache, user: alice }}
+current-context: kubecache
+"#,
+        url = served.url,
+        ca = pki.write("ca.crt", &pki.ca_pem()).display(),
+        cert = pki.write("alice.crt", &cert).display(),
+        key = pki.write("alice.key", &key).display(),
+    );
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::all(client);
+    let list = pods.list(&Default::default()).await.unwrap();
+    assert_eq!(list.items.len(), 50);
+}
