@@ -6,12 +6,20 @@
 //! - `kubectl kustomize` renders the base and each overlay into the same
 //!   checked manifests as this file's own small renderer (skipped without
 //!   kubectl);
+//! - a component that no overlay uses is rendered over the base, so that it
+//!   is checked like the others;
 //! - the ClusterRole grants exactly what the mounted config file's resources
 //!   need: list and watch on each, create on TokenReviews and
-//!   SubjectAccessReviews, nothing more;
+//!   SubjectAccessReviews, impersonation of users and groups exactly where
+//!   client certificates are on, nothing more;
+//! - every rendering serves HTTPS from a mounted Secret, and its probes,
+//!   Service, ServiceMonitor and scrape annotations all use HTTPS on the
+//!   port kubecache listens on (the ServiceMonitor verifying the certificate
+//!   with the Secret's CA, for the name a cert-manager Certificate covers);
 //! - the Grafana dashboard names only metrics that the real binary's
-//!   `/metrics` exports, and every shipped config file is accepted by the
-//!   real binary (and a wrong one refused, naming the field).
+//!   `/metrics` exports, and every shipped config file, with its
+//!   rendering's TLS settings, is accepted by the real binary, which then
+//!   serves HTTPS (and a wrong config is refused, naming the field).
 //!
 //! ## The offline renderer
 //!
@@ -31,7 +39,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Container, Namespace, PodSpec, Service, ServiceAccount,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -56,6 +66,7 @@ fn kubernetes_dir() -> PathBuf {
 /// A path for messages: relative to `deploy/`.
 fn shown(path: &Path) -> String {
     let deploy = deploy_dir();
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
     match path.strip_prefix(&deploy) {
         Ok(rest) => format!("deploy/{}", rest.display()),
         Err(_) => path.display().to_string(),
@@ -97,12 +108,78 @@ fn kustomization_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-/// The kustomizations that render on their own (not components).
+/// The kustomizations that render on their own (not components), and one
+/// over the base for each component that none of them uses.
 fn renderable_dirs() -> Vec<PathBuf> {
-    kustomization_dirs()
+    let mut dirs: Vec<PathBuf> = kustomization_dirs()
         .into_iter()
         .filter(|dir| load_kustomization(dir).kind == "Kustomization")
-        .collect()
+        .collect();
+    dirs.extend(unused_component_renderings(&dirs));
+    dirs
+}
+
+/// For each component that no kustomization in `dirs` uses, a
+/// kustomization of the base plus that component, written under the
+/// target's temporary directory (kustomize takes only relative paths).
+fn unused_component_renderings(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let used: BTreeSet<PathBuf> = dirs
+        .iter()
+        .flat_map(|dir| {
+            load_kustomization(dir)
+                .components
+                .iter()
+                .map(|c| dir.join(c).canonicalize().expect("a component dir"))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("deploy-components-{}", std::process::id()));
+    let mut renderings = Vec::new();
+    for component in kustomization_dirs() {
+        if load_kustomization(&component).kind != "Component" || used.contains(&component) {
+            continue;
+        }
+        let name = component
+            .file_name()
+            .expect("a named dir")
+            .to_string_lossy();
+        let dir = root.join(name.as_ref());
+        std::fs::create_dir_all(&dir).expect("a temporary kustomization dir");
+        let dir = dir.canonicalize().expect("the temporary dir");
+        let text = format!(
+            "# {} over the base (written by server/tests/deploy.rs)\n\
+             apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+             resources:\n  - {}\ncomponents:\n  - {}\n",
+            shown(&component),
+            relative(&dir, &kubernetes_dir().join("base")),
+            relative(&dir, &component),
+        );
+        // Written whole or not at all: tests render in parallel.
+        let temporary = dir.join(format!(
+            "kustomization.yaml.{:?}",
+            std::thread::current().id()
+        ));
+        std::fs::write(&temporary, text).expect("writing a kustomization");
+        std::fs::rename(&temporary, dir.join("kustomization.yaml")).expect("renaming it");
+        renderings.push(dir);
+    }
+    renderings
+}
+
+/// `to` relative to the directory `from` (both absolute and canonical).
+fn relative(from: &Path, to: &Path) -> String {
+    let from: Vec<_> = from.components().collect();
+    let to: Vec<_> = to.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut path = PathBuf::new();
+    for _ in common..from.len() {
+        path.push("..");
+    }
+    for part in &to[common..] {
+        path.push(part);
+    }
+    path.to_string_lossy().into_owned()
 }
 
 // ---------------------------------------------------------------------------
@@ -196,6 +273,7 @@ impl Doc {
 
 /// Kinds of the deploy files that have no namespace.
 fn cluster_scoped(kind: &str) -> bool {
+    // (cert-manager's ClusterIssuer would be too; the deploy files use none.)
     matches!(
         kind,
         "Namespace" | "ClusterRole" | "ClusterRoleBinding" | "CustomResourceDefinition"
@@ -312,8 +390,8 @@ fn apply_patch(docs: &mut Vec<Doc>, patch: &Value, source: &str) {
 }
 
 /// Strategic merge as far as the deploy files need it: maps merge key by key
-/// (`null` deletes), lists of objects that all have a `name` merge by name,
-/// other lists are replaced.
+/// (`null` deletes), lists of objects that all have a `name` merge by name
+/// (new items first), other lists are replaced.
 fn strategic_merge(target: &mut Value, patch: &Value) {
     fn named(items: &[Value]) -> bool {
         items
@@ -333,12 +411,15 @@ fn strategic_merge(target: &mut Value, patch: &Value) {
             }
         }
         (Value::Array(target), Value::Array(patch)) if named(target) && named(patch) => {
+            let mut added = Vec::new();
             for item in patch {
                 match target.iter_mut().find(|t| t["name"] == item["name"]) {
                     Some(existing) => strategic_merge(existing, item),
-                    None => target.push(item.clone()),
+                    None => added.push(item.clone()),
                 }
             }
+            // kustomize puts the new items first, in the patch's order.
+            target.splice(0..0, added);
         }
         (target, patch) => *target = patch.clone(),
     }
@@ -396,6 +477,109 @@ struct ServiceMonitorEndpoint {
     interval: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     scrape_timeout: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tls_config: Option<ServiceMonitorTls>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ServiceMonitorTls {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    server_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    insecure_skip_verify: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ca: Option<SecretOrConfigMap>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct SecretOrConfigMap {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    secret: Option<KeySelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    config_map: Option<KeySelector>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct KeySelector {
+    name: String,
+    key: String,
+}
+
+/// cert-manager's Issuer (`cert-manager.io/v1`), as far as kubecache uses it.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Issuer {
+    api_version: String,
+    kind: String,
+    metadata: ObjectMeta,
+    spec: IssuerSpec,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct IssuerSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    self_signed: Option<BTreeMap<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ca: Option<CaIssuer>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CaIssuer {
+    secret_name: String,
+}
+
+/// cert-manager's Certificate (`cert-manager.io/v1`), as far as kubecache
+/// uses it.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Certificate {
+    api_version: String,
+    kind: String,
+    metadata: ObjectMeta,
+    spec: CertificateSpec,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CertificateSpec {
+    secret_name: String,
+    issuer_ref: IssuerRef,
+    #[serde(default, rename = "isCA", skip_serializing_if = "Option::is_none")]
+    is_ca: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    common_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dns_names: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    duration: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    renew_before: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    usages: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    private_key: Option<CertificatePrivateKey>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct IssuerRef {
+    name: String,
+    kind: String,
+    group: String,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CertificatePrivateKey {
+    algorithm: String,
+    size: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rotation_policy: Option<String>,
 }
 
 /// What is wrong with a manifest, checked against its type: fields the type
@@ -416,6 +600,8 @@ fn typed_problems(doc: &Value) -> Vec<String> {
             round_trip::<ClusterRoleBinding>(doc)
         }
         ("monitoring.coreos.com/v1", "ServiceMonitor") => round_trip::<ServiceMonitor>(doc),
+        ("cert-manager.io/v1", "Issuer") => round_trip::<Issuer>(doc),
+        ("cert-manager.io/v1", "Certificate") => round_trip::<Certificate>(doc),
         _ => vec![format!(
             "no type known for apiVersion {api_version:?} kind {kind:?}"
         )],
@@ -645,6 +831,120 @@ fn mounted_config(docs: &[Doc]) -> Result<String, String> {
         .ok_or(format!("ConfigMap {name} has no key {key}"))
 }
 
+/// The Deployment's namespace, pod spec and kubecache container.
+fn kubecache_container(docs: &[Doc]) -> Result<(String, PodSpec, Container), String> {
+    let deployment = single::<Deployment>(docs, "Deployment")?;
+    let namespace = deployment.metadata.namespace.clone().unwrap_or_default();
+    let pod = deployment
+        .spec
+        .and_then(|s| s.template.spec)
+        .ok_or("the Deployment has no pod spec")?;
+    let container = pod
+        .containers
+        .iter()
+        .find(|c| c.name == "kubecache")
+        .cloned()
+        .ok_or("the Deployment has no container named kubecache")?;
+    Ok((namespace, pod, container))
+}
+
+/// A setting of the kubecache container as the binary resolves it: its
+/// flag, else its environment variable, else the config file's key; empty
+/// is unset.
+fn setting(docs: &[Doc], flag: &str, env: &str, key: &str) -> Result<Option<String>, String> {
+    let (_, _, container) = kubecache_container(docs)?;
+    let args = container.args.clone().unwrap_or_default();
+    let from_args = args
+        .iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1).cloned())
+        .or_else(|| {
+            args.iter()
+                .find_map(|a| a.strip_prefix(&format!("{flag}=")).map(str::to_string))
+        });
+    let from_env = || {
+        container
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == env)
+            .and_then(|e| e.value.clone())
+    };
+    let from_file = || -> Result<Option<String>, String> {
+        let config: Value = serde_yaml::from_str(&mounted_config(docs)?)
+            .map_err(|e| format!("the config file: {e}"))?;
+        Ok(config[key].as_str().map(str::to_string))
+    };
+    let value = match from_args.or_else(from_env) {
+        Some(value) => Some(value),
+        None => from_file()?,
+    };
+    Ok(value.filter(|v| !v.is_empty()))
+}
+
+/// The TLS files of a rendering: certificate, key, client CA.
+struct TlsSettings {
+    cert: Option<String>,
+    key: Option<String>,
+    client_ca: Option<String>,
+}
+
+fn tls_settings(docs: &[Doc]) -> Result<TlsSettings, String> {
+    Ok(TlsSettings {
+        cert: setting(
+            docs,
+            "--tls-cert-file",
+            "KUBECACHE_TLS_CERT_FILE",
+            "tlsCertFile",
+        )?,
+        key: setting(
+            docs,
+            "--tls-private-key-file",
+            "KUBECACHE_TLS_PRIVATE_KEY_FILE",
+            "tlsPrivateKeyFile",
+        )?,
+        client_ca: setting(
+            docs,
+            "--client-ca-file",
+            "KUBECACHE_CLIENT_CA_FILE",
+            "clientCAFile",
+        )?,
+    })
+}
+
+/// Where a file the container reads comes from: the kind (`Secret` or
+/// `ConfigMap`) and name of the volume's source, and the key.
+fn mounted_file(docs: &[Doc], path: &str) -> Result<(&'static str, String, String), String> {
+    let (_, pod, container) = kubecache_container(docs)?;
+    let mount = container
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| path.starts_with(&format!("{}/", m.mount_path)))
+        .ok_or(format!("nothing is mounted over {path}"))?;
+    let key = path[mount.mount_path.len() + 1..].to_string();
+    let volume = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == mount.name)
+        .ok_or(format!("no volume named {}", mount.name))?;
+    match (&volume.secret, &volume.config_map) {
+        (Some(secret), None) if secret.items.is_none() => Ok((
+            "Secret",
+            secret.secret_name.clone().unwrap_or_default(),
+            key,
+        )),
+        (None, Some(config_map)) if config_map.items.is_none() => {
+            Ok(("ConfigMap", config_map.name.clone(), key))
+        }
+        _ => Err(format!(
+            "volume {}: not a Secret or ConfigMap without items",
+            volume.name
+        )),
+    }
+}
+
 /// The one document of a kind, typed.
 fn single<T: DeserializeOwned>(docs: &[Doc], kind: &str) -> Result<T, String> {
     let matching: Vec<&Doc> = docs.iter().filter(|d| d.kind() == kind).collect();
@@ -772,9 +1072,17 @@ fn typed_all<T: DeserializeOwned>(docs: &[Doc], kind: &str) -> Result<Vec<T>, St
         .collect()
 }
 
-/// Missing and extra grants of a rendering, empty when exact.
+/// Missing and extra grants of a rendering, empty when exact: what the
+/// config file needs, and impersonation of users and groups where client
+/// certificates are on (their requests are passed through as
+/// impersonation).
 fn permission_problems(docs: &[Doc]) -> Result<Vec<String>, String> {
-    let needed = needed_grants(&mounted_config(docs)?)?;
+    let mut needed = needed_grants(&mounted_config(docs)?)?;
+    if tls_settings(docs)?.client_ca.is_some() {
+        for resource in ["users", "groups"] {
+            needed.insert((String::new(), resource.into(), "impersonate".into()));
+        }
+    }
     let granted = granted(docs)?;
     let show = |(g, r, v): &Grant| {
         if g.is_empty() {
@@ -795,6 +1103,128 @@ fn permission_problems(docs: &[Doc]) -> Result<Vec<String>, String> {
     Ok(problems)
 }
 
+/// What is wrong with how a rendering serves HTTPS, empty when right.
+fn https_problems(docs: &[Doc]) -> Result<Vec<String>, String> {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let mut problems = Vec::new();
+    let tls = tls_settings(docs)?;
+    let (Some(cert), Some(key)) = (&tls.cert, &tls.key) else {
+        return Ok(vec!["serves plain HTTP: no certificate and key".into()]);
+    };
+    let (cert_kind, secret, cert_key) = mounted_file(docs, cert)?;
+    let key_file = mounted_file(docs, key)?;
+    if cert_kind != "Secret" || key_file != ("Secret", secret.clone(), "tls.key".into()) {
+        problems.push(format!(
+            "the certificate and key are not tls.crt and tls.key of one Secret: {cert_kind} \
+             {secret} {cert_key}, {key_file:?}"
+        ));
+    }
+    if cert_key != "tls.crt" {
+        problems.push(format!("the certificate is {cert_key} of Secret {secret}"));
+    }
+    if let Some(client_ca) = &tls.client_ca {
+        mounted_file(docs, client_ca)?;
+    }
+    let (namespace, _, container) = kubecache_container(docs)?;
+    let service = single::<Service>(docs, "Service")?;
+    let service_name = format!(
+        "{}.{namespace}.svc",
+        service.metadata.name.clone().unwrap_or_default()
+    );
+    // A certificate that cert-manager writes into the Secret is for the
+    // Service's name.
+    let certificates: Vec<Certificate> = typed_all(docs, "Certificate")?;
+    if let Some(certificate) = certificates.iter().find(|c| c.spec.secret_name == secret) {
+        let names = certificate.spec.dns_names.clone().unwrap_or_default();
+        if !names.contains(&service_name) {
+            problems.push(format!(
+                "the Certificate of Secret {secret} is not for {service_name}: {names:?}"
+            ));
+        }
+    }
+    // Probes, Service and scrapes use HTTPS on the port kubecache listens on.
+    let listen =
+        setting(docs, "--listen", "KUBECACHE_LISTEN", "listen")?.ok_or("no listen address")?;
+    let port: i32 = listen
+        .rsplit_once(':')
+        .and_then(|(_, port)| port.parse().ok())
+        .ok_or(format!("listen {listen:?} has no port"))?;
+    let port_name = container
+        .ports
+        .iter()
+        .flatten()
+        .find(|p| p.container_port == port)
+        .ok_or(format!("no containerPort {port}"))?
+        .name
+        .clone()
+        .unwrap_or_default();
+    let is_kubecache_port = |target: &IntOrString| match target {
+        IntOrString::Int(number) => *number == port,
+        IntOrString::String(name) => *name == port_name,
+    };
+    for (which, probe) in [
+        ("readinessProbe", &container.readiness_probe),
+        ("livenessProbe", &container.liveness_probe),
+    ] {
+        match probe.as_ref().and_then(|p| p.http_get.as_ref()) {
+            Some(get) if get.scheme.as_deref() == Some("HTTPS") && is_kubecache_port(&get.port) => {
+            }
+            other => problems.push(format!(
+                "{which}: not an HTTPS GET on port {port}: {other:?}"
+            )),
+        }
+    }
+    let service_port = service
+        .spec
+        .iter()
+        .flat_map(|spec| spec.ports.iter().flatten())
+        .find(|p| p.target_port.as_ref().is_some_and(is_kubecache_port))
+        .ok_or(format!("the Service sends to no port {port}"))?;
+    for monitor in typed_all::<ServiceMonitor>(docs, "ServiceMonitor")? {
+        for endpoint in &monitor.spec.endpoints {
+            let verified = endpoint.tls_config.as_ref().is_some_and(|tls| {
+                tls.server_name.as_deref() == Some(service_name.as_str())
+                    && tls
+                        .ca
+                        .as_ref()
+                        .and_then(|ca| ca.secret.as_ref())
+                        .is_some_and(|ca| ca.name == secret && ca.key == "ca.crt")
+            });
+            if Some(&endpoint.port) != service_port.name.as_ref()
+                || endpoint.scheme.as_deref() != Some("https")
+                || !verified
+            {
+                problems.push(format!(
+                    "ServiceMonitor: scrape not over HTTPS on the Service's port {:?}, verified \
+                     with ca.crt of Secret {secret} for {service_name}: {endpoint:?}",
+                    service_port.name
+                ));
+            }
+        }
+    }
+    let deployment = single::<Deployment>(docs, "Deployment")?;
+    let annotations = deployment
+        .spec
+        .and_then(|s| s.template.metadata)
+        .and_then(|m| m.annotations)
+        .unwrap_or_default();
+    if annotations.contains_key("prometheus.io/scrape") {
+        let wanted = [
+            ("prometheus.io/port", port.to_string()),
+            ("prometheus.io/scheme", "https".to_string()),
+        ];
+        for (annotation, value) in wanted {
+            if annotations.get(annotation) != Some(&value) {
+                problems.push(format!(
+                    "annotation {annotation}: {:?}, not {value:?}",
+                    annotations.get(annotation)
+                ));
+            }
+        }
+    }
+    Ok(problems)
+}
+
 // ---------------------------------------------------------------------------
 // The real binary
 
@@ -802,15 +1232,28 @@ fn permission_problems(docs: &[Doc]) -> Result<Vec<String>, String> {
 struct Kubecache {
     child: Child,
     addr: SocketAddr,
+    /// How to reach it over HTTPS; plain HTTP if `None`.
+    tls: Option<Arc<rustls::ClientConfig>>,
     output: Arc<Mutex<String>>,
 }
 
 impl Kubecache {
     /// Starts the binary with these arguments plus `--listen` on a free port.
     fn start(args: &[&str]) -> Kubecache {
+        Self::start_with(args, &[], None)
+    }
+
+    /// The same with these environment variables, reached over HTTPS with
+    /// `tls` if given.
+    fn start_with(
+        args: &[&str],
+        env: &[(&str, &Path)],
+        tls: Option<Arc<rustls::ClientConfig>>,
+    ) -> Kubecache {
         let addr = free_address();
         let mut child = Command::new(env!("CARGO_BIN_EXE_kubecache"))
             .args(args)
+            .envs(env.iter().copied())
             .arg("--listen")
             .arg(addr.to_string())
             .env("NO_COLOR", "1")
@@ -821,6 +1264,7 @@ impl Kubecache {
             .env_remove("KUBECACHE_RESOURCES")
             .env_remove("KUBECACHE_STRATEGY")
             .env_remove("KUBECACHE_PAGE_SIZE")
+            .env_remove("KUBECACHE_CONFIG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -834,6 +1278,7 @@ impl Kubecache {
         Kubecache {
             child,
             addr,
+            tls,
             output,
         }
     }
@@ -854,7 +1299,7 @@ impl Kubecache {
                     self.output()
                 ));
             }
-            if let Ok((200, _)) = http_get(self.addr, "/readyz") {
+            if let Ok((200, _)) = self.get("/readyz") {
                 return Ok(());
             }
             if Instant::now() > deadline {
@@ -875,7 +1320,7 @@ impl Kubecache {
                 std::thread::sleep(Duration::from_millis(200)); // let the output drain
                 return Some(status);
             }
-            if let Ok((200, _)) = http_get(self.addr, "/readyz") {
+            if let Ok((200, _)) = self.get("/readyz") {
                 return None;
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -883,9 +1328,14 @@ impl Kubecache {
         None
     }
 
+    /// GET, over HTTPS if it serves it: the code and the body.
+    fn get(&self, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
+        http_get_via(self.addr, self.tls.as_ref(), path)
+    }
+
     /// GET, answered 200, the body.
     fn get_ok(&self, path: &str) -> Vec<u8> {
-        match http_get(self.addr, path) {
+        match self.get(path) {
             Ok((200, body)) => body,
             Ok((code, body)) => panic!(
                 "GET {path}: {code} {}\nkubecache's output:\n{}",
@@ -925,9 +1375,34 @@ fn free_address() -> SocketAddr {
 /// A plain HTTP/1.0 GET: the status code and the body (read until the
 /// server closes the connection).
 fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    http_get_via(addr, None, path)
+}
+
+/// The same, over TLS with `tls` if given (server name 127.0.0.1).
+fn http_get_via(
+    addr: SocketAddr,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+    path: &str,
+) -> std::io::Result<(u16, Vec<u8>)> {
+    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     stream.set_write_timeout(Some(Duration::from_secs(5)))?;
+    match tls {
+        None => exchange(stream, addr, path),
+        Some(config) => {
+            let name = rustls::pki_types::ServerName::from(addr.ip());
+            let connection = rustls::ClientConnection::new(config.clone(), name)
+                .map_err(std::io::Error::other)?;
+            exchange(rustls::StreamOwned::new(connection, stream), addr, path)
+        }
+    }
+}
+
+fn exchange(
+    mut stream: impl Read + Write,
+    addr: SocketAddr,
+    path: &str,
+) -> std::io::Result<(u16, Vec<u8>)> {
     write!(
         stream,
         "GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n"
@@ -969,6 +1444,72 @@ fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {
         }
         out.extend_from_slice(body.get(..size)?);
         body = body.get(size + 2..)?;
+    }
+}
+
+/// Certificates for a binary serving HTTPS on 127.0.0.1, in the test's
+/// temporary directory: a CA, a serving certificate and key, and a client
+/// certificate of the same CA.
+struct TestCertificates {
+    dir: PathBuf,
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+    client: rustls::ClientConfig,
+}
+
+impl TestCertificates {
+    fn new(name: &str) -> TestCertificates {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("deploy-tls-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary dir");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().expect("a key"))
+            .expect("a CA");
+        let sign = |names: Vec<String>| {
+            let key = KeyPair::generate().expect("a key");
+            let mut params = CertificateParams::new(names).expect("params");
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, "kubecache-test");
+            let cert = params.signed_by(&key, &ca).expect("a certificate");
+            (cert, key)
+        };
+        let (server, server_key) = sign(vec!["127.0.0.1".into()]);
+        let (client, client_key) = sign(Vec::new());
+        let write = |file: &str, text: &str| {
+            let path = dir.join(file);
+            std::fs::write(&path, text).expect("writing a certificate");
+            path
+        };
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(ca.der().clone()).expect("the CA");
+        let client = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(roots)
+        .with_client_auth_cert(
+            vec![client.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(client_key.serialize_der().into()),
+        )
+        .expect("a client certificate");
+        TestCertificates {
+            ca: write("ca.crt", &ca.pem()),
+            cert: write("tls.crt", &server.pem()),
+            key: write("tls.key", &server_key.serialize_pem()),
+            dir,
+            client,
+        }
+    }
+}
+
+impl Drop for TestCertificates {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -1115,14 +1656,14 @@ fn every_manifest_parses_into_its_kubernetes_type_with_no_unknown_field() {
                 }
             }
         }
-        // Patches are partial: each is checked merged into its target, in
-        // the rendering of every kustomization (components through the
-        // overlays that use them).
-        if k.kind == "Kustomization" {
-            let docs = render_offline(&dir);
-            checked += docs.len();
-            problems.extend(typed_report(&docs));
-        }
+    }
+    // Patches are partial: each is checked merged into its target, in the
+    // rendering of every kustomization (components through the overlays
+    // that use them, or over the base).
+    for dir in renderable_dirs() {
+        let docs = render_offline(&dir);
+        checked += docs.len();
+        problems.extend(typed_report(&docs));
     }
     assert!(
         checked > 20,
@@ -1304,7 +1845,8 @@ fn kubectl_kustomize_renders_the_base_and_every_overlay_as_the_checked_manifests
 }
 
 #[test]
-fn the_cluster_role_grants_exactly_list_and_watch_on_the_configured_resources_and_the_reviews() {
+fn the_cluster_role_grants_exactly_list_and_watch_on_the_configured_resources_the_reviews_and_impersonation_with_client_certificates()
+ {
     assert_eq!(group_resource("pods"), (String::new(), "pods".to_string()));
     assert_eq!(
         group_resource("widgets.example.com"),
@@ -1341,6 +1883,17 @@ fn the_cluster_role_grants_exactly_list_and_watch_on_the_configured_resources_an
         problems.iter().any(|p| p == "more than needed: get pods"),
         "{problems:#?}"
     );
+    // Impersonation where no client CA is configured is more than needed.
+    let mut docs = render_offline(&kubernetes_dir().join("base"));
+    let role = docs
+        .iter_mut()
+        .find(|d| d.kind() == "ClusterRole")
+        .expect("a ClusterRole");
+    role.value["rules"].as_array_mut().expect("rules").push(
+        serde_json::json!({ "apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"] }),
+    );
+    let problems = permission_problems(&docs).expect("a complete rendering");
+    assert_eq!(problems, ["more than needed: impersonate users"]);
 }
 
 #[test]
@@ -1404,21 +1957,43 @@ fn the_dashboard_names_only_metrics_that_the_binary_exports() {
 }
 
 #[test]
-fn every_shipped_config_file_is_accepted_by_the_binary() {
+fn every_shipped_config_file_is_accepted_by_the_binary_with_its_rendering_s_tls() {
     let mut tried = BTreeSet::new();
     for dir in renderable_dirs() {
         let docs = render_offline(&dir);
         let config = mounted_config(&docs).unwrap_or_else(|e| panic!("{}: {e}", shown(&dir)));
-        if !tried.insert(config.clone()) {
-            continue; // the same file as an earlier rendering
+        let tls = tls_settings(&docs).unwrap_or_else(|e| panic!("{}: {e}", shown(&dir)));
+        let client_ca = tls.client_ca.is_some();
+        assert!(
+            tls.cert.is_some() && tls.key.is_some(),
+            "{}: serves plain HTTP",
+            shown(&dir)
+        );
+        if !tried.insert((config.clone(), client_ca)) {
+            continue; // the same as an earlier rendering
         }
-        let file = temp_config(&shown(&dir).replace('/', "-"), &config);
-        let mut kubecache = Kubecache::start(&[
-            "--config",
-            file.to_str().expect("a UTF-8 temp path"),
-            "--simulate",
-            "300",
-        ]);
+        let name = shown(&dir).replace('/', "-");
+        let file = temp_config(&name, &config);
+        // The rendering's TLS settings, with test certificates for its
+        // Secret's files, through the variables the Deployment sets.
+        let certificates = TestCertificates::new(&name);
+        let mut env = vec![
+            ("KUBECACHE_TLS_CERT_FILE", certificates.cert.as_path()),
+            ("KUBECACHE_TLS_PRIVATE_KEY_FILE", certificates.key.as_path()),
+        ];
+        if client_ca {
+            env.push(("KUBECACHE_CLIENT_CA_FILE", certificates.ca.as_path()));
+        }
+        let mut kubecache = Kubecache::start_with(
+            &[
+                "--config",
+                file.to_str().expect("a UTF-8 temp path"),
+                "--simulate",
+                "300",
+            ],
+            &env,
+            Some(Arc::new(certificates.client.clone())),
+        );
         kubecache
             .wait_ready(Duration::from_secs(120))
             .unwrap_or_else(|e| panic!("{} with {}: {e}", shown(&dir), file.display()));
@@ -1434,8 +2009,52 @@ fn every_shipped_config_file_is_accepted_by_the_binary() {
             };
             kubecache.get_ok(&path);
         }
+        // Plain HTTP to the HTTPS port: a 400 Status.
+        let (code, body) = http_get(kubecache.addr, "/readyz").expect("an answer");
+        assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
         let _ = std::fs::remove_file(&file);
     }
+}
+
+#[test]
+fn every_rendering_serves_https_from_a_mounted_secret_on_the_port_its_probes_service_and_scrapes_use()
+ {
+    let mut problems = Vec::new();
+    let mut client_ca = 0;
+    for dir in renderable_dirs() {
+        let docs = render_offline(&dir);
+        match https_problems(&docs) {
+            Ok(p) => problems.extend(p.into_iter().map(|p| format!("{}: {p}", shown(&dir)))),
+            Err(e) => problems.push(format!("{}: {e}", shown(&dir))),
+        }
+        if tls_settings(&docs).is_ok_and(|tls| tls.client_ca.is_some()) {
+            client_ca += 1;
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(client_ca > 0, "no rendering turns client certificates on");
+
+    // And the check fails for a probe over HTTP and a scrape unverified.
+    let mut docs = render_offline(&kubernetes_dir().join("base"));
+    for doc in docs.iter_mut() {
+        match doc.kind() {
+            "Deployment" => {
+                doc.value["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]
+                    ["scheme"] = Value::from("HTTP");
+            }
+            "ServiceMonitor" => {
+                doc.value["spec"]["endpoints"][0]["tlsConfig"] =
+                    serde_json::json!({ "insecureSkipVerify": true });
+            }
+            _ => {}
+        }
+    }
+    let problems = https_problems(&docs).expect("a complete rendering");
+    assert!(
+        problems.iter().any(|p| p.starts_with("readinessProbe:"))
+            && problems.iter().any(|p| p.starts_with("ServiceMonitor:")),
+        "{problems:#?}"
+    );
 }
 
 #[test]
