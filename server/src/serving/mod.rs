@@ -15,7 +15,12 @@
 //! are closed, and requests in flight finish (a connection closes after its
 //! current answer); `serve` returns when the last connection has ended.
 //! Ending long answers (watches) and bounding the wait is the caller's
-//! part.
+//! part. Dropping the `serve` future stops the same way, without waiting.
+//!
+//! Where limits go: a bound on connections is a permit taken in the loop
+//! before `accept` and held by the connection's task; per-connection
+//! timeouts (header read, idle) are settings of the HTTP/1 builder in
+//! `Connection::http`.
 
 mod tls;
 
