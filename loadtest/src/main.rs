@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use kubecache_loadtest::sim::{HistoryWindow, ServingCost, Sim, SimConfig};
+use kubecache_loadtest::sim::{HistoryWindow, Policy, ServingCost, Sim, SimConfig};
 
 #[derive(Parser)]
 #[command(
@@ -105,9 +105,16 @@ struct SimArgs {
     /// Seconds between watch bookmarks.
     #[arg(long, default_value_t = 60)]
     bookmark_interval_secs: u64,
-    /// Require this bearer token.
-    #[arg(long)]
+    /// Require this bearer token: one user, `admin`, who may do everything
+    /// (403 without a token, 401 with another).
+    #[arg(long, conflicts_with = "demo_auth")]
     token: Option<String>,
+    /// Authenticate and authorize with the demo policy: users admin, the
+    /// kubecache service account, alice (payments-prod), bob (pods
+    /// everywhere) and eve (nothing), each with a token `<name>-token`;
+    /// `--kubeconfig-out` then has a context per user.
+    #[arg(long)]
+    demo_auth: bool,
     /// Refuse streaming lists, like a server without the WatchList feature gate.
     #[arg(long)]
     no_watch_list: bool,
@@ -170,7 +177,11 @@ async fn sim(args: SimArgs) -> anyhow::Result<()> {
         },
         bookmark_interval: Duration::from_secs(args.bookmark_interval_secs),
         watch_list: !args.no_watch_list,
-        token: args.token,
+        policy: match (&args.token, args.demo_auth) {
+            (Some(token), _) => Some(Policy::admin_only(token)),
+            (None, true) => Some(Policy::demo()),
+            (None, false) => None,
+        },
         listen: args.listen,
     };
     let started = std::time::Instant::now();

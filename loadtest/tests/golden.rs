@@ -10,7 +10,7 @@
 use std::io::Read as _;
 
 use base64::Engine as _;
-use kubecache_loadtest::sim::{Sim, SimConfig, ids};
+use kubecache_loadtest::sim::{Policy, Sim, SimConfig, ids};
 use kubecache_wire::protobuf;
 use serde_json::{Value, json};
 
@@ -543,7 +543,7 @@ async fn write_conflicts_are_the_real_servers_409s() {
 #[tokio::test(start_paused = true)]
 async fn an_unknown_token_is_the_real_servers_401() {
     let (url, _sim) = Sim::start(SimConfig {
-        token: Some("known".into()),
+        policy: Some(Policy::admin_only("known")),
         ..SimConfig::default()
     })
     .await

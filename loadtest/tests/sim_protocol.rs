@@ -7,7 +7,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use futures::StreamExt;
 use kubecache_loadtest::sim::{
-    Fault, FaultSpec, FaultTarget, HistoryWindow, ServingCost, Sim, SimConfig, ids,
+    Fault, FaultSpec, FaultTarget, HistoryWindow, Policy, ServingCost, Sim, SimConfig, ids,
 };
 use kubecache_wire::protobuf;
 use serde_json::{Value, json};
@@ -827,7 +827,7 @@ async fn injected_upstream_faults_look_like_the_real_ones() {
 #[tokio::test(start_paused = true)]
 async fn a_required_token_is_checked_like_the_api_server_does() {
     let (url, _sim) = sim(SimConfig {
-        token: Some("s3cret".into()),
+        policy: Some(Policy::admin_only("s3cret")),
         ..SimConfig::default()
     })
     .await;

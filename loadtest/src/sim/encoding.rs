@@ -78,6 +78,25 @@ pub fn negotiate(accept: Option<&str>, resource: &Resource) -> Result<Wire, (Sta
     ))
 }
 
+/// The encoding of a Status answered before a resource is known
+/// (authentication, authorization): protobuf when `Accept` lists it before
+/// JSON, as kube-apiserver negotiates its errors; JSON otherwise.
+pub fn for_status(accept: Option<&str>) -> Wire {
+    for entry in accept.unwrap_or_default().split(',') {
+        let media = entry.split(';').next().unwrap_or_default().trim();
+        if media.eq_ignore_ascii_case(PROTOBUF) {
+            return Wire::Protobuf;
+        }
+        if [JSON, "application/*", "*/*"]
+            .iter()
+            .any(|m| media.eq_ignore_ascii_case(m))
+        {
+            return Wire::Json;
+        }
+    }
+    Wire::Json
+}
+
 /// The protobuf message of a stored JSON object.
 pub fn object_to_proto(resource: &Resource, json: &[u8]) -> Result<Bytes, String> {
     let ty = protobuf::message_type(resource.api_version(), resource.kind)
@@ -115,6 +134,24 @@ mod tests {
         let (status, wire) = negotiate(Some(PROTOBUF), widgets).unwrap_err();
         assert_eq!((status.code, wire), (406, Wire::Protobuf));
         assert_eq!(negotiate(None, widgets), Ok(Wire::Json));
+    }
+
+    #[test]
+    fn errors_before_the_resource_is_known_follow_the_first_known_type() {
+        assert_eq!(for_status(None), Wire::Json);
+        assert_eq!(
+            for_status(Some(
+                "application/vnd.kubernetes.protobuf, application/json"
+            )),
+            Wire::Protobuf
+        );
+        assert_eq!(
+            for_status(Some(
+                "application/json, application/vnd.kubernetes.protobuf"
+            )),
+            Wire::Json
+        );
+        assert_eq!(for_status(Some("text/html")), Wire::Json);
     }
 
     #[test]

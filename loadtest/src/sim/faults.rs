@@ -7,6 +7,7 @@ use kubecache_wire::{Status, StatusDetails};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+use super::auth::{Attributes, ResourceAttributes, UserInfo};
 use super::resources::Resource;
 
 /// What goes wrong.
@@ -123,37 +124,30 @@ impl Fault {
 pub const DENIED_USER: &str = "system:serviceaccount:kubecache:kubecache";
 
 /// The 403 of a request RBAC does not allow, worded as kube-apiserver words
-/// it (`forbiddenMessage` in `apiserver/pkg/endpoints/handlers/responsewriters/errors.go`,
-/// wrapped by `NewForbidden` in `apimachinery/pkg/api/errors/errors.go`), e.g.
-/// `pods is forbidden: User "system:serviceaccount:kubecache:kubecache" cannot watch resource "pods" in API group "" at the cluster scope`.
+/// it (see [`Attributes::forbidden`]), e.g. `pods is forbidden: User
+/// "system:serviceaccount:kubecache:kubecache" cannot watch resource "pods"
+/// in API group "" at the cluster scope`.
 pub fn forbidden(request: RequestKind, resource: &Resource, namespace: Option<&str>) -> Status {
     let verb = match request {
         RequestKind::List | RequestKind::Continue => "list",
         RequestKind::Watch => "watch",
     };
-    let (plural, group) = (resource.plural, resource.group);
-    let scope = match namespace {
-        Some(ns) => format!("in the namespace {ns:?}"),
-        None => "at the cluster scope".into(),
+    let attributes = Attributes {
+        user: UserInfo {
+            username: DENIED_USER.into(),
+            ..UserInfo::default()
+        },
+        verb: verb.into(),
+        resource: Some(ResourceAttributes {
+            namespace: namespace.unwrap_or_default().into(),
+            group: resource.group.into(),
+            version: resource.version.into(),
+            resource: resource.plural.into(),
+            ..ResourceAttributes::default()
+        }),
+        path: String::new(),
     };
-    let qualified = if group.is_empty() {
-        plural.to_string()
-    } else {
-        format!("{plural}.{group}")
-    };
-    let mut status = Status::failure(
-        403,
-        "Forbidden",
-        format!(
-            "{qualified} is forbidden: User {DENIED_USER:?} cannot {verb} resource {plural:?} in API group {group:?} {scope}"
-        ),
-    );
-    status.details = Some(StatusDetails {
-        group: group.into(),
-        kind: plural.into(),
-        ..StatusDetails::default()
-    });
-    status
+    attributes.forbidden("")
 }
 
 /// The 404 of a resource the server does not serve (kube-apiserver's

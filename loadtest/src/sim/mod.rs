@@ -2,7 +2,8 @@
 //! lists, watches and writes pods, configmaps, namespaces and one custom
 //! resource (`widgets.example.com/v1`) the way kube-apiserver does (see
 //! `shared/APISERVER-PROTOCOL.md`), filled with realistic objects, with
-//! churn, slow pages, compaction and faults on demand.
+//! churn, slow pages, compaction and faults on demand, and, given a
+//! [`Policy`], authentication and RBAC of every request.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -13,6 +14,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod auth;
 mod cost;
 pub mod data;
 mod encoding;
@@ -35,6 +37,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use auth::{Policy, RoleRef, Rule, Subject, User};
 pub use cost::ServingCost;
 pub use faults::{Fault, FaultSpec, Target as FaultTarget};
 pub use object::StoredObject;
@@ -77,8 +80,11 @@ pub struct SimConfig {
     pub bookmark_interval: Duration,
     /// Whether streaming lists are served (the WatchList feature gate).
     pub watch_list: bool,
-    /// A bearer token every request must carry; `None` accepts any.
-    pub token: Option<String>,
+    /// Who may do what: `None` allows every request, with or without a
+    /// token; a policy authenticates and authorizes each one as
+    /// kube-apiserver does (see [`auth`]). Changeable while running
+    /// ([`Sim::set_policy`]).
+    pub policy: Option<Policy>,
     /// Where to listen; port 0 picks a free one.
     pub listen: SocketAddr,
 }
@@ -99,7 +105,7 @@ impl Default for SimConfig {
             watch_cache: HistoryWindow::WATCH_CACHE,
             bookmark_interval: Duration::from_secs(60),
             watch_list: true,
-            token: None,
+            policy: None,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         }
     }
@@ -113,7 +119,6 @@ pub struct Sim {
     ctx: Arc<Context>,
     generator: Arc<Mutex<Generator>>,
     churn: watch::Sender<f64>,
-    token: Option<String>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -142,8 +147,8 @@ impl Sim {
                 serving_cost: config.serving_cost,
                 bookmark_interval: config.bookmark_interval,
                 watch_list: config.watch_list,
-                token: config.token.clone(),
             },
+            policy: parking_lot::RwLock::new(config.policy.map(Arc::new)),
         });
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
@@ -172,7 +177,6 @@ impl Sim {
             ctx,
             generator,
             churn,
-            token: config.token,
             tasks,
         };
         Ok((url, sim))
@@ -298,14 +302,58 @@ impl Sim {
         }
     }
 
-    /// A kubeconfig (YAML) that kubectl and kube-rs accept for this server.
+    /// Replaces the policy (`None`: allow everything), effective from the
+    /// next request: how a test grants or revokes a permission.
+    pub fn set_policy(&self, policy: Option<Policy>) {
+        *self.ctx.policy.write() = policy.map(Arc::new);
+    }
+
+    /// A kubeconfig (YAML) that kubectl and kube-rs accept for this
+    /// server: without a policy, one without credentials; with one, a
+    /// context per user (named after the user, with its token), the first
+    /// user's current.
     pub fn kubeconfig(&self) -> String {
-        let user = match &self.token {
-            Some(token) => format!("    token: {token}\n"),
-            None => "    {}\n".to_string(),
-        };
+        match self.ctx.policy() {
+            None => self.kubeconfig_of(&[("kubecache-sim", None)]),
+            Some(policy) => {
+                let users: Vec<(&str, Option<&str>)> = policy
+                    .users
+                    .iter()
+                    .map(|u| (u.name.as_str(), Some(u.token.as_str())))
+                    .collect();
+                self.kubeconfig_of(&users)
+            }
+        }
+    }
+
+    /// A kubeconfig with one user of the policy and its token, e.g. for
+    /// the demo users of [`Policy::demo`]; `None` when the policy does not
+    /// know the user.
+    pub fn kubeconfig_for(&self, user: &str) -> Option<String> {
+        let policy = self.ctx.policy()?;
+        let token = policy.token_of(user)?;
+        Some(self.kubeconfig_of(&[(user, Some(token))]))
+    }
+
+    /// A kubeconfig with a context per `(user, token)`, the first current.
+    fn kubeconfig_of(&self, users: &[(&str, Option<&str>)]) -> String {
+        let quote = |s: &str| serde_json::to_string(s).unwrap_or_default();
+        let mut contexts = String::new();
+        let mut entries = String::new();
+        for (user, token) in users {
+            let name = quote(user);
+            contexts.push_str(&format!(
+                "- name: {name}\n  context:\n    cluster: kubecache-sim\n    user: {name}\n"
+            ));
+            let credentials = match token {
+                Some(token) => format!("    token: {}\n", quote(token)),
+                None => "    {}\n".to_string(),
+            };
+            entries.push_str(&format!("- name: {name}\n  user:\n{credentials}"));
+        }
+        let current = users.first().map_or_else(String::new, |(u, _)| quote(u));
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: kubecache-sim\n  cluster:\n    server: {}\ncontexts:\n- name: kubecache-sim\n  context:\n    cluster: kubecache-sim\n    user: kubecache-sim\ncurrent-context: kubecache-sim\nusers:\n- name: kubecache-sim\n  user:\n{user}",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kubecache-sim\n  cluster:\n    server: {}\ncontexts:\n{contexts}current-context: {current}\nusers:\n{entries}",
             self.url
         )
     }

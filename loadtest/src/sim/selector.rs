@@ -433,6 +433,18 @@ impl FieldSelector {
         Ok(FieldSelector(terms))
     }
 
+    /// The value a selector requires `field` to equal (`field=v` or
+    /// `field==v` among its terms), whatever fields the resource supports:
+    /// how kube-apiserver finds the object name a list or watch is about
+    /// (`RequiresExactMatch`).
+    pub fn exact(input: &str, field: &str) -> Option<String> {
+        split_unescaped(input, ',')
+            .into_iter()
+            .filter_map(split_term)
+            .find(|(f, equal, _)| *equal && f.trim() == field)
+            .and_then(|(_, _, value)| unescape(value).ok())
+    }
+
     /// Whether this selects nothing out (no term).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
@@ -528,5 +540,13 @@ mod tests {
             FieldSelector::parse("nonsense", &supported),
             Err("invalid selector: 'nonsense'; can't understand 'nonsense'".into())
         );
+    }
+
+    #[test]
+    fn an_exact_field_requirement_is_found_among_the_terms() {
+        let name = |input| FieldSelector::exact(input, "metadata.name");
+        assert_eq!(name("spec.x=1,metadata.name==a\\,b"), Some("a,b".into()));
+        assert_eq!(name("metadata.name!=a"), None);
+        assert_eq!(name(""), None);
     }
 }

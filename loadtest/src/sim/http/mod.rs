@@ -1,10 +1,13 @@
 //! The simulator's HTTP API: the Kubernetes paths for the served resources,
 //! discovery, and `/sim/faults` to arm faults from outside the process.
+//! Every request but `/sim/faults` passes [`auth::guard`] first.
 
+mod auth;
 mod continue_token;
 mod discovery;
 mod list;
 mod params;
+mod request_info;
 mod watch;
 mod write;
 
@@ -13,15 +16,19 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use kubecache_wire::{Status, StatusDetails};
+use kubecache_wire::Status;
+use parking_lot::RwLock;
 
+pub use request_info::RequestInfo;
+
+use super::auth::Policy;
 use super::encoding::{self, Wire};
 use super::faults::{self, Fault, FaultSpec, Faults, RequestKind};
-use super::resources::{self, RESOURCES, ResourceId};
+use super::resources::{RESOURCES, ResourceId};
 use super::store::Store;
 
 /// What the handlers share.
@@ -35,6 +42,15 @@ pub struct Context {
     pub serve: ServeConfig,
     /// Bumped to cut every open watch (a fault on demand).
     pub cuts: tokio::sync::watch::Sender<u64>,
+    /// The policy enforced on every request; `None` allows everything.
+    pub policy: RwLock<Option<Arc<Policy>>>,
+}
+
+impl Context {
+    /// The policy in force now.
+    pub fn policy(&self) -> Option<Arc<Policy>> {
+        self.policy.read().clone()
+    }
 }
 
 /// How the simulator serves (the parts of the config the handlers read).
@@ -48,8 +64,6 @@ pub struct ServeConfig {
     pub bookmark_interval: Duration,
     /// Whether streaming lists (the WatchList feature gate) are enabled.
     pub watch_list: bool,
-    /// A bearer token every request must carry; `None` accepts any.
-    pub token: Option<String>,
 }
 
 /// Largest request body accepted (etcd's default request limit is 1.5 MiB
@@ -64,54 +78,11 @@ pub fn router(ctx: Arc<Context>) -> Router {
         .route("/apis", get(discovery::api_groups))
         .route("/sim/faults", post(arm_fault))
         .fallback(dispatch)
-        // Authentication wraps everything, as in kube-apiserver.
         .layer(axum::middleware::from_fn_with_state(
             ctx.clone(),
-            authenticate,
+            auth::guard,
         ))
         .with_state(ctx)
-}
-
-async fn authenticate(
-    State(ctx): State<Arc<Context>>,
-    request: Request,
-    next: axum::middleware::Next,
-) -> Response {
-    let Some(expected) = &ctx.serve.token else {
-        return next.run(request).await;
-    };
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    match presented {
-        Some(token) if token == expected => next.run(request).await,
-        Some(_) => status_response(
-            &Status::failure(401, "Unauthorized", "Unauthorized"),
-            Wire::Json,
-        ),
-        None => {
-            let path = request.uri().path().to_string();
-            let mut status = Status::failure(
-                403,
-                "Forbidden",
-                format!("forbidden: User \"system:anonymous\" cannot get path \"{path}\""),
-            );
-            if let Some(target) = Target::parse(&path) {
-                let res = &RESOURCES[target.resource];
-                let scope = match &target.namespace {
-                    Some(ns) => format!("in the namespace \"{ns}\""),
-                    None => "at the cluster scope".to_string(),
-                };
-                status.message = format!(
-                    "{} is forbidden: User \"system:anonymous\" cannot list resource \"{}\" in API group \"{}\" {scope}",
-                    res.plural, res.plural, res.group
-                );
-            }
-            status_response(&status, Wire::Json)
-        }
-    }
 }
 
 async fn arm_fault(State(ctx): State<Arc<Context>>, body: Bytes) -> Response {
@@ -127,7 +98,7 @@ async fn arm_fault(State(ctx): State<Arc<Context>>, body: Bytes) -> Response {
     }
 }
 
-/// A request path resolved to a resource.
+/// A request resolved to a served resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     /// The resource.
@@ -136,40 +107,51 @@ pub struct Target {
     pub namespace: Option<String>,
     /// The object name, for single-object paths.
     pub name: Option<String>,
+    /// The subresource (`status`, `log`, ...), if any.
+    pub subresource: Option<String>,
 }
 
 impl Target {
-    /// Parses `/api/v1/...` and `/apis/{group}/{version}/...` paths.
-    pub fn parse(path: &str) -> Option<Target> {
-        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-        let (group, version, rest) = match segments.as_slice() {
-            ["api", version, rest @ ..] => ("", *version, rest),
-            ["apis", group, version, rest @ ..] => (*group, *version, rest),
-            _ => return None,
-        };
-        let find = |plural: &str| resources::find(group, version, plural);
-        let (resource, namespace, name) = match rest {
-            [plural] => (find(plural)?, None, None),
-            [plural, name] => (find(plural)?, None, Some(*name)),
-            ["namespaces", ns, plural] => (find(plural)?, Some(*ns), None),
-            ["namespaces", ns, plural, name] => (find(plural)?, Some(*ns), Some(*name)),
-            _ => return None,
-        };
-        if namespace.is_some() && !RESOURCES[resource].namespaced {
+    /// The served resource a request is about: `None` for non-resource
+    /// paths, resources not served, paths in the wrong scope
+    /// (`/api/v1/pods/p`, `/api/v1/namespaces/a/namespaces`), the
+    /// `/watch/` and `/proxy/` path prefixes, and paths deeper than a
+    /// subresource (except a pod's proxy path).
+    pub fn of(info: &RequestInfo) -> Option<Target> {
+        if !info.is_resource || info.verb_in_path {
             return None;
         }
-        if name.is_some() && namespace.is_none() && RESOURCES[resource].namespaced {
+        let resource = super::resources::find(&info.api_group, &info.api_version, &info.resource)?;
+        let namespaced = RESOURCES[resource].namespaced;
+        let name = (!info.name.is_empty()).then(|| info.name.clone());
+        let subresource = (!info.subresource.is_empty()).then(|| info.subresource.clone());
+        if info.parts.len() > 3 && subresource.as_deref() != Some("proxy") {
             return None;
         }
+        let namespace = match (namespaced, info.namespace.as_str()) {
+            (true, "") if name.is_some() => return None,
+            (true, "") => None,
+            (true, ns) => Some(ns.to_string()),
+            (false, "") => None,
+            // The namespace of a cluster-scoped object is its own name
+            // (`/api/v1/namespaces/a`), never a path prefix.
+            (false, ns) if name.as_deref() == Some(ns) => None,
+            (false, _) => return None,
+        };
         Some(Target {
             resource,
-            namespace: namespace.map(str::to_string),
-            name: name.map(str::to_string),
+            namespace,
+            name,
+            subresource,
         })
     }
 }
 
-async fn dispatch(State(ctx): State<Arc<Context>>, request: Request) -> Response {
+async fn dispatch(
+    State(ctx): State<Arc<Context>>,
+    Extension(info): Extension<RequestInfo>,
+    request: Request,
+) -> Response {
     let path = request.uri().path().to_string();
     let query = request.uri().query().unwrap_or_default().to_string();
     let method = request.method().clone();
@@ -178,15 +160,8 @@ async fn dispatch(State(ctx): State<Arc<Context>>, request: Request) -> Response
     {
         return response;
     }
-    let Some(target) = Target::parse(&path) else {
-        // kube-apiserver's answer carries empty details (`"details":{}`).
-        let mut status = Status::failure(
-            404,
-            "NotFound",
-            "the server could not find the requested resource",
-        );
-        status.details = Some(StatusDetails::default());
-        return status_response(&status, Wire::Json);
+    let Some(target) = Target::of(&info).filter(|t| t.subresource.is_none()) else {
+        return status_response(&faults::not_found(), Wire::Json);
     };
     let resource = &RESOURCES[target.resource];
     let wire = match encoding::negotiate(header_str(request.headers(), header::ACCEPT), resource) {
@@ -299,21 +274,31 @@ mod tests {
     use crate::sim::resources::ids;
 
     #[test]
-    fn paths_resolve_to_resources_scopes_and_names() {
-        let t = Target::parse("/api/v1/namespaces/ns1/pods/p1").unwrap();
+    fn paths_resolve_to_resources_scopes_names_and_subresources() {
+        let target = |path: &str| Target::of(&RequestInfo::parse(&Method::GET, path, "").unwrap());
+        let t = target("/api/v1/namespaces/ns1/pods/p1").unwrap();
         assert_eq!(
             (t.resource, t.namespace.as_deref(), t.name.as_deref()),
             (ids::PODS, Some("ns1"), Some("p1"))
         );
-        let t = Target::parse("/api/v1/namespaces/ns1").unwrap();
+        let t = target("/api/v1/namespaces/ns1").unwrap();
         assert_eq!(
-            (t.resource, t.name.as_deref()),
-            (ids::NAMESPACES, Some("ns1"))
+            (t.resource, t.namespace.as_deref(), t.name.as_deref()),
+            (ids::NAMESPACES, None, Some("ns1"))
         );
-        let t = Target::parse("/apis/example.com/v1/widgets").unwrap();
+        let t = target("/api/v1/namespaces/ns1/status").unwrap();
+        assert_eq!(
+            (t.name.as_deref(), t.subresource.as_deref()),
+            (Some("ns1"), Some("status"))
+        );
+        let t = target("/api/v1/namespaces/ns1/pods/p1/log").unwrap();
+        assert_eq!(t.subresource.as_deref(), Some("log"));
+        let t = target("/apis/example.com/v1/widgets").unwrap();
         assert_eq!((t.resource, t.namespace), (ids::WIDGETS, None));
-        assert_eq!(Target::parse("/api/v1/pods/p1"), None);
-        assert_eq!(Target::parse("/api/v1/namespaces/a/namespaces"), None);
-        assert_eq!(Target::parse("/api/v1/services"), None);
+        assert_eq!(target("/api/v1/pods/p1"), None);
+        assert_eq!(target("/api/v1/namespaces/a/namespaces"), None);
+        assert_eq!(target("/api/v1/services"), None);
+        assert_eq!(target("/api/v1/watch/pods"), None);
+        assert_eq!(target("/api/v1/namespaces/a/pods/p/log/more"), None);
     }
 }

@@ -1,0 +1,16 @@
+//! Authentication and authorization of the simulated API server, as
+//! kube-apiserver does them with bearer tokens and RBAC: a [`Policy`] of
+//! users (by token), roles and bindings decides every request; requests
+//! without a token run as `system:anonymous`. The HTTP side (401, 403,
+//! impersonation headers, the review APIs) is `sim::http`'s.
+
+mod attributes;
+pub mod demo;
+mod impersonation;
+mod policy;
+
+pub use attributes::{
+    ANONYMOUS, AUTHENTICATED, Attributes, ResourceAttributes, UNAUTHENTICATED, UserInfo,
+};
+pub use impersonation::impersonate;
+pub use policy::{Binding, Decision, Policy, Role, RoleRef, Rule, Subject, User};
