@@ -1,14 +1,17 @@
 //! The simulated API server authenticates and authorizes every request as
-//! kube-apiserver does with RBAC (the demo policy, `sim::auth::demo`), and
-//! lets authorized callers impersonate.
+//! kube-apiserver does with RBAC (the demo policy, `sim::auth::demo`), lets
+//! authorized callers impersonate, and answers TokenReviews and
+//! SubjectAccessReviews, failing them on demand and recovering.
 
 mod common;
 
+use std::time::Duration;
+
 use common::{OTHER_NAMESPACE, call, demo_sim, token};
-use kubecache_loadtest::sim::Policy;
 use kubecache_loadtest::sim::auth::demo::{
     ADMIN, DEVELOPER, KUBECACHE, NAMESPACE, NOBODY, POD_READER,
 };
+use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, Policy};
 use serde_json::{Value, json};
 
 const JSON: &str = "application/json";
@@ -200,6 +203,150 @@ async fn impersonation_needs_permission_and_runs_as_exactly_the_impersonated_use
     );
 }
 
+async fn review(url: &str, kind: &str, token: &str, body: Value) -> (u16, Value) {
+    let path = match kind {
+        "TokenReview" => "/apis/authentication.k8s.io/v1/tokenreviews",
+        _ => "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+    };
+    call(
+        url,
+        "POST",
+        path,
+        Some(token),
+        Some((JSON, body.to_string())),
+    )
+    .await
+}
+
+fn token_review(token: &str) -> Value {
+    json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}})
+}
+
+fn access_review(user: &str, groups: &[&str], attributes: Value) -> Value {
+    let mut spec = json!({"user": user, "groups": groups});
+    let key = if attributes.get("path").is_some() {
+        "nonResourceAttributes"
+    } else {
+        "resourceAttributes"
+    };
+    spec[key] = attributes;
+    json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec})
+}
+
+#[tokio::test(start_paused = true)]
+async fn token_reviews_say_who_a_token_is() {
+    let (url, _sim) = demo_sim().await;
+    let kubecache = token(KUBECACHE);
+    let (code, answer) = review(
+        &url,
+        "TokenReview",
+        &kubecache,
+        token_review(&token(DEVELOPER)),
+    )
+    .await;
+    assert_eq!(code, 201);
+    assert_eq!(
+        answer,
+        json!({
+            "kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"creationTimestamp": null},
+            "spec": {"token": "alice-token"},
+            "status": {
+                "authenticated": true,
+                "user": {"username": "alice", "uid": "uid-alice", "groups": ["payments-devs", "system:authenticated"]},
+                "audiences": ["https://kubernetes.default.svc.cluster.local"]
+            }
+        })
+    );
+    let (_, answer) = review(&url, "TokenReview", &kubecache, token_review(&kubecache)).await;
+    assert_eq!(
+        answer["status"]["user"]["extra"]["authentication.kubernetes.io/pod-name"],
+        json!(["kubecache-0"])
+    );
+    let (code, answer) = review(&url, "TokenReview", &kubecache, token_review("forged")).await;
+    assert_eq!((code, &answer["status"]), (201, &json!({"user": {}})));
+    let mut elsewhere = token_review(&token(DEVELOPER));
+    elsewhere["spec"]["audiences"] = json!(["https://vault.example.com"]);
+    let (_, answer) = review(&url, "TokenReview", &kubecache, elsewhere).await;
+    assert_eq!(
+        answer["status"],
+        json!({"user": {}}),
+        "a token for another audience"
+    );
+    let (code, answer) = review(&url, "TokenReview", &kubecache, token_review("")).await;
+    assert_eq!(
+        (code, answer["message"].as_str()),
+        (
+            400,
+            Some("token is required for TokenReview in authentication")
+        )
+    );
+    let (code, answer) = review(
+        &url,
+        "TokenReview",
+        &token(NOBODY),
+        token_review(&kubecache),
+    )
+    .await;
+    assert_eq!(code, 403);
+    assert_eq!(
+        answer["message"],
+        r#"tokenreviews.authentication.k8s.io is forbidden: User "eve" cannot create resource "tokenreviews" in API group "authentication.k8s.io" at the cluster scope"#
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn subject_access_reviews_say_what_a_user_may_do() {
+    let (url, sim) = demo_sim().await;
+    let kubecache = token(KUBECACHE);
+    let list_pods =
+        |ns: &str| json!({"namespace": ns, "verb": "list", "version": "v1", "resource": "pods"});
+    let alice = access_review(
+        DEVELOPER,
+        &["payments-devs", "system:authenticated"],
+        list_pods(NAMESPACE),
+    );
+    let (code, answer) = review(&url, "SubjectAccessReview", &kubecache, alice.clone()).await;
+    assert_eq!(code, 201);
+    assert_eq!(answer["spec"], alice["spec"]);
+    assert_eq!(
+        answer["status"],
+        json!({"allowed": true, "reason": "RBAC: allowed by RoleBinding \"developers/payments-prod\" of Role \"developer\" to Group \"payments-devs\""})
+    );
+    let elsewhere = access_review(DEVELOPER, &["payments-devs"], list_pods(OTHER_NAMESPACE));
+    let (_, answer) = review(&url, "SubjectAccessReview", &kubecache, elsewhere).await;
+    assert_eq!(answer["status"], json!({"allowed": false}));
+    let discovery = access_review(
+        NOBODY,
+        &["system:authenticated"],
+        json!({"path": "/apis", "verb": "get"}),
+    );
+    let (_, answer) = review(&url, "SubjectAccessReview", &kubecache, discovery).await;
+    assert_eq!(answer["status"]["allowed"], true);
+    let (code, answer) = review(
+        &url,
+        "SubjectAccessReview",
+        &kubecache,
+        access_review("", &[], list_pods(NAMESPACE)),
+    )
+    .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        answer["message"],
+        r#"SubjectAccessReview.authorization.k8s.io "" is invalid: spec.user: Invalid value: "": at least one of user or group must be specified"#
+    );
+
+    sim.set_policy(Some(
+        Policy::demo().without_binding(Some(NAMESPACE), "developers"),
+    ));
+    let (_, answer) = review(&url, "SubjectAccessReview", &kubecache, alice).await;
+    assert_eq!(
+        answer["status"],
+        json!({"allowed": false}),
+        "a revoked binding takes effect at once"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_revoked_permission_is_refused_from_the_next_request() {
     let (url, sim) = demo_sim().await;
@@ -218,6 +365,83 @@ async fn a_revoked_permission_is_refused_from_the_next_request() {
         call(&url, "GET", "/api/v1/pods", None, None).await.0,
         200,
         "no policy: open"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn review_outages_fail_and_recover_without_restart() {
+    let (url, sim) = demo_sim().await;
+    let kubecache = token(KUBECACHE);
+    let alice = token_review(&token(DEVELOPER));
+    let sar = access_review(
+        DEVELOPER,
+        &["payments-devs"],
+        json!({"namespace": NAMESPACE, "verb": "get", "resource": "pods"}),
+    );
+    sim.inject(FaultSpec {
+        target: FaultTarget::TokenReview,
+        fault: Fault::ServiceUnavailable,
+        times: u32::MAX,
+    });
+    sim.inject(FaultSpec {
+        target: FaultTarget::SubjectAccessReview,
+        fault: Fault::InternalError,
+        times: u32::MAX,
+    });
+    for _ in 0..3 {
+        let (code, answer) = review(&url, "TokenReview", &kubecache, alice.clone()).await;
+        assert_eq!(
+            (code, answer["reason"].as_str()),
+            (503, Some("ServiceUnavailable"))
+        );
+        let (code, answer) = review(&url, "SubjectAccessReview", &kubecache, sar.clone()).await;
+        assert_eq!(
+            (code, answer["reason"].as_str()),
+            (500, Some("InternalError"))
+        );
+    }
+    assert_eq!(
+        call(&url, "GET", "/api/v1/pods", Some(&kubecache), None)
+            .await
+            .0,
+        200,
+        "the server's own authentication is not the review API"
+    );
+    sim.clear_faults();
+    assert_eq!(
+        review(&url, "TokenReview", &kubecache, alice.clone())
+            .await
+            .0,
+        201
+    );
+    assert_eq!(
+        review(&url, "SubjectAccessReview", &kubecache, sar.clone())
+            .await
+            .0,
+        201
+    );
+
+    sim.inject(FaultSpec {
+        target: FaultTarget::TokenReview,
+        fault: Fault::Hang,
+        times: 1,
+    });
+    let hung = tokio::spawn({
+        let (url, kubecache) = (url.clone(), kubecache.clone());
+        async move { review(&url, "TokenReview", &kubecache, alice).await }
+    });
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(!hung.is_finished(), "a hung review waits");
+    assert_eq!(
+        review(&url, "SubjectAccessReview", &kubecache, sar).await.0,
+        201,
+        "alone"
+    );
+    sim.clear_faults();
+    assert_eq!(
+        hung.await.expect("the review returns").0,
+        201,
+        "and ends when cleared"
     );
 }
 

@@ -1,11 +1,12 @@
 //! Faults injected on demand: each armed fault hits the next matching
-//! requests, a set number of times.
-
-use std::time::Duration;
+//! requests, a set number of times (or until cleared), on collections
+//! (lists, continues, watches) and on the review APIs (`TokenReview`,
+//! `SubjectAccessReview`) that a cache authenticating its clients asks.
 
 use kubecache_wire::{Status, StatusDetails};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 
 use super::auth::{Attributes, ResourceAttributes, UserInfo};
 use super::resources::Resource;
@@ -34,6 +35,9 @@ pub enum Fault {
     },
     /// 500 `InternalError`.
     InternalError,
+    /// 503 `ServiceUnavailable`, as an overloaded or restarting server
+    /// answers.
+    ServiceUnavailable,
     /// The response body stops halfway and the connection is dropped.
     TruncateBody,
     /// The request waits this long before it is answered.
@@ -41,6 +45,8 @@ pub enum Fault {
         /// How long.
         secs: u64,
     },
+    /// The request waits until the faults are cleared, then is answered.
+    Hang,
     /// 403 `Forbidden`, as kube-apiserver answers a request RBAC does not
     /// allow (see [`forbidden`]).
     Forbidden,
@@ -59,8 +65,12 @@ pub enum Target {
     Continue,
     /// A watch, including streaming lists.
     Watch,
-    /// Any collection request.
+    /// Any collection request (not the reviews).
     Any,
+    /// A `TokenReview`.
+    TokenReview,
+    /// A `SubjectAccessReview`.
+    SubjectAccessReview,
 }
 
 /// What a request is, to match against targets.
@@ -72,16 +82,27 @@ pub enum RequestKind {
     Continue,
     /// A watch.
     Watch,
+    /// A `TokenReview`.
+    TokenReview,
+    /// A `SubjectAccessReview`.
+    SubjectAccessReview,
 }
 
 impl Target {
     fn hits(self, request: RequestKind) -> bool {
         matches!(
             (self, request),
-            (Target::Any, _)
-                | (Target::List, RequestKind::List)
+            (
+                Target::Any,
+                RequestKind::List | RequestKind::Continue | RequestKind::Watch
+            ) | (Target::List, RequestKind::List)
                 | (Target::Continue, RequestKind::Continue)
                 | (Target::Watch, RequestKind::Watch)
+                | (Target::TokenReview, RequestKind::TokenReview)
+                | (
+                    Target::SubjectAccessReview,
+                    RequestKind::SubjectAccessReview
+                )
         )
     }
 }
@@ -101,20 +122,16 @@ pub struct FaultSpec {
 
 impl Fault {
     /// Whether this fault makes sense for the request (a watch cannot have
-    /// its continue token expired).
+    /// its continue token expired; a review has no body to truncate).
     fn applies_to(self, request: RequestKind) -> bool {
         match self {
             Fault::DropWatch { .. } | Fault::WatchGone => request == RequestKind::Watch,
             Fault::ExpireContinue => request == RequestKind::Continue,
+            Fault::TruncateBody => !matches!(
+                request,
+                RequestKind::TokenReview | RequestKind::SubjectAccessReview
+            ),
             _ => true,
-        }
-    }
-
-    /// The stall, if this is one.
-    pub fn stall(self) -> Option<Duration> {
-        match self {
-            Fault::Stall { secs } => Some(Duration::from_secs(secs)),
-            _ => None,
         }
     }
 }
@@ -126,11 +143,24 @@ pub const DENIED_USER: &str = "system:serviceaccount:kubecache:kubecache";
 /// The 403 of a request RBAC does not allow, worded as kube-apiserver words
 /// it (see [`Attributes::forbidden`]), e.g. `pods is forbidden: User
 /// "system:serviceaccount:kubecache:kubecache" cannot watch resource "pods"
-/// in API group "" at the cluster scope`.
-pub fn forbidden(request: RequestKind, resource: &Resource, namespace: Option<&str>) -> Status {
-    let verb = match request {
-        RequestKind::List | RequestKind::Continue => "list",
-        RequestKind::Watch => "watch",
+/// in API group "" at the cluster scope`. `resource` and `namespace` are
+/// those of collection requests; reviews name their own.
+pub fn forbidden(
+    request: RequestKind,
+    resource: Option<&Resource>,
+    namespace: Option<&str>,
+) -> Status {
+    let (group, plural) = resource.map_or(("", ""), |r| (r.group, r.plural));
+    let (verb, group, plural, namespace) = match request {
+        RequestKind::List | RequestKind::Continue => ("list", group, plural, namespace),
+        RequestKind::Watch => ("watch", group, plural, namespace),
+        RequestKind::TokenReview => ("create", "authentication.k8s.io", "tokenreviews", None),
+        RequestKind::SubjectAccessReview => (
+            "create",
+            "authorization.k8s.io",
+            "subjectaccessreviews",
+            None,
+        ),
     };
     let attributes = Attributes {
         user: UserInfo {
@@ -140,9 +170,9 @@ pub fn forbidden(request: RequestKind, resource: &Resource, namespace: Option<&s
         verb: verb.into(),
         resource: Some(ResourceAttributes {
             namespace: namespace.unwrap_or_default().into(),
-            group: resource.group.into(),
-            version: resource.version.into(),
-            resource: resource.plural.into(),
+            group: group.into(),
+            version: "v1".into(),
+            resource: plural.into(),
             ..ResourceAttributes::default()
         }),
         path: String::new(),
@@ -163,9 +193,20 @@ pub fn not_found() -> Status {
 }
 
 /// The armed faults, oldest first.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Faults {
     armed: Mutex<Vec<FaultSpec>>,
+    /// Bumped by every [`Faults::clear`], which ends the hangs.
+    clears: watch::Sender<u64>,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            armed: Mutex::default(),
+            clears: watch::Sender::new(0),
+        }
+    }
 }
 
 impl Faults {
@@ -176,9 +217,16 @@ impl Faults {
         }
     }
 
-    /// Disarms everything.
+    /// Disarms everything and ends the hangs.
     pub fn clear(&self) {
         self.armed.lock().clear();
+        self.clears.send_modify(|n| *n += 1);
+    }
+
+    /// Waits for the next [`Faults::clear`]: a [`Fault::Hang`].
+    pub async fn hang(&self) {
+        let mut clears = self.clears.subscribe();
+        let _ = clears.changed().await;
     }
 
     /// The fault that hits this request, if any (and counts it).
@@ -198,6 +246,8 @@ impl Faults {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -225,13 +275,50 @@ mod tests {
     fn forbidden_is_worded_as_kube_apiserver_words_it() {
         let pods = &super::super::resources::RESOURCES[crate::sim::ids::PODS];
         assert_eq!(
-            forbidden(RequestKind::Watch, pods, None).message,
+            forbidden(RequestKind::Watch, Some(pods), None).message,
             r#"pods is forbidden: User "system:serviceaccount:kubecache:kubecache" cannot watch resource "pods" in API group "" at the cluster scope"#
         );
         assert_eq!(
-            forbidden(RequestKind::Continue, pods, Some("default")).message,
+            forbidden(RequestKind::Continue, Some(pods), Some("default")).message,
             r#"pods is forbidden: User "system:serviceaccount:kubecache:kubecache" cannot list resource "pods" in API group "" in the namespace "default""#
         );
+    }
+
+    #[test]
+    fn review_faults_hit_their_reviews_only_until_cleared() {
+        let faults = Faults::default();
+        faults.inject(FaultSpec {
+            target: Target::TokenReview,
+            fault: Fault::ServiceUnavailable,
+            times: u32::MAX,
+        });
+        faults.inject(FaultSpec {
+            target: Target::Any,
+            fault: Fault::InternalError,
+            times: 5,
+        });
+        assert_eq!(faults.take(RequestKind::SubjectAccessReview), None);
+        for _ in 0..3 {
+            assert_eq!(
+                faults.take(RequestKind::TokenReview),
+                Some(Fault::ServiceUnavailable)
+            );
+        }
+        faults.clear();
+        assert_eq!(faults.take(RequestKind::TokenReview), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hang_lasts_until_the_faults_are_cleared() {
+        let faults = std::sync::Arc::new(Faults::default());
+        let hung = tokio::spawn({
+            let faults = faults.clone();
+            async move { faults.hang().await }
+        });
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert!(!hung.is_finished());
+        faults.clear();
+        hung.await.unwrap();
     }
 
     #[test]

@@ -57,12 +57,28 @@ pub fn group_documents(path: &str) -> Option<Response> {
     Some(Json(doc).into_response())
 }
 
+/// The review APIs (`tokenreviews`, `subjectaccessreviews`): group,
+/// version, plural, kind. They are created, never stored.
+const REVIEWS: &[(&str, &str, &str, &str)] = &[
+    ("authentication.k8s.io", "v1", "tokenreviews", "TokenReview"),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+    ),
+];
+
 /// The non-core groups and their one version.
 fn groups() -> Vec<(String, String)> {
     let mut groups: Vec<(String, String)> = Vec::new();
-    for r in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
-        if !groups.iter().any(|(g, _)| g == r.group) {
-            groups.push((r.group.into(), r.version.into()));
+    let served = RESOURCES.iter().map(|r| (r.group, r.version));
+    for (group, version) in served
+        .filter(|(g, _)| !g.is_empty())
+        .chain(REVIEWS.iter().map(|(g, v, _, _)| (*g, *v)))
+    {
+        if !groups.iter().any(|(g, _)| g == group) {
+            groups.push((group.into(), version.into()));
         }
     }
     groups
@@ -74,11 +90,25 @@ fn group_document(group: &str, version: &str) -> Value {
 }
 
 fn resource_list(group: &str, version: &str) -> Value {
-    let resources: Vec<Value> = RESOURCES
+    let mut resources: Vec<Value> = RESOURCES
         .iter()
         .filter(|r| r.group == group && r.version == version)
         .map(resource_document)
         .collect();
+    resources.extend(
+        REVIEWS
+            .iter()
+            .filter(|(g, v, _, _)| *g == group && *v == version)
+            .map(|(_, _, plural, kind)| {
+                json!({
+                    "name": plural,
+                    "singularName": plural.trim_end_matches('s'),
+                    "namespaced": false,
+                    "kind": kind,
+                    "verbs": ["create"],
+                })
+            }),
+    );
     let group_version = if group.is_empty() {
         version.to_string()
     } else {

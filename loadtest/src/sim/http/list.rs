@@ -28,7 +28,7 @@ use super::{Context, Target, body_response, fault_for, status_response, watch};
 use crate::sim::ServingCost;
 use crate::sim::cost::Source;
 use crate::sim::encoding::Wire;
-use crate::sim::faults::{Fault, RequestKind};
+use crate::sim::faults::{self, Fault, RequestKind};
 use crate::sim::object::StoredObject;
 use crate::sim::resources::{RESOURCES, Resource};
 use crate::sim::store::{ListRead, ReadError, key_of};
@@ -55,7 +55,8 @@ pub async fn collection(ctx: &Arc<Context>, target: &Target, query: &str, wire: 
     } else {
         RequestKind::List
     };
-    let fault = match fault_for(ctx, target, kind, wire).await {
+    let forbidden = || faults::forbidden(kind, Some(resource), target.namespace.as_deref());
+    let fault = match fault_for(ctx, kind, wire, forbidden).await {
         Ok(fault) => fault,
         Err(response) => return response,
     };

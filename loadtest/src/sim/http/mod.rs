@@ -8,6 +8,7 @@ mod discovery;
 mod list;
 mod params;
 mod request_info;
+mod reviews;
 mod watch;
 mod write;
 
@@ -19,7 +20,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use kubecache_wire::Status;
 use parking_lot::RwLock;
 
@@ -76,6 +77,14 @@ pub fn router(ctx: Arc<Context>) -> Router {
         .route("/version", get(discovery::version))
         .route("/api", get(discovery::api_versions))
         .route("/apis", get(discovery::api_groups))
+        .route(
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            any(reviews::token_review),
+        )
+        .route(
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            any(reviews::subject_access_review),
+        )
         .route("/sim/faults", post(arm_fault))
         .fallback(dispatch)
         .layer(axum::middleware::from_fn_with_state(
@@ -189,57 +198,61 @@ async fn dispatch(
         (Method::PUT, Some(_)) => write::replace(&ctx, &target, &headers, &body, wire),
         (Method::PATCH, Some(_)) => write::patch(&ctx, &target, &headers, &body, wire),
         (Method::DELETE, Some(_)) => write::delete(&ctx, &target, wire),
-        (method, _) => status_response(
-            &Status::failure(
-                405,
-                "MethodNotAllowed",
-                format!(
-                    "the server does not allow this method on the requested resource: {method}"
-                ),
-            ),
-            wire,
-        ),
+        (method, _) => method_not_allowed(&method, wire),
     }
 }
 
-/// Applies the fault armed for this request, if it ends the request early.
-/// Stalls are waited out here; faults that shape the body are returned.
+/// 405 for a method the path does not take.
+pub fn method_not_allowed(method: &Method, wire: Wire) -> Response {
+    status_response(
+        &Status::failure(
+            405,
+            "MethodNotAllowed",
+            format!("the server does not allow this method on the requested resource: {method}"),
+        ),
+        wire,
+    )
+}
+
+/// Applies the fault armed for this request, if it answers instead of the
+/// server (429, 500, 503, 403, 404; `forbidden` words the 403). Stalls and
+/// hangs are waited out here; faults that shape the body are returned.
 pub async fn fault_for(
     ctx: &Context,
-    target: &Target,
     request: RequestKind,
     wire: Wire,
+    forbidden: impl FnOnce() -> Status,
 ) -> Result<Option<Fault>, Response> {
     let Some(fault) = ctx.faults.take(request) else {
         return Ok(None);
     };
-    if let Some(stall) = fault.stall() {
-        tokio::time::sleep(stall).await;
-        return Ok(None);
-    }
-    match fault {
+    let status = match fault {
+        Fault::Stall { secs } => {
+            tokio::time::sleep(Duration::from_secs(secs)).await;
+            return Ok(None);
+        }
+        Fault::Hang => {
+            ctx.faults.hang().await;
+            return Ok(None);
+        }
         Fault::TooManyRequests { retry_after_secs } => {
             let mut response = status_response(&Status::too_many_requests(retry_after_secs), wire);
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
-            Err(response)
+            return Err(response);
         }
-        Fault::InternalError => Err(status_response(
-            &Status::internal("Internal error occurred: injected fault"),
-            wire,
-        )),
-        Fault::Forbidden => Err(status_response(
-            &faults::forbidden(
-                request,
-                &RESOURCES[target.resource],
-                target.namespace.as_deref(),
-            ),
-            wire,
-        )),
-        Fault::NotFound => Err(status_response(&faults::not_found(), wire)),
-        other => Ok(Some(other)),
-    }
+        Fault::InternalError => Status::internal("Internal error occurred: injected fault"),
+        Fault::ServiceUnavailable => Status::failure(
+            503,
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request",
+        ),
+        Fault::Forbidden => forbidden(),
+        Fault::NotFound => faults::not_found(),
+        other => return Ok(Some(other)),
+    };
+    Err(status_response(&status, wire))
 }
 
 fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {

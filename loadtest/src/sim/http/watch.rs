@@ -33,7 +33,7 @@ use super::{Context, Target, body_response, fault_for, status_response};
 use crate::sim::ServingCost;
 use crate::sim::cost::Source;
 use crate::sim::encoding::Wire;
-use crate::sim::faults::{Fault, RequestKind};
+use crate::sim::faults::{self, Fault, RequestKind};
 use crate::sim::object::StoredObject;
 use crate::sim::resources::{RESOURCES, Resource};
 use crate::sim::store::{Event, ListRead, ReadError};
@@ -69,7 +69,15 @@ pub async fn serve(
     params: CollectionParams,
     wire: Wire,
 ) -> Response {
-    let fault = match fault_for(ctx, target, RequestKind::Watch, wire).await {
+    let resource = &RESOURCES[target.resource];
+    let forbidden = || {
+        faults::forbidden(
+            RequestKind::Watch,
+            Some(resource),
+            target.namespace.as_deref(),
+        )
+    };
+    let fault = match fault_for(ctx, RequestKind::Watch, wire, forbidden).await {
         Ok(fault) => fault,
         Err(response) => return response,
     };

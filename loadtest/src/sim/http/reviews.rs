@@ -1,0 +1,284 @@
+//! The review APIs a cache in front of the API server asks on behalf of
+//! its clients, JSON in and out, shaped as the real ones (201, the review
+//! echoed with its `status` filled in):
+//!
+//! - `POST /apis/authentication.k8s.io/v1/tokenreviews`: who a bearer token
+//!   is (`status.authenticated`, `status.user`), for the API server's
+//!   audience (`https://kubernetes.default.svc.cluster.local`) or the
+//!   `spec.audiences` asked that include it;
+//! - `POST /apis/authorization.k8s.io/v1/subjectaccessreviews`: whether a
+//!   user (exactly the `spec.user`, `groups`, `uid` and `extra` given) may
+//!   do what `spec.resourceAttributes` or `spec.nonResourceAttributes`
+//!   describe (`status.allowed`, `status.reason`).
+//!
+//! Without a policy no token is known and everything is allowed. Faults
+//! armed for `tokenReview` or `subjectAccessReview` hit them (after the
+//! caller's own authorization, which needs `create` on the review).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use kubecache_wire::Status;
+use serde_json::{Map, Value, json};
+
+use super::{Context, MAX_BODY, body_response, fault_for, method_not_allowed, status_response};
+use crate::sim::auth::{Attributes, ResourceAttributes, UserInfo};
+use crate::sim::encoding::{JSON, Wire};
+use crate::sim::faults::{self, RequestKind};
+
+/// The audience of the API server's own tokens.
+pub const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
+
+/// `POST .../tokenreviews`.
+pub async fn token_review(State(ctx): State<Arc<Context>>, request: Request) -> Response {
+    review(
+        &ctx,
+        request,
+        RequestKind::TokenReview,
+        "TokenReview",
+        |spec| token_status(&ctx, spec),
+    )
+    .await
+}
+
+/// `POST .../subjectaccessreviews`.
+pub async fn subject_access_review(State(ctx): State<Arc<Context>>, request: Request) -> Response {
+    review(
+        &ctx,
+        request,
+        RequestKind::SubjectAccessReview,
+        "SubjectAccessReview",
+        |spec| access_status(&ctx, spec),
+    )
+    .await
+}
+
+/// What both reviews share: POST only, the armed fault, a JSON body of
+/// the review's kind, and the answer.
+async fn review(
+    ctx: &Context,
+    request: Request,
+    kind: RequestKind,
+    kind_name: &str,
+    decide: impl FnOnce(&Map<String, Value>) -> Result<Value, Status>,
+) -> Response {
+    let wire = Wire::Json;
+    if request.method() != Method::POST {
+        return method_not_allowed(request.method(), wire);
+    }
+    let forbidden = || faults::forbidden(kind, None, None);
+    if let Err(response) = fault_for(ctx, kind, wire, forbidden).await {
+        return response;
+    }
+    let content_type = request
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|c| c.split(';').next().unwrap_or_default().trim());
+    if content_type.is_some_and(|c| c != JSON) {
+        let status = Status::failure(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {JSON}"
+            ),
+        );
+        return status_response(&status, wire);
+    }
+    let Ok(bytes) = axum::body::to_bytes(request.into_body(), MAX_BODY).await else {
+        return status_response(
+            &Status::bad_request("the request body could not be read"),
+            wire,
+        );
+    };
+    let group_version = match kind {
+        RequestKind::TokenReview => "authentication.k8s.io/v1",
+        _ => "authorization.k8s.io/v1",
+    };
+    let answer = parse(&bytes, kind_name).and_then(|review| {
+        let spec = review
+            .get("spec")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let status = decide(&spec)?;
+        let mut metadata = review
+            .get("metadata")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        metadata.entry("creationTimestamp").or_insert(Value::Null);
+        Ok(json!({
+            "kind": kind_name,
+            "apiVersion": group_version,
+            "metadata": metadata,
+            "spec": spec,
+            "status": status,
+        }))
+    });
+    match answer {
+        Ok(answer) => body_response(
+            StatusCode::CREATED,
+            wire,
+            false,
+            Body::from(answer.to_string()),
+        ),
+        Err(status) => status_response(&status, wire),
+    }
+}
+
+fn parse(bytes: &[u8], kind: &str) -> Result<Map<String, Value>, Status> {
+    let review: Map<String, Value> = serde_json::from_slice(bytes).map_err(|e| {
+        Status::bad_request(format!("the body of the request is not a {kind}: {e}"))
+    })?;
+    match review.get("kind").and_then(Value::as_str) {
+        Some(other) if other != kind => Err(Status::bad_request(format!(
+            "the kind in the body ({other}) does not match the resource ({kind})"
+        ))),
+        _ => Ok(review),
+    }
+}
+
+fn token_status(ctx: &Context, spec: &Map<String, Value>) -> Result<Value, Status> {
+    let token = spec
+        .get("token")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if token.is_empty() {
+        return Err(Status::bad_request(
+            "token is required for TokenReview in authentication",
+        ));
+    }
+    let audiences: Vec<&str> = spec
+        .get("audiences")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .filter(|a: &Vec<&str>| !a.is_empty())
+        .unwrap_or_else(|| vec![API_AUDIENCE]);
+    let user = ctx
+        .policy()
+        .and_then(|policy| policy.authenticate(token))
+        .filter(|_| audiences.contains(&API_AUDIENCE));
+    Ok(match user {
+        Some(user) => json!({
+            "authenticated": true,
+            "user": user_json(&user),
+            "audiences": [API_AUDIENCE],
+        }),
+        None => json!({"user": {}}),
+    })
+}
+
+/// `UserInfo` as the API writes it (empty fields left out).
+fn user_json(user: &UserInfo) -> Value {
+    let mut out = json!({"username": user.username});
+    if !user.uid.is_empty() {
+        out["uid"] = json!(user.uid);
+    }
+    if !user.groups.is_empty() {
+        out["groups"] = json!(user.groups);
+    }
+    if !user.extra.is_empty() {
+        out["extra"] = json!(user.extra);
+    }
+    out
+}
+
+fn access_status(ctx: &Context, spec: &Map<String, Value>) -> Result<Value, Status> {
+    let text = |v: Option<&Value>, key: &str| {
+        v.and_then(|v| v.get(key))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let spec_text = |key: &str| {
+        spec.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let resource = spec.get("resourceAttributes").filter(|v| !v.is_null());
+    let non_resource = spec.get("nonResourceAttributes").filter(|v| !v.is_null());
+    let user = spec_text("user");
+    let groups: Vec<String> = spec
+        .get("groups")
+        .and_then(Value::as_array)
+        .map(|g| {
+            g.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default();
+    let invalid = |field: &str, value: &str, why: &str| {
+        Status::invalid(
+            "authorization.k8s.io",
+            "SubjectAccessReview",
+            "FieldValueInvalid",
+            field,
+            format!("Invalid value: {value}: {why}"),
+        )
+    };
+    match (resource, non_resource) {
+        (Some(_), Some(n)) => {
+            return Err(invalid(
+                "spec.nonResourceAttributes",
+                &format!("{n}"),
+                "cannot be specified in combination with resourceAttributes",
+            ));
+        }
+        (None, None) => {
+            return Err(invalid(
+                "spec.resourceAttributes",
+                "\"null\"",
+                "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            ));
+        }
+        _ => {}
+    }
+    if user.is_empty() && groups.is_empty() {
+        return Err(invalid(
+            "spec.user",
+            "\"\"",
+            "at least one of user or group must be specified",
+        ));
+    }
+    let extra: BTreeMap<String, Vec<String>> = spec
+        .get("extra")
+        .and_then(|e| serde_json::from_value(e.clone()).ok())
+        .unwrap_or_default();
+    let attributes = Attributes {
+        user: UserInfo {
+            username: user,
+            uid: spec_text("uid"),
+            groups,
+            extra,
+        },
+        verb: text(resource.or(non_resource), "verb"),
+        resource: resource.map(|r| ResourceAttributes {
+            namespace: text(Some(r), "namespace"),
+            group: text(Some(r), "group"),
+            version: text(Some(r), "version"),
+            resource: text(Some(r), "resource"),
+            subresource: text(Some(r), "subresource"),
+            name: text(Some(r), "name"),
+        }),
+        path: text(non_resource, "path"),
+    };
+    let (allowed, reason) = match ctx.policy() {
+        Some(policy) => {
+            let decision = policy.authorize(&attributes);
+            (decision.allowed, decision.reason)
+        }
+        None => (true, String::new()),
+    };
+    let mut status = json!({"allowed": allowed});
+    if !reason.is_empty() {
+        status["reason"] = json!(reason);
+    }
+    Ok(status)
+}
