@@ -21,6 +21,7 @@ mod encoding;
 pub mod faults;
 mod http;
 mod object;
+mod patch;
 pub mod resources;
 mod selector;
 pub mod store;

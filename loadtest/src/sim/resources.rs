@@ -29,7 +29,24 @@ pub struct Resource {
     pub short_names: &'static [&'static str],
     /// Field selector labels beyond `metadata.name` and `metadata.namespace`.
     pub extra_fields: &'static [&'static str],
+    /// The verbs discovery lists (`deletecollection` among them where a
+    /// collection can be deleted).
+    pub verbs: &'static [&'static str],
+    /// Whether a DELETE answers with the deleted object (`ReturnDeletedObject`
+    /// of its registry: pods, namespaces) rather than a Success Status.
+    pub returns_deleted_object: bool,
 }
+
+const WRITABLE: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 impl Resource {
     /// `v1` or `group/version`.
@@ -74,6 +91,10 @@ pub const RESOURCES: &[Resource] = &[
         has_generation: false,
         short_names: &["ns"],
         extra_fields: &["status.phase"],
+        verbs: &[
+            "create", "delete", "get", "list", "patch", "update", "watch",
+        ],
+        returns_deleted_object: true,
     },
     Resource {
         group: "",
@@ -87,6 +108,8 @@ pub const RESOURCES: &[Resource] = &[
         has_generation: true,
         short_names: &["po"],
         extra_fields: &["spec.nodeName", "status.phase"],
+        verbs: WRITABLE,
+        returns_deleted_object: true,
     },
     Resource {
         group: "",
@@ -100,6 +123,8 @@ pub const RESOURCES: &[Resource] = &[
         has_generation: false,
         short_names: &["cm"],
         extra_fields: &[],
+        verbs: WRITABLE,
+        returns_deleted_object: false,
     },
     Resource {
         group: "example.com",
@@ -113,6 +138,17 @@ pub const RESOURCES: &[Resource] = &[
         has_generation: true,
         short_names: &["wd"],
         extra_fields: &[],
+        verbs: &[
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "create",
+            "update",
+            "watch",
+        ],
+        returns_deleted_object: false,
     },
 ];
 

@@ -458,7 +458,8 @@ impl Store {
         Ok(stored)
     }
 
-    /// Applies a JSON merge patch (RFC 7386) to the current object.
+    /// Applies a JSON merge patch (RFC 7386) to the current object (see
+    /// [`Store::modify`]).
     pub fn merge_patch(
         &self,
         resource: ResourceId,
@@ -466,23 +467,65 @@ impl Store {
         name: &str,
         patch: &Value,
     ) -> Result<Arc<StoredObject>, Status> {
+        self.modify(resource, namespace, name, |mut object| {
+            super::patch::merge(&mut object, patch);
+            Ok(object)
+        })
+    }
+
+    /// Replaces an object by what `change` makes of its current state, as
+    /// kube-apiserver's `GuaranteedUpdate` does: when another write comes
+    /// in between, `change` runs again on the newer state. A
+    /// `metadata.resourceVersion` that `change` sets to another revision
+    /// is the client's precondition (409 when stale); one it removes
+    /// means none. The result must keep the object's name and namespace.
+    pub fn modify(
+        &self,
+        resource: ResourceId,
+        namespace: &str,
+        name: &str,
+        mut change: impl FnMut(Value) -> Result<Value, Status>,
+    ) -> Result<Arc<StoredObject>, Status> {
         let res = &RESOURCES[resource];
-        let current = self
-            .get(resource, &key_of(namespace, name))
-            .ok_or_else(|| Status::not_found(res.group, res.plural, name))?;
-        let mut object = current.to_value();
-        json_merge_patch(&mut object, patch);
-        // The patch may carry a resourceVersion precondition; without one the
-        // patch applies to whatever is current.
-        if patch.pointer("/metadata/resourceVersion").is_none() {
-            metadata_mut(&mut object).shift_remove("resourceVersion");
+        loop {
+            let current = self
+                .get(resource, &key_of(namespace, name))
+                .ok_or_else(|| Status::not_found(res.group, res.plural, name))?;
+            let current_rv = current.revision.to_string();
+            let mut object = change(current.to_value())?;
+            if !object.is_object() {
+                return Err(Status::bad_request(
+                    "the patched object is not a JSON object",
+                ));
+            }
+            let meta = metadata_mut(&mut object);
+            let named = |key: &str| {
+                meta.get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            if named("name") != name {
+                return Err(Status::bad_request(format!(
+                    "the name of the object ({}) does not match the name on the URL ({name})",
+                    named("name")
+                )));
+            }
+            if res.namespaced && named("namespace") != namespace {
+                return Err(Status::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            let precondition = named("resourceVersion");
+            let ours = precondition.is_empty() || precondition == current_rv;
+            if ours {
+                meta.insert("resourceVersion".into(), current_rv.into());
+            }
+            match self.update(resource, object) {
+                Err(status) if ours && status.reason == "Conflict" => continue,
+                result => return result,
+            }
         }
-        let meta = metadata_mut(&mut object);
-        meta.insert("name".into(), name.into());
-        if res.namespaced {
-            meta.insert("namespace".into(), namespace.into());
-        }
-        self.update(resource, object)
     }
 
     /// Deletes an object; returns its last state at the deletion's revision.
@@ -697,25 +740,6 @@ fn object_eq_ignoring_type_meta(a: &Value, b: &Value) -> bool {
     };
     let (a, b) = (strip(a), strip(b));
     a.len() == b.len() && a.iter().all(|(k, v)| b.get(k) == Some(v))
-}
-
-/// RFC 7386 JSON merge patch.
-pub fn json_merge_patch(target: &mut Value, patch: &Value) {
-    let Value::Object(patch) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = json!({});
-    }
-    let map = target.as_object_mut().expect("just made an object");
-    for (key, value) in patch {
-        if value.is_null() {
-            map.shift_remove(key);
-        } else {
-            json_merge_patch(map.entry(key.clone()).or_insert(Value::Null), value);
-        }
-    }
 }
 
 /// A deterministic uid in UUID form from the seed and a counter (SplitMix64).

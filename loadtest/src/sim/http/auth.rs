@@ -2,7 +2,8 @@
 //! order: the request is read ([`RequestInfo`]), then, when a policy is
 //! enforced, authenticated (no token: `system:anonymous`; an unknown token:
 //! 401), impersonation applied, and authorized (403 with kube-apiserver's
-//! wording). Handlers find the [`RequestInfo`] in the request's extensions.
+//! wording). Handlers find the [`RequestInfo`] and the [`Caller`] in the
+//! request's extensions.
 
 use std::sync::Arc;
 
@@ -14,8 +15,30 @@ use kubecache_wire::Status;
 
 use super::request_info::RequestInfo;
 use super::{Context, status_response};
-use crate::sim::auth::{UserInfo, impersonate};
+use crate::sim::auth::{Attributes, UserInfo, impersonate};
 use crate::sim::encoding;
+
+/// Who a request runs as: `None` when no policy is enforced.
+#[derive(Debug, Clone)]
+pub struct Caller(pub Option<UserInfo>);
+
+impl Context {
+    /// Whether the caller may do what `attributes` (whose user is
+    /// replaced by the caller's) describe: the checks a handler makes
+    /// beyond the request's own, e.g. `create` for an apply that creates.
+    pub fn authorize(&self, caller: &Caller, mut attributes: Attributes) -> Result<(), Status> {
+        let (Some(policy), Some(user)) = (self.policy(), &caller.0) else {
+            return Ok(());
+        };
+        attributes.user = user.clone();
+        let decision = policy.authorize(&attributes);
+        if decision.allowed {
+            Ok(())
+        } else {
+            Err(attributes.forbidden(&decision.reason))
+        }
+    }
+}
 
 /// The filter (an axum middleware).
 pub async fn guard(State(ctx): State<Arc<Context>>, mut request: Request, next: Next) -> Response {
@@ -42,28 +65,33 @@ pub async fn guard(State(ctx): State<Arc<Context>>, mut request: Request, next: 
             return status_response(&status, wire);
         }
     };
-    if let Some(policy) = ctx.policy() {
-        let user = match bearer_token(request.headers()) {
-            None => UserInfo::anonymous(),
-            Some(token) => match policy.authenticate(token) {
-                Some(user) => user,
-                None => {
-                    let status = Status::failure(401, "Unauthorized", "Unauthorized");
-                    return status_response(&status, wire);
-                }
-            },
-        };
-        let user = match impersonate(&policy, &user, request.headers(), &uri) {
-            Ok(impersonated) => impersonated.unwrap_or(user),
-            Err(status) => return status_response(&status, wire),
-        };
-        let attributes = info.attributes(user);
-        let decision = policy.authorize(&attributes);
-        if !decision.allowed {
-            return status_response(&attributes.forbidden(&decision.reason), wire);
+    let caller = match ctx.policy() {
+        None => Caller(None),
+        Some(policy) => {
+            let user = match bearer_token(request.headers()) {
+                None => UserInfo::anonymous(),
+                Some(token) => match policy.authenticate(token) {
+                    Some(user) => user,
+                    None => {
+                        let status = Status::failure(401, "Unauthorized", "Unauthorized");
+                        return status_response(&status, wire);
+                    }
+                },
+            };
+            let user = match impersonate(&policy, &user, request.headers(), &uri) {
+                Ok(impersonated) => impersonated.unwrap_or(user),
+                Err(status) => return status_response(&status, wire),
+            };
+            let attributes = info.attributes(user);
+            let decision = policy.authorize(&attributes);
+            if !decision.allowed {
+                return status_response(&attributes.forbidden(&decision.reason), wire);
+            }
+            Caller(Some(attributes.user))
         }
-    }
+    };
     request.extensions_mut().insert(info);
+    request.extensions_mut().insert(caller);
     next.run(request).await
 }
 

@@ -123,7 +123,7 @@ fn resource_document(r: &Resource) -> Value {
         "singularName": r.singular,
         "namespaced": r.namespaced,
         "kind": r.kind,
-        "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+        "verbs": r.verbs,
         "shortNames": r.short_names,
         "storageVersionHash": "sim",
     })

@@ -215,9 +215,10 @@ fn too_large_resource_version(wanted: u64, current: u64) -> Status {
 }
 
 /// `GET` of one object.
-pub fn get(ctx: &Context, target: &Target, name: &str, wire: Wire) -> Response {
+pub fn get(ctx: &Context, target: &Target, wire: Wire) -> Response {
     let resource = &RESOURCES[target.resource];
     let namespace = target.namespace.as_deref().unwrap_or_default();
+    let name = target.name.as_deref().unwrap_or_default();
     match ctx.store.get(target.resource, &key_of(namespace, name)) {
         Some(object) => match object_body(resource, &object, wire) {
             Ok(body) => body_response(StatusCode::OK, wire, false, Body::from(body)),
@@ -247,7 +248,7 @@ pub fn object_body(
 
 /// A list page as byte chunks, produced as the body is sent: an
 /// unpaginated list of 100k pods is never all in memory at once.
-fn encode_list(
+pub(super) fn encode_list(
     resource: &Resource,
     wire: Wire,
     page: Page,

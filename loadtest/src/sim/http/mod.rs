@@ -1,8 +1,10 @@
 //! The simulator's HTTP API: the Kubernetes paths for the served resources,
-//! discovery, and `/sim/faults` to arm faults from outside the process.
-//! Every request but `/sim/faults` passes [`auth::guard`] first.
+//! discovery, the review APIs, and `/sim/faults` to arm faults from outside
+//! the process. Every request but `/sim/faults`
+//! passes [`auth::guard`] first.
 
 mod auth;
+mod body;
 mod continue_token;
 mod discovery;
 mod list;
@@ -24,6 +26,7 @@ use axum::routing::{any, get, post};
 use kubecache_wire::Status;
 use parking_lot::RwLock;
 
+pub use auth::Caller;
 pub use request_info::RequestInfo;
 
 use super::auth::Policy;
@@ -159,6 +162,7 @@ impl Target {
 async fn dispatch(
     State(ctx): State<Arc<Context>>,
     Extension(info): Extension<RequestInfo>,
+    Extension(caller): Extension<Caller>,
     request: Request,
 ) -> Response {
     let path = request.uri().path().to_string();
@@ -169,7 +173,7 @@ async fn dispatch(
     {
         return response;
     }
-    let Some(target) = Target::of(&info).filter(|t| t.subresource.is_none()) else {
+    let Some(target) = Target::of(&info) else {
         return status_response(&faults::not_found(), Wire::Json);
     };
     let resource = &RESOURCES[target.resource];
@@ -191,14 +195,27 @@ async fn dispatch(
             );
         }
     };
-    match (method, &target.name) {
-        (Method::GET, None) => list::collection(&ctx, &target, &query, wire).await,
-        (Method::GET, Some(name)) => list::get(&ctx, &target, name, wire),
-        (Method::POST, None) => write::create(&ctx, &target, &headers, &body, wire),
-        (Method::PUT, Some(_)) => write::replace(&ctx, &target, &headers, &body, wire),
-        (Method::PATCH, Some(_)) => write::patch(&ctx, &target, &headers, &body, wire),
-        (Method::DELETE, Some(_)) => write::delete(&ctx, &target, wire),
-        (method, _) => method_not_allowed(&method, wire),
+    let call = Call {
+        ctx: &ctx,
+        target: &target,
+        headers: &headers,
+        query: &query,
+        caller: &caller,
+        wire,
+    };
+    let has_name = target.name.is_some();
+    match (target.subresource.as_deref(), &method, has_name) {
+        (None, &Method::GET, false) => list::collection(&ctx, &target, &query, wire).await,
+        (None, &Method::GET, true) => list::get(&ctx, &target, wire),
+        (None, &Method::POST, false) => call.create(&body),
+        (None, &Method::PUT, true) => call.replace(&body),
+        (None, &Method::PATCH, true) => call.patch(&body),
+        (None, &Method::DELETE, true) => call.delete(),
+        (None, &Method::DELETE, false) if resource.verbs.contains(&"deletecollection") => {
+            call.delete_collection()
+        }
+        (Some(_), _, _) => status_response(&faults::not_found(), Wire::Json),
+        (None, method, _) => method_not_allowed(method, wire),
     }
 }
 
@@ -253,6 +270,47 @@ pub async fn fault_for(
         other => return Ok(Some(other)),
     };
     Err(status_response(&status, wire))
+}
+
+/// One request on a served resource: what every handler of
+/// objects and subresources needs.
+pub struct Call<'a> {
+    /// The shared state.
+    pub ctx: &'a Arc<Context>,
+    /// What the request is about.
+    pub target: &'a Target,
+    /// Its headers.
+    pub headers: &'a HeaderMap,
+    /// Its query string.
+    pub query: &'a str,
+    /// Who asks.
+    pub caller: &'a Caller,
+    /// The encoding of the answer.
+    pub wire: Wire,
+}
+
+impl Call<'_> {
+    /// The served resource.
+    pub fn resource(&self) -> &'static super::resources::Resource {
+        &RESOURCES[self.target.resource]
+    }
+
+    /// The namespace, empty for cluster-scoped objects.
+    pub fn namespace(&self) -> &str {
+        self.target.namespace.as_deref().unwrap_or_default()
+    }
+
+    /// The object name, empty for collections.
+    pub fn name(&self) -> &str {
+        self.target.name.as_deref().unwrap_or_default()
+    }
+
+    /// The first value of a query parameter.
+    pub fn param(&self, key: &str) -> Option<String> {
+        form_urlencoded::parse(self.query.as_bytes())
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.into_owned())
+    }
 }
 
 fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {

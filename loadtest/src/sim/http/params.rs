@@ -143,7 +143,7 @@ impl CollectionParams {
 }
 
 /// A Go `int64` parameter; unset or blank is 0.
-fn integer(value: Option<&str>) -> Result<i64, Status> {
+pub(super) fn integer(value: Option<&str>) -> Result<i64, Status> {
     let value = value.unwrap_or_default().trim();
     if value.is_empty() {
         return Ok(0);

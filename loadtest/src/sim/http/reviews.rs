@@ -25,10 +25,13 @@ use axum::response::Response;
 use kubecache_wire::Status;
 use serde_json::{Map, Value, json};
 
-use super::{Context, MAX_BODY, body_response, fault_for, method_not_allowed, status_response};
+use super::{
+    Context, MAX_BODY, body, body_response, fault_for, method_not_allowed, status_response,
+};
 use crate::sim::auth::{Attributes, ResourceAttributes, UserInfo};
 use crate::sim::encoding::{JSON, Wire};
 use crate::sim::faults::{self, RequestKind};
+use crate::sim::patch::unsupported_media_type;
 
 /// The audience of the API server's own tokens.
 pub const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
@@ -74,20 +77,8 @@ async fn review(
     if let Err(response) = fault_for(ctx, kind, wire, forbidden).await {
         return response;
     }
-    let content_type = request
-        .headers()
-        .get(axum::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|c| c.split(';').next().unwrap_or_default().trim());
-    if content_type.is_some_and(|c| c != JSON) {
-        let status = Status::failure(
-            415,
-            "UnsupportedMediaType",
-            format!(
-                "the body of the request was in an unknown format - accepted media types include: {JSON}"
-            ),
-        );
-        return status_response(&status, wire);
+    if body::content_type(request.headers()).is_some_and(|c| c != JSON) {
+        return status_response(&unsupported_media_type(&[JSON]), wire);
     }
     let Ok(bytes) = axum::body::to_bytes(request.into_body(), MAX_BODY).await else {
         return status_response(

@@ -1,162 +1,324 @@
-//! Writes: create (POST), replace (PUT), merge-patch (PATCH), delete.
-//! Bodies are JSON; the name and namespace in the path win over the body's
-//! only when the body leaves them out, as in kube-apiserver.
+//! Writes: create (POST), replace (PUT), patch (PATCH, in the four patch
+//! types), delete and deletecollection (DELETE).
+//!
+//! Every write takes a revision and makes its watch event; its answer
+//! carries the new resourceVersion (a delete's, the deletion's). The name
+//! and namespace in the path win over the body's only when the body leaves
+//! them out, as in kube-apiserver. Deletion is immediate (no graceful
+//! deletion, finalizers or preconditions; `DeleteOptions` are ignored).
+//! Unlike kube-apiserver, writes to the object may change its status too
+//! (the sim's own churn and tests rely on it).
 
-use axum::body::Body;
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::Response;
-use bytes::Bytes;
-use kubecache_wire::Status;
-use serde_json::Value;
-
-use super::list::object_body;
-use super::{Context, Target, body_response, header_str, status_response};
-use crate::sim::encoding::Wire;
-use crate::sim::object::StoredObject;
-use crate::sim::resources::RESOURCES;
 use std::sync::Arc;
 
-/// `POST` to a collection.
-pub fn create(
-    ctx: &Context,
-    target: &Target,
-    headers: &HeaderMap,
-    body: &Bytes,
-    wire: Wire,
-) -> Response {
-    let result = json_body(headers, body, &["application/json"])
-        .and_then(|object| with_path_identity(target, object, None))
-        .and_then(|object| ctx.store.create(target.resource, generate_name(object)));
-    respond(target, result, StatusCode::CREATED, wire)
-}
+use axum::body::Body;
+use axum::http::StatusCode;
+use axum::response::Response;
+use bytes::Bytes;
+use kubecache_wire::{Status, protobuf};
+use serde_json::{Value, json};
 
-/// `PUT` of one object.
-pub fn replace(
-    ctx: &Context,
-    target: &Target,
-    headers: &HeaderMap,
-    body: &Bytes,
-    wire: Wire,
-) -> Response {
-    let result = json_body(headers, body, &["application/json"])
-        .and_then(|object| with_path_identity(target, object, target.name.as_deref()))
-        .and_then(|object| ctx.store.update(target.resource, object));
-    respond(target, result, StatusCode::OK, wire)
-}
+use super::list::{Page, encode_list, object_body};
+use super::params::CollectionParams;
+use super::{Call, body, body_response, status_response};
+use crate::sim::auth::{Attributes, ResourceAttributes};
+use crate::sim::encoding::Wire;
+use crate::sim::object::StoredObject;
+use crate::sim::patch::{self, PatchType, Schema};
+use crate::sim::store::{ListRead, now_rfc3339};
 
-/// `PATCH` of one object with `application/merge-patch+json`.
-pub fn patch(
-    ctx: &Context,
-    target: &Target,
-    headers: &HeaderMap,
-    body: &Bytes,
-    wire: Wire,
-) -> Response {
-    let name = target.name.as_deref().unwrap_or_default();
-    let namespace = target.namespace.as_deref().unwrap_or_default();
-    let result = json_body(headers, body, &["application/merge-patch+json"]).and_then(|patch| {
-        ctx.store
-            .merge_patch(target.resource, namespace, name, &patch)
-    });
-    respond(target, result, StatusCode::OK, wire)
-}
-
-/// `DELETE` of one object: gone at once (no graceful deletion); the answer
-/// is the object's last state.
-pub fn delete(ctx: &Context, target: &Target, wire: Wire) -> Response {
-    let name = target.name.as_deref().unwrap_or_default();
-    let namespace = target.namespace.as_deref().unwrap_or_default();
-    let result = ctx.store.delete(target.resource, namespace, name);
-    respond(target, result, StatusCode::OK, wire)
-}
-
-fn respond(
-    target: &Target,
-    result: Result<Arc<StoredObject>, Status>,
-    code: StatusCode,
-    wire: Wire,
-) -> Response {
-    let resource = &RESOURCES[target.resource];
-    match result.and_then(|object| object_body(resource, &object, wire)) {
-        Ok(body) => body_response(code, wire, false, Body::from(body)),
-        Err(status) => status_response(&status, wire),
+impl Call<'_> {
+    /// `POST` to a collection.
+    pub fn create(&self, request: &Bytes) -> Response {
+        let result = body::object(self.headers, request, self.resource())
+            .and_then(|object| self.with_path_identity(object))
+            .and_then(|object| {
+                self.ctx
+                    .store
+                    .create(self.target.resource, generate_name(object))
+            });
+        self.respond(result, StatusCode::CREATED)
     }
-}
 
-fn json_body(headers: &HeaderMap, body: &Bytes, accepted: &[&str]) -> Result<Value, Status> {
-    let content_type = header_str(headers, header::CONTENT_TYPE)
-        .and_then(|c| c.split(';').next())
-        .unwrap_or("application/json")
-        .trim();
-    if !accepted.contains(&content_type) {
-        return Err(Status::failure(
-            415,
-            "UnsupportedMediaType",
-            format!(
-                "the body of the request was in an unknown format - accepted media types include: {}",
-                accepted.join(", ")
-            ),
-        ));
+    /// `PUT` of an object.
+    pub fn replace(&self, request: &Bytes) -> Response {
+        let result = body::object(self.headers, request, self.resource())
+            .and_then(|object| self.with_path_identity(object))
+            .and_then(|object| self.ctx.store.update(self.target.resource, object));
+        self.respond(result, StatusCode::OK)
     }
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
-        Status::bad_request(format!("the body of the request is not valid JSON: {e}"))
-    })?;
-    if !value.is_object() {
-        return Err(Status::bad_request(
-            "the body of the request must be a JSON object",
-        ));
-    }
-    Ok(value)
-}
 
-/// Fills name and namespace from the path; refuses a body that disagrees.
-fn with_path_identity(
-    target: &Target,
-    mut object: Value,
-    name: Option<&str>,
-) -> Result<Value, Status> {
-    let resource = &RESOURCES[target.resource];
-    if let Some(kind) = object.get("kind").and_then(Value::as_str)
-        && kind != resource.kind
-    {
-        return Err(Status::bad_request(format!(
-            "the kind in the body ({kind}) does not match the resource ({})",
-            resource.kind
-        )));
-    }
-    let meta = object
-        .as_object_mut()
-        .expect("checked to be an object")
-        .entry("metadata")
-        .or_insert_with(|| Value::Object(Default::default()));
-    let Some(meta) = meta.as_object_mut() else {
-        return Err(Status::bad_request("metadata must be an object"));
-    };
-    if let Some(ns) = &target.namespace {
-        match meta.get("namespace").and_then(Value::as_str) {
-            Some(body_ns) if !body_ns.is_empty() && body_ns != ns => {
-                return Err(Status::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
+    /// `PATCH` of an object in any of the patch types; an apply creates
+    /// the object when it does not exist.
+    pub fn patch(&self, request: &Bytes) -> Response {
+        match self.patched(request) {
+            Ok((object, created)) => {
+                let code = if created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                };
+                self.respond(Ok(object), code)
             }
-            _ => {
-                meta.insert("namespace".into(), ns.clone().into());
-            }
+            Err(status) => status_response(&status, self.wire),
         }
     }
-    if let Some(name) = name {
-        match meta.get("name").and_then(Value::as_str) {
-            Some(body_name) if body_name != name => {
-                return Err(Status::bad_request(format!(
-                    "the name of the object ({body_name}) does not match the name on the URL ({name})"
-                )));
+
+    fn patched(&self, request: &Bytes) -> Result<(Arc<StoredObject>, bool), Status> {
+        let resource = self.resource();
+        let patch_type = PatchType::of(body::content_type(self.headers), resource.builtin)?;
+        let manager = self.param("fieldManager").unwrap_or_default();
+        if patch_type == PatchType::Apply && manager.is_empty() {
+            return Err(Status::invalid(
+                "meta.k8s.io",
+                "PatchOptions",
+                "FieldValueRequired",
+                "fieldManager",
+                "Required value: is required for apply patch",
+            ));
+        }
+        if patch_type != PatchType::Apply && self.param("force").is_some() {
+            return Err(Status::invalid(
+                "meta.k8s.io",
+                "PatchOptions",
+                "FieldValueForbidden",
+                "force",
+                "Forbidden: may not be specified for non-apply patch",
+            ));
+        }
+        let schema = Schema::of(resource);
+        let parsed: Value = match patch_type {
+            PatchType::Json => Value::Null,
+            PatchType::Apply => body::yaml(request)?,
+            PatchType::Merge | PatchType::Strategic => serde_json::from_slice(request)
+                .map_err(|e| Status::bad_request(format!("error decoding patch: {e}")))?,
+        };
+        let now = now_rfc3339();
+        let apply_to = |current: Option<Value>| {
+            patch::apply(
+                current,
+                &parsed,
+                &manager,
+                &schema,
+                resource.api_version(),
+                &now,
+            )
+        };
+        let updated = self.modify(|current| {
+            let mut patched = current.clone();
+            match patch_type {
+                PatchType::Json => patch::json_patch(&mut patched, request)?,
+                PatchType::Merge if !parsed.is_object() => {
+                    return Err(Status::bad_request(
+                        "error decoding patch: not a JSON object",
+                    ));
+                }
+                PatchType::Merge => patch::merge(&mut patched, &parsed),
+                PatchType::Strategic => patch::strategic_merge(&mut patched, &parsed, &schema)?,
+                PatchType::Apply => patched = apply_to(Some(current))?,
             }
-            _ => {
-                meta.insert("name".into(), name.into());
+            Ok(patched)
+        });
+        match updated {
+            Err(status) if status.code == 404 && patch_type == PatchType::Apply => {
+                self.ctx.authorize(self.caller, self.attributes("create"))?;
+                let object = self.with_path_identity(apply_to(None)?)?;
+                let created = self.ctx.store.create(self.target.resource, object)?;
+                Ok((created, true))
             }
+            result => result.map(|object| (object, false)),
         }
     }
-    Ok(object)
+
+    /// `DELETE` of an object: gone at once. Pods and namespaces answer
+    /// with their last state, at the deletion's revision; the others with
+    /// a Success Status naming what was deleted.
+    pub fn delete(&self) -> Response {
+        let resource = self.resource();
+        match self
+            .ctx
+            .store
+            .delete(self.target.resource, self.namespace(), self.name())
+        {
+            Ok(deleted) if !resource.returns_deleted_object => {
+                let status = json!({
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Success",
+                    "details": details(resource.group, resource.plural, &deleted),
+                });
+                match encode_status(&status, self.wire) {
+                    Ok(body) => body_response(StatusCode::OK, self.wire, false, Body::from(body)),
+                    Err(status) => status_response(&status, self.wire),
+                }
+            }
+            result => self.respond(result, StatusCode::OK),
+        }
+    }
+
+    /// `DELETE` of a collection: deletes what a list with the same
+    /// selectors returns now, and answers with that list (its items as
+    /// they were before, at the list's revision), as kube-apiserver does.
+    pub fn delete_collection(&self) -> Response {
+        let resource = self.resource();
+        let params = match CollectionParams::parse(self.query, resource, false) {
+            Ok(params) => params,
+            Err(status) => return status_response(&status, self.wire),
+        };
+        let store = &self.ctx.store;
+        let read = ListRead {
+            revision: store.revision(),
+            namespace: self.target.namespace.as_deref(),
+            start: None,
+            limit: 0,
+            before: Some(0),
+        };
+        let Ok(listed) = store.list(self.target.resource, read, |o| params.matches(resource, o))
+        else {
+            return status_response(
+                &Status::internal("the newest revision is unreadable"),
+                self.wire,
+            );
+        };
+        for object in &listed.items {
+            // An object deleted meanwhile is no error (NotFound is ignored).
+            let _ = store.delete(self.target.resource, &object.namespace, &object.name);
+        }
+        let page = Page {
+            revision: read.revision,
+            items: listed.items,
+            continue_token: None,
+            remaining: None,
+        };
+        let chunks: Vec<Bytes> = encode_list(resource, self.wire, page).collect();
+        body_response(
+            StatusCode::OK,
+            self.wire,
+            false,
+            Body::from(chunks.concat()),
+        )
+    }
+
+    /// [`crate::sim::store::Store::modify`] of the target object.
+    fn modify(
+        &self,
+        change: impl FnMut(Value) -> Result<Value, Status>,
+    ) -> Result<Arc<StoredObject>, Status> {
+        self.ctx
+            .store
+            .modify(self.target.resource, self.namespace(), self.name(), change)
+    }
+
+    /// The attributes of `verb` on the target, to authorize a further
+    /// step of a request (the user is the caller's).
+    fn attributes(&self, verb: &str) -> Attributes {
+        let resource = self.resource();
+        Attributes {
+            user: Default::default(),
+            verb: verb.into(),
+            resource: Some(ResourceAttributes {
+                namespace: self.namespace().into(),
+                group: resource.group.into(),
+                version: resource.version.into(),
+                resource: resource.plural.into(),
+                subresource: String::new(),
+                name: self.name().into(),
+            }),
+            path: String::new(),
+        }
+    }
+
+    /// The answer with the written object.
+    fn respond(&self, result: Result<Arc<StoredObject>, Status>, code: StatusCode) -> Response {
+        match result.and_then(|object| object_body(self.resource(), &object, self.wire)) {
+            Ok(body) => body_response(code, self.wire, false, Body::from(body)),
+            Err(status) => status_response(&status, self.wire),
+        }
+    }
+
+    /// Fills name and namespace from the path; refuses a body that
+    /// disagrees with it or names another kind.
+    fn with_path_identity(&self, mut object: Value) -> Result<Value, Status> {
+        let resource = self.resource();
+        if let Some(kind) = object.get("kind").and_then(Value::as_str)
+            && kind != resource.kind
+        {
+            return Err(Status::bad_request(format!(
+                "the kind in the body ({kind}) does not match the resource ({})",
+                resource.kind
+            )));
+        }
+        let Some(map) = object.as_object_mut() else {
+            return Err(Status::bad_request(
+                "the body of the request must be a JSON object",
+            ));
+        };
+        let meta = map
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Default::default()));
+        let Some(meta) = meta.as_object_mut() else {
+            return Err(Status::bad_request("metadata must be an object"));
+        };
+        if let Some(ns) = &self.target.namespace {
+            match meta.get("namespace").and_then(Value::as_str) {
+                Some(body_ns) if !body_ns.is_empty() && body_ns != ns => {
+                    return Err(Status::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
+                }
+                _ => {
+                    meta.insert("namespace".into(), ns.clone().into());
+                }
+            }
+        }
+        if let Some(name) = &self.target.name {
+            match meta.get("name").and_then(Value::as_str) {
+                Some(body_name) if body_name != name => {
+                    return Err(Status::bad_request(format!(
+                        "the name of the object ({body_name}) does not match the name on the URL ({name})"
+                    )));
+                }
+                _ => {
+                    meta.insert("name".into(), name.clone().into());
+                }
+            }
+        }
+        Ok(object)
+    }
+}
+
+/// `details` of a delete's Success Status: what was deleted (`kind` is
+/// the resource, as kube-apiserver fills it).
+fn details(group: &str, plural: &str, deleted: &StoredObject) -> Value {
+    let uid = deleted
+        .to_value()
+        .pointer("/metadata/uid")
+        .cloned()
+        .unwrap_or_default();
+    let mut details = json!({"name": deleted.name});
+    if !group.is_empty() {
+        details["group"] = json!(group);
+    }
+    details["kind"] = json!(plural);
+    details["uid"] = uid;
+    details
+}
+
+/// A Status given as JSON (one with fields `kubecache_wire::Status` does
+/// not have, such as `details.uid`), in an encoding.
+fn encode_status(status: &Value, wire: Wire) -> Result<Vec<u8>, Status> {
+    let json = serde_json::to_vec(status).map_err(|e| Status::internal(e.to_string()))?;
+    match wire {
+        Wire::Json => Ok(json),
+        Wire::Protobuf => {
+            let ty = protobuf::message_type("v1", "Status")
+                .ok_or_else(|| Status::internal("no protobuf type for Status"))?;
+            let raw =
+                protobuf::json_to_proto(ty, &json).map_err(|e| Status::internal(e.to_string()))?;
+            Ok(protobuf::encode_unknown("v1", "Status", &raw))
+        }
+    }
 }
 
 /// Resolves `metadata.generateName` into a name with a random suffix.
