@@ -1,8 +1,11 @@
 //! Writes on the simulated API server as clients make them: the four patch
-//! types, deletecollection, and the watch events every write makes, at the
-//! revisions the writes answered with.
+//! types, deletecollection, the `status`, `log` and `eviction`
+//! subresources, and the watch events every write makes, at the revisions
+//! the writes answered with.
 
 mod common;
+
+use std::time::Duration;
 
 use common::{OTHER_NAMESPACE, call, demo_sim, pod, token};
 use futures::StreamExt;
@@ -361,6 +364,211 @@ async fn a_delete_answers_with_the_object_at_its_revision_or_a_success_status() 
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn the_status_subresource_changes_the_status_only() {
+    let (url, _sim) = demo_sim().await;
+    let status_path = format!("{}/status", web0());
+    let (code, got) = admin(&url, "GET", &status_path, None).await;
+    assert_eq!((code, got["kind"].as_str()), (200, Some("Pod")));
+    let patch = json!({"metadata": {"labels": {"x": "y"}}, "spec": {"nodeName": "elsewhere"}, "status": {"phase": "Failed"}});
+    let (code, patched) = admin(
+        &url,
+        "PATCH",
+        &status_path,
+        Some((MERGE, patch.to_string())),
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(patched["status"]["phase"], "Failed");
+    assert_eq!(patched["spec"]["nodeName"], "node-1");
+    assert_eq!(patched["metadata"]["labels"], json!({"app": "web"}));
+    let conditions = json!({"status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "Initialized", "status": "True"}]}});
+    let (_, patched) = admin(
+        &url,
+        "PATCH",
+        &status_path,
+        Some((STRATEGIC, conditions.to_string())),
+    )
+    .await;
+    assert_eq!(
+        patched["status"]["conditions"],
+        json!([{"type": "Ready", "status": "False"}, {"type": "Initialized", "status": "True"}])
+    );
+
+    let mut replaced = patched.clone();
+    replaced["status"] = json!({"phase": "Succeeded"});
+    replaced["spec"]["nodeName"] = json!("elsewhere");
+    let (code, put) = admin(
+        &url,
+        "PUT",
+        &status_path,
+        Some(("application/json", replaced.to_string())),
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        (put["status"].clone(), put["spec"]["nodeName"].clone()),
+        (json!({"phase": "Succeeded"}), json!("node-1"))
+    );
+    let (code, status) = admin(
+        &url,
+        "PUT",
+        &status_path,
+        Some(("application/json", replaced.to_string())),
+    )
+    .await;
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (409, Some("Conflict")),
+        "a stale resourceVersion"
+    );
+    let (code, _) = admin(
+        &url,
+        "GET",
+        &format!("/api/v1/namespaces/{NAMESPACE}/configmaps/any/status"),
+        None,
+    )
+    .await;
+    assert_eq!(code, 404, "configmaps have no status");
+}
+
+async fn text(url: &str, path: &str) -> (u16, String) {
+    let (code, body) = admin(url, "GET", path, None).await;
+    (
+        code,
+        body.as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| body.to_string()),
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn pods_have_logs_per_container_tailed_and_followed() {
+    let (url, sim) = demo_sim().await;
+    let log = format!("{}/log", web0());
+    let (code, status) = admin(&url, "GET", &log, None).await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        status["message"],
+        "a container name must be specified for pod web-0, choose one of: [app sidecar]"
+    );
+    let (code, all) = text(&url, &format!("{log}?container=app")).await;
+    assert_eq!(code, 200);
+    assert_eq!(all.lines().count(), 10);
+    assert_eq!(
+        all.lines().next(),
+        Some("line 1 of app in payments-prod/web-0")
+    );
+    let (_, again) = text(&url, &format!("{log}?container=app")).await;
+    assert_eq!(all, again, "logs are deterministic");
+    let (_, tail) = text(
+        &url,
+        &format!("{log}?container=sidecar&tailLines=2&timestamps=true"),
+    )
+    .await;
+    assert_eq!(
+        tail,
+        "2026-01-01T00:00:08.000000000Z line 9 of sidecar in payments-prod/web-0
+2026-01-01T00:00:09.000000000Z line 10 of sidecar in payments-prod/web-0
+"
+    );
+    let (code, _) = admin(&url, "GET", &format!("{log}?container=nope"), None).await;
+    assert_eq!(code, 400);
+
+    let response = reqwest::Client::new()
+        .get(format!("{url}{log}?container=app&follow=true&tailLines=1"))
+        .bearer_auth(token(ADMIN))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["content-type"], "text/plain");
+    let mut stream = response.bytes_stream();
+    let mut followed = String::new();
+    while followed.lines().count() < 4 {
+        let chunk = stream.next().await.expect("more log").expect("a chunk");
+        followed.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    assert_eq!(
+        followed.lines().collect::<Vec<_>>(),
+        [
+            "line 10 of app in payments-prod/web-0",
+            "line 11 of app in payments-prod/web-0",
+            "line 12 of app in payments-prod/web-0",
+            "line 13 of app in payments-prod/web-0"
+        ]
+    );
+    sim.store().delete(ids::PODS, NAMESPACE, "web-0").unwrap();
+    let rest = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(Ok(_)) = stream.next().await {}
+    })
+    .await;
+    assert!(rest.is_ok(), "following ends when the pod is deleted");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_eviction_deletes_the_pod_and_other_subresources_answer_as_without_kubelets() {
+    let (url, _sim) = demo_sim().await;
+    let eviction = |name: &str| {
+        json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": NAMESPACE}}).to_string()
+    };
+    let evict = format!("{}/eviction", web0());
+    let (code, status) = admin(
+        &url,
+        "POST",
+        &evict,
+        Some(("application/json", eviction("other"))),
+    )
+    .await;
+    assert_eq!(
+        (code, status["message"].as_str()),
+        (
+            400,
+            Some("name in URL does not match name in Eviction object")
+        )
+    );
+    let (code, status) = admin(
+        &url,
+        "POST",
+        &format!("{}/exec?command=ls&stdout=true", web0()),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (code, status["message"].as_str()),
+        (400, Some("Upgrade request required"))
+    );
+    let (code, status) = admin(&url, "GET", &format!("{}/proxy/healthz", web0()), None).await;
+    assert_eq!(code, 503);
+    assert_eq!(
+        status["message"],
+        "error trying to reach service: dial tcp 10.128.0.7:80: connect: connection refused"
+    );
+    let (code, status) = admin(
+        &url,
+        "POST",
+        &evict,
+        Some(("application/json", eviction("web-0"))),
+    )
+    .await;
+    assert_eq!(code, 201);
+    assert_eq!(
+        status,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+    );
+    let (code, _) = admin(&url, "GET", &web0(), None).await;
+    assert_eq!(code, 404);
+    let (code, _) = admin(
+        &url,
+        "POST",
+        &evict,
+        Some(("application/json", eviction("web-0"))),
+    )
+    .await;
+    assert_eq!(code, 404);
+    let (code, _) = admin(&url, "GET", &format!("{}/binding", web0()), None).await;
+    assert_eq!(code, 404, "a subresource not served");
+}
+
 /// Reads watch lines until `n` arrived.
 async fn events(url: &str, path: &str, n: usize) -> Vec<Value> {
     let response = reqwest::Client::new()
@@ -389,7 +597,7 @@ async fn every_write_is_one_watch_event_at_the_revision_it_answered() {
     let pods = format!("/api/v1/namespaces/{NAMESPACE}/pods");
     let watch = tokio::spawn({
         let url = url.clone();
-        async move { events(&url, &format!("{pods}?watch=1&resourceVersion={from}"), 7).await }
+        async move { events(&url, &format!("{pods}?watch=1&resourceVersion={from}"), 8).await }
     });
     let mut answered = Vec::new();
     let json_body = |v: Value| Some(("application/json", v.to_string()));
@@ -446,16 +654,24 @@ async fn every_write_is_one_watch_event_at_the_revision_it_answered() {
     )
     .await;
     answered.push(("MODIFIED", rv(&o)));
-    let (_, o) = admin(&url, "DELETE", &web0(), None).await;
-    answered.push(("DELETED", rv(&o)));
     let (_, o) = admin(
         &url,
-        "DELETE",
-        &format!("/api/v1/namespaces/{NAMESPACE}/pods/web-1"),
-        None,
+        "PATCH",
+        &format!("{}/status", web0()),
+        Some((MERGE, json!({"status": {"phase": "Failed"}}).to_string())),
     )
     .await;
+    answered.push(("MODIFIED", rv(&o)));
+    let (_, o) = admin(&url, "DELETE", &web0(), None).await;
     answered.push(("DELETED", rv(&o)));
+    admin(
+        &url,
+        "POST",
+        &format!("/api/v1/namespaces/{NAMESPACE}/pods/web-1/eviction"),
+        json_body(json!({"metadata": {"name": "web-1"}})),
+    )
+    .await;
+    answered.push(("DELETED", sim.store().revision()));
     let seen: Vec<(&str, u64)> = watch
         .await
         .unwrap()

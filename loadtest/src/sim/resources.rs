@@ -32,9 +32,41 @@ pub struct Resource {
     /// The verbs discovery lists (`deletecollection` among them where a
     /// collection can be deleted).
     pub verbs: &'static [&'static str],
+    /// Subresources, as discovery lists them.
+    pub subresources: &'static [Subresource],
     /// Whether a DELETE answers with the deleted object (`ReturnDeletedObject`
     /// of its registry: pods, namespaces) rather than a Success Status.
     pub returns_deleted_object: bool,
+}
+
+/// A subresource of a resource, e.g. `pods/log`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Subresource {
+    /// The name after the object's, e.g. `log`.
+    pub name: &'static str,
+    /// The kind it takes or answers.
+    pub kind: &'static str,
+    /// The verbs discovery lists.
+    pub verbs: &'static [&'static str],
+    /// Group and version of its kind when not the resource's (`Eviction`
+    /// is `policy/v1`).
+    pub group_version: Option<(&'static str, &'static str)>,
+}
+
+impl Subresource {
+    const fn new(name: &'static str, kind: &'static str, verbs: &'static [&'static str]) -> Self {
+        Subresource {
+            name,
+            kind,
+            verbs,
+            group_version: None,
+        }
+    }
+}
+
+/// `status`, with the verbs of every status subresource.
+const fn status(kind: &'static str) -> Subresource {
+    Subresource::new("status", kind, &["get", "patch", "update"])
 }
 
 const WRITABLE: &[&str] = &[
@@ -59,6 +91,11 @@ impl Resource {
                 .map(|(_, _, av)| *av)
                 .expect("every group/version has its apiVersion listed"),
         }
+    }
+
+    /// Whether the subresource is served.
+    pub fn has_subresource(&self, name: &str) -> bool {
+        self.subresources.iter().any(|s| s.name == name)
     }
 
     /// Field selector labels this resource supports.
@@ -94,6 +131,7 @@ pub const RESOURCES: &[Resource] = &[
         verbs: &[
             "create", "delete", "get", "list", "patch", "update", "watch",
         ],
+        subresources: &[status("Namespace")],
         returns_deleted_object: true,
     },
     Resource {
@@ -109,6 +147,24 @@ pub const RESOURCES: &[Resource] = &[
         short_names: &["po"],
         extra_fields: &["spec.nodeName", "status.phase"],
         verbs: WRITABLE,
+        subresources: &[
+            Subresource::new("attach", "PodAttachOptions", &["create", "get"]),
+            Subresource {
+                name: "eviction",
+                kind: "Eviction",
+                verbs: &["create"],
+                group_version: Some(("policy", "v1")),
+            },
+            Subresource::new("exec", "PodExecOptions", &["create", "get"]),
+            Subresource::new("log", "Pod", &["get"]),
+            Subresource::new("portforward", "PodPortForwardOptions", &["create", "get"]),
+            Subresource::new(
+                "proxy",
+                "PodProxyOptions",
+                &["create", "delete", "get", "patch", "update"],
+            ),
+            status("Pod"),
+        ],
         returns_deleted_object: true,
     },
     Resource {
@@ -124,6 +180,7 @@ pub const RESOURCES: &[Resource] = &[
         short_names: &["cm"],
         extra_fields: &[],
         verbs: WRITABLE,
+        subresources: &[],
         returns_deleted_object: false,
     },
     Resource {
@@ -148,6 +205,7 @@ pub const RESOURCES: &[Resource] = &[
             "update",
             "watch",
         ],
+        subresources: &[status("Widget")],
         returns_deleted_object: false,
     },
 ];

@@ -93,7 +93,7 @@ fn resource_list(group: &str, version: &str) -> Value {
     let mut resources: Vec<Value> = RESOURCES
         .iter()
         .filter(|r| r.group == group && r.version == version)
-        .map(resource_document)
+        .flat_map(resource_documents)
         .collect();
     resources.extend(
         REVIEWS
@@ -117,8 +117,10 @@ fn resource_list(group: &str, version: &str) -> Value {
     json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources})
 }
 
-fn resource_document(r: &Resource) -> Value {
-    json!({
+/// A resource's entry, then one per subresource (`pods/log`), in the
+/// real documents' shape.
+fn resource_documents(r: &Resource) -> Vec<Value> {
+    let mut documents = vec![json!({
         "name": r.plural,
         "singularName": r.singular,
         "namespaced": r.namespaced,
@@ -126,5 +128,20 @@ fn resource_document(r: &Resource) -> Value {
         "verbs": r.verbs,
         "shortNames": r.short_names,
         "storageVersionHash": "sim",
-    })
+    })];
+    for sub in r.subresources {
+        let mut document = json!({
+            "name": format!("{}/{}", r.plural, sub.name),
+            "singularName": "",
+            "namespaced": r.namespaced,
+        });
+        if let Some((group, version)) = sub.group_version {
+            document["group"] = json!(group);
+            document["version"] = json!(version);
+        }
+        document["kind"] = json!(sub.kind);
+        document["verbs"] = json!(sub.verbs);
+        documents.push(document);
+    }
+    documents
 }

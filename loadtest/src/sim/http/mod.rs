@@ -1,6 +1,6 @@
-//! The simulator's HTTP API: the Kubernetes paths for the served resources,
-//! discovery, the review APIs, and `/sim/faults` to arm faults from outside
-//! the process. Every request but `/sim/faults`
+//! The simulator's HTTP API: the Kubernetes paths for the served resources
+//! and their subresources, discovery, the review APIs, and `/sim/faults` to
+//! arm faults from outside the process. Every request but `/sim/faults`
 //! passes [`auth::guard`] first.
 
 mod auth;
@@ -8,9 +8,11 @@ mod body;
 mod continue_token;
 mod discovery;
 mod list;
+mod log;
 mod params;
 mod request_info;
 mod reviews;
+mod subresource;
 mod watch;
 mod write;
 
@@ -28,6 +30,8 @@ use parking_lot::RwLock;
 
 pub use auth::Caller;
 pub use request_info::RequestInfo;
+
+use write::Part;
 
 use super::auth::Policy;
 use super::encoding::{self, Wire};
@@ -208,11 +212,14 @@ async fn dispatch(
         (None, &Method::GET, false) => list::collection(&ctx, &target, &query, wire).await,
         (None, &Method::GET, true) => list::get(&ctx, &target, wire),
         (None, &Method::POST, false) => call.create(&body),
-        (None, &Method::PUT, true) => call.replace(&body),
-        (None, &Method::PATCH, true) => call.patch(&body),
+        (None, &Method::PUT, true) => call.replace(&body, Part::Whole),
+        (None, &Method::PATCH, true) => call.patch(&body, Part::Whole),
         (None, &Method::DELETE, true) => call.delete(),
         (None, &Method::DELETE, false) if resource.verbs.contains(&"deletecollection") => {
             call.delete_collection()
+        }
+        (Some(sub), method, true) if resource.has_subresource(sub) => {
+            call.subresource(sub, method, &body).await
         }
         (Some(_), _, _) => status_response(&faults::not_found(), Wire::Json),
         (None, method, _) => method_not_allowed(method, wire),

@@ -1,13 +1,14 @@
 //! Writes: create (POST), replace (PUT), patch (PATCH, in the four patch
-//! types), delete and deletecollection (DELETE).
+//! types), delete and deletecollection (DELETE), and the same replace and
+//! patch on the `status` subresource, which change nothing but `.status`.
 //!
 //! Every write takes a revision and makes its watch event; its answer
 //! carries the new resourceVersion (a delete's, the deletion's). The name
 //! and namespace in the path win over the body's only when the body leaves
 //! them out, as in kube-apiserver. Deletion is immediate (no graceful
 //! deletion, finalizers or preconditions; `DeleteOptions` are ignored).
-//! Unlike kube-apiserver, writes to the object may change its status too
-//! (the sim's own churn and tests rely on it).
+//! Unlike kube-apiserver, writes to the object itself may change its
+//! status too (the sim's own churn and tests rely on it).
 
 use std::sync::Arc;
 
@@ -27,6 +28,39 @@ use crate::sim::object::StoredObject;
 use crate::sim::patch::{self, PatchType, Schema};
 use crate::sim::store::{ListRead, now_rfc3339};
 
+/// What of an object a write may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// Everything (the object's own path).
+    Whole,
+    /// `.status` only (the `status` subresource).
+    Status,
+}
+
+impl Part {
+    /// The object after a write of `written` over `current`: for
+    /// [`Part::Status`], `current` with `written`'s status (and its
+    /// resourceVersion, the write's precondition).
+    fn merge(self, current: Value, written: Value) -> Value {
+        if self == Part::Whole {
+            return written;
+        }
+        let mut result = current;
+        match written.get("status") {
+            Some(status) => result["status"] = status.clone(),
+            None => {
+                if let Some(object) = result.as_object_mut() {
+                    object.shift_remove("status");
+                }
+            }
+        }
+        if let Some(rv) = written.pointer("/metadata/resourceVersion") {
+            result["metadata"]["resourceVersion"] = rv.clone();
+        }
+        result
+    }
+}
+
 impl Call<'_> {
     /// `POST` to a collection.
     pub fn create(&self, request: &Bytes) -> Response {
@@ -40,18 +74,21 @@ impl Call<'_> {
         self.respond(result, StatusCode::CREATED)
     }
 
-    /// `PUT` of an object.
-    pub fn replace(&self, request: &Bytes) -> Response {
+    /// `PUT` of an object, or of its status.
+    pub fn replace(&self, request: &Bytes, part: Part) -> Response {
         let result = body::object(self.headers, request, self.resource())
             .and_then(|object| self.with_path_identity(object))
-            .and_then(|object| self.ctx.store.update(self.target.resource, object));
+            .and_then(|object| match part {
+                Part::Whole => self.ctx.store.update(self.target.resource, object),
+                Part::Status => self.modify(|current| Ok(part.merge(current, object.clone()))),
+            });
         self.respond(result, StatusCode::OK)
     }
 
-    /// `PATCH` of an object in any of the patch types; an apply creates
-    /// the object when it does not exist.
-    pub fn patch(&self, request: &Bytes) -> Response {
-        match self.patched(request) {
+    /// `PATCH` of an object, or of its status, in any of the patch types;
+    /// an apply creates the object when it does not exist.
+    pub fn patch(&self, request: &Bytes, part: Part) -> Response {
+        match self.patched(request, part) {
             Ok((object, created)) => {
                 let code = if created {
                     StatusCode::CREATED
@@ -64,7 +101,7 @@ impl Call<'_> {
         }
     }
 
-    fn patched(&self, request: &Bytes) -> Result<(Arc<StoredObject>, bool), Status> {
+    fn patched(&self, request: &Bytes, part: Part) -> Result<(Arc<StoredObject>, bool), Status> {
         let resource = self.resource();
         let patch_type = PatchType::of(body::content_type(self.headers), resource.builtin)?;
         let manager = self.param("fieldManager").unwrap_or_default();
@@ -115,12 +152,14 @@ impl Call<'_> {
                 }
                 PatchType::Merge => patch::merge(&mut patched, &parsed),
                 PatchType::Strategic => patch::strategic_merge(&mut patched, &parsed, &schema)?,
-                PatchType::Apply => patched = apply_to(Some(current))?,
+                PatchType::Apply => patched = apply_to(Some(current.clone()))?,
             }
-            Ok(patched)
+            Ok(part.merge(current, patched))
         });
         match updated {
-            Err(status) if status.code == 404 && patch_type == PatchType::Apply => {
+            Err(status)
+                if status.code == 404 && patch_type == PatchType::Apply && part == Part::Whole =>
+            {
                 self.ctx.authorize(self.caller, self.attributes("create"))?;
                 let object = self.with_path_identity(apply_to(None)?)?;
                 let created = self.ctx.store.create(self.target.resource, object)?;
