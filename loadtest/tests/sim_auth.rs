@@ -474,3 +474,57 @@ async fn a_kubeconfig_per_demo_user_works_with_kube_rs() {
     assert_eq!(all.contexts.len(), 5, "a context per demo user");
     assert_eq!(all.current_context.as_deref(), Some(ADMIN));
 }
+
+#[tokio::test(start_paused = true)]
+async fn kube_rs_asks_the_reviews_as_a_cache_would() {
+    use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    use kube::api::{Api, PostParams};
+    let (_url, sim) = demo_sim().await;
+    let yaml = sim
+        .kubeconfig_for(KUBECACHE)
+        .expect("kubecache is a demo user");
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&yaml).expect("a kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("a config");
+    let client = kube::Client::try_from(config).expect("a client");
+    let review = TokenReview {
+        spec: TokenReviewSpec {
+            token: Some(token(DEVELOPER)),
+            audiences: None,
+        },
+        ..TokenReview::default()
+    };
+    let answer = Api::<TokenReview>::all(client.clone())
+        .create(&PostParams::default(), &review)
+        .await
+        .expect("a TokenReview");
+    let user = answer.status.and_then(|s| s.user).expect("a user");
+    assert_eq!(user.username.as_deref(), Some(DEVELOPER));
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some("watch".into()),
+                group: Some(String::new()),
+                version: Some("v1".into()),
+                resource: Some("pods".into()),
+                namespace: Some(NAMESPACE.into()),
+                ..ResourceAttributes::default()
+            }),
+            user: user.username,
+            uid: user.uid,
+            groups: user.groups,
+            extra: user.extra,
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    };
+    let answer = Api::<SubjectAccessReview>::all(client)
+        .create(&PostParams::default(), &review)
+        .await
+        .expect("a SubjectAccessReview");
+    assert!(answer.status.expect("a status").allowed);
+}
