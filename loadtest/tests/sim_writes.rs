@@ -478,6 +478,7 @@ async fn pods_have_logs_per_container_tailed_and_followed() {
     let response = reqwest::Client::new()
         .get(format!("{url}{log}?container=app&follow=true&tailLines=1"))
         .bearer_auth(token(ADMIN))
+        .header("accept", "text/plain")
         .send()
         .await
         .unwrap();

@@ -183,6 +183,8 @@ async fn dispatch(
     let resource = &RESOURCES[target.resource];
     let wire = match encoding::negotiate(header_str(request.headers(), header::ACCEPT), resource) {
         Ok(wire) => wire,
+        // A log is text whatever the client accepts; only its errors are JSON.
+        Err(_) if target.subresource.as_deref() == Some("log") => Wire::Json,
         Err((status, wire)) => return status_response(&status, wire),
     };
     let headers = request.headers().clone();
@@ -219,7 +221,7 @@ async fn dispatch(
             call.delete_collection()
         }
         (Some(sub), method, true) if resource.has_subresource(sub) => {
-            call.subresource(sub, method, &body).await
+            call.subresource(sub, method, &body)
         }
         (Some(_), _, _) => status_response(&faults::not_found(), Wire::Json),
         (None, method, _) => method_not_allowed(method, wire),

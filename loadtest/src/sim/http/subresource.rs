@@ -16,12 +16,7 @@ use crate::sim::store::key_of;
 
 impl Call<'_> {
     /// A request to a subresource the target's resource has.
-    pub async fn subresource(
-        &self,
-        subresource: &str,
-        method: &Method,
-        request: &Bytes,
-    ) -> Response {
+    pub fn subresource(&self, subresource: &str, method: &Method, request: &Bytes) -> Response {
         match (subresource, method) {
             ("status", &Method::GET) => list::get(self.ctx, self.target, self.wire),
             ("status", &Method::PUT) => self.replace(request, Part::Status),
