@@ -35,6 +35,7 @@ async fn the_demo_policy_decides_every_user_verb_namespace_and_resource() {
         ("GET", format!("/api/v1/namespaces/{ns}/pods{watch}"), None, [200, 200, 200, 200, 403, 403]),
         ("GET", format!("/api/v1/namespaces/{other}/pods"), None, [200, 200, 403, 200, 403, 403]),
         ("GET", format!("/api/v1/namespaces/{ns}/pods/web-0"), None, [200, 200, 200, 200, 403, 403]),
+        ("GET", "/api/v1/pods?fieldSelector=metadata.name%3Dweb-0".into(), None, [200, 200, 403, 200, 403, 403]),
         ("GET", format!("/api/v1/namespaces/{ns}/pods/web-0/log?container=app"), None, [200, 200, 200, 200, 403, 403]),
         ("GET", format!("/api/v1/namespaces/{other}/pods/web-0/log?container=app"), None, [200, 200, 403, 200, 403, 403]),
         ("GET", format!("/api/v1/namespaces/{ns}/configmaps"), None, [200, 200, 200, 403, 403, 403]),

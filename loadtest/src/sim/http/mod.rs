@@ -139,7 +139,9 @@ impl Target {
         }
         let resource = super::resources::find(&info.api_group, &info.api_version, &info.resource)?;
         let namespaced = RESOURCES[resource].namespaced;
-        let name = (!info.name.is_empty()).then(|| info.name.clone());
+        // The path's name: a list's field selector names an object for
+        // authorization only.
+        let name = info.parts.get(1).filter(|n| !n.is_empty()).cloned();
         let subresource = (!info.subresource.is_empty()).then(|| info.subresource.clone());
         if info.parts.len() > 3 && subresource.as_deref() != Some("proxy") {
             return None;
@@ -378,6 +380,13 @@ mod tests {
         assert_eq!(target("/api/v1/pods/p1"), None);
         assert_eq!(target("/api/v1/namespaces/a/namespaces"), None);
         assert_eq!(target("/api/v1/services"), None);
+        let by_name = RequestInfo::parse(
+            &Method::GET,
+            "/api/v1/pods",
+            "fieldSelector=metadata.name%3Dp",
+        )
+        .unwrap();
+        assert_eq!(Target::of(&by_name).map(|t| t.name), Some(None));
         assert_eq!(target("/api/v1/watch/pods"), None);
         assert_eq!(target("/api/v1/namespaces/a/pods/p/log/more"), None);
     }
