@@ -326,7 +326,7 @@ async fn bad_requests_get_a_status_that_says_what_is_wrong() {
             "/api/v1/namespaces/default/pods/x/status",
             404,
             "NotFound",
-            "the server could not find the requested resource",
+            "pods \"x\" not found",
         ),
     ];
     for (path, code, reason, message) in cases {
