@@ -51,7 +51,13 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listen (--listen): binding {}", config.listen))?;
-    let (upstream, _sim) = upstream(&cli).await?;
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let url = format!("{scheme}://{}", demo_address(config.listen));
+    let (upstream, _sim) = upstream(&cli, &url).await?;
     let client = kube::Client::try_from(upstream.clone())?;
     let pass_through = kubecache_server::PassThrough::new(&upstream)
         .context("the API server's client for pass-through")?;
@@ -92,7 +98,7 @@ async fn main() -> anyhow::Result<()> {
         None => tracing::info!(listen = %config.listen, "serving HTTP"),
     }
     let auth = if config.auth.enabled {
-        Auth::kubernetes(client.clone(), config.auth.settings)
+        Auth::kubernetes(&upstream, config.auth.settings).context("the review client")?
     } else {
         tracing::warn!(
             "--auth=none: NO AUTHORIZATION. Anyone who reaches {} reads every cached object. \
@@ -123,11 +129,11 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// The API server's configuration: the in-process simulated API server
-/// with `--simulate` (kept alive by the returned guard), otherwise from the
-/// kubeconfig or the service account.
-async fn upstream(cli: &Cli) -> anyhow::Result<(kube::Config, Option<impl Sized>)> {
+/// with `--simulate` (kept alive by the returned guard; kubecache at `url`),
+/// otherwise from the kubeconfig or the service account.
+async fn upstream(cli: &Cli, url: &str) -> anyhow::Result<(kube::Config, Option<impl Sized>)> {
     if let Some(pods) = cli.simulate {
-        let (config, sim) = simulated(pods, cli.simulate_churn).await?;
+        let (config, sim) = simulated(pods, cli.simulate_churn, url).await?;
         return Ok((config, Some(sim)));
     }
     let config = match &cli.kubeconfig {
@@ -143,31 +149,64 @@ async fn upstream(cli: &Cli) -> anyhow::Result<(kube::Config, Option<impl Sized>
     Ok((config, None))
 }
 
+/// Where a local client reaches an address kubecache listens on.
+fn demo_address(listen: std::net::SocketAddr) -> std::net::SocketAddr {
+    match listen.ip() {
+        ip if ip.is_unspecified() => ([127, 0, 0, 1], listen.port()).into(),
+        _ => listen,
+    }
+}
+
 /// Starts the simulated API server with `pods` pods, 500 config maps and
-/// 100 widgets, and `churn` pod writes per second.
+/// 100 widgets, `churn` pod writes per second, and the demo RBAC policy;
+/// kubecache reads it as its own service account. Writes a kubeconfig with
+/// a context per demo user for kubecache at `url`, and says where.
 #[cfg(feature = "simulate")]
 async fn simulated(
     pods: usize,
     churn: f64,
+    url: &str,
 ) -> anyhow::Result<(kube::Config, kubecache_loadtest::sim::Sim)> {
-    use kubecache_loadtest::sim::{Sim, SimConfig};
+    use kubecache_loadtest::sim::auth::demo;
+    use kubecache_loadtest::sim::{Policy, Sim, SimConfig};
     let config = SimConfig {
         pods,
         widgets: 100,
         configmaps: 500,
         churn_per_sec: churn,
+        policy: Some(Policy::demo()),
         ..SimConfig::default()
     };
-    let (url, sim) = Sim::start(config)
+    let (sim_url, sim) = Sim::start(config)
         .await
         .context("starting the simulated API server")?;
-    tracing::info!(%url, pods, "simulated API server started");
-    Ok((kube::Config::new(url.parse()?), sim))
+    tracing::info!(url = %sim_url, pods, "simulated API server started");
+    let own = sim
+        .kubeconfig_for(demo::KUBECACHE)
+        .context("the demo policy has kubecache's service account")?;
+    let own = kube::config::Kubeconfig::from_yaml(&own)?;
+    let config = kube::Config::from_custom_kubeconfig(own, &Default::default()).await?;
+    let users = sim.kubeconfig().replace(&sim_url, url);
+    let path = std::env::temp_dir().join("kubecache-demo.kubeconfig");
+    std::fs::write(&path, users).with_context(|| format!("writing {}", path.display()))?;
+    tracing::info!(
+        kubeconfig = %path.display(),
+        "demo users (contexts): {} (everything), {} (pods, configmaps, widgets in {}), \
+         {} (pods everywhere), {} (nothing); e.g. curl -H 'Authorization: Bearer alice-token' \
+         {url}/api/v1/namespaces/{}/pods",
+        demo::ADMIN,
+        demo::DEVELOPER,
+        demo::NAMESPACE,
+        demo::POD_READER,
+        demo::NOBODY,
+        demo::NAMESPACE,
+    );
+    Ok((config, sim))
 }
 
 /// This build has no simulated API server (the image leaves it out).
 #[cfg(not(feature = "simulate"))]
-async fn simulated(_pods: usize, _churn: f64) -> anyhow::Result<(kube::Config, ())> {
+async fn simulated(_pods: usize, _churn: f64, _url: &str) -> anyhow::Result<(kube::Config, ())> {
     anyhow::bail!(
         "--simulate: this kubecache was built without the simulated API server; \
          build it with `cargo build -p kubecache-server --features simulate`"

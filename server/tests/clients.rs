@@ -90,16 +90,6 @@ fn kubectl(server: &str, args: &[&str]) -> Option<String> {
     Some(String::from_utf8(output.stdout).expect("utf-8"))
 }
 
-fn resource(group: &str, plural: &str, kind: &str) -> ApiResource {
-    ApiResource {
-        group: group.into(),
-        version: "v1".into(),
-        plural: plural.into(),
-        kind: kind.into(),
-        namespaced: true,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_gets_prints_tables_and_watches_through_kubecache() {
     if std::process::Command::new("kubectl")
@@ -119,8 +109,8 @@ async fn kubectl_gets_prints_tables_and_watches_through_kubecache() {
         },
         resources: vec![
             ApiResource::pods(),
-            resource("", "configmaps", "ConfigMap"),
-            resource("example.com", "widgets", "Widget"),
+            common::resource("", "configmaps", "ConfigMap", true),
+            common::resource("example.com", "widgets", "Widget", true),
         ],
         ..Setup::default()
     })

@@ -479,6 +479,8 @@ struct ServiceMonitorEndpoint {
     scrape_timeout: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tls_config: Option<ServiceMonitorTls>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bearer_token_file: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -1258,8 +1260,7 @@ impl Kubecache {
             .arg(addr.to_string())
             .env("NO_COLOR", "1")
             .env("RUST_LOG", "info")
-            // The sim does not answer TokenReviews yet.
-            .env("KUBECACHE_AUTH", "none")
+            .env_remove("KUBECACHE_AUTH")
             .env_remove("KUBECACHE_LISTEN")
             .env_remove("KUBECACHE_RESOURCES")
             .env_remove("KUBECACHE_STRATEGY")
@@ -1378,22 +1379,42 @@ fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
     http_get_via(addr, None, path)
 }
 
-/// The same, over TLS with `tls` if given (server name 127.0.0.1).
+/// The bearer token of the `--simulate` demo policy's administrator: the
+/// binary authorizes every read by default.
+const ADMIN_TOKEN: &str = "admin-token";
+
+/// The same, over TLS with `tls` if given (server name 127.0.0.1), as the
+/// demo administrator.
 fn http_get_via(
     addr: SocketAddr,
     tls: Option<&Arc<rustls::ClientConfig>>,
     path: &str,
 ) -> std::io::Result<(u16, Vec<u8>)> {
+    http_get_as(addr, tls, path, Some(ADMIN_TOKEN))
+}
+
+/// The same, with `token` or without credentials.
+fn http_get_as(
+    addr: SocketAddr,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+    path: &str,
+    token: Option<&str>,
+) -> std::io::Result<(u16, Vec<u8>)> {
     let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     stream.set_write_timeout(Some(Duration::from_secs(5)))?;
     match tls {
-        None => exchange(stream, addr, path),
+        None => exchange(stream, addr, path, token),
         Some(config) => {
             let name = rustls::pki_types::ServerName::from(addr.ip());
             let connection = rustls::ClientConnection::new(config.clone(), name)
                 .map_err(std::io::Error::other)?;
-            exchange(rustls::StreamOwned::new(connection, stream), addr, path)
+            exchange(
+                rustls::StreamOwned::new(connection, stream),
+                addr,
+                path,
+                token,
+            )
         }
     }
 }
@@ -1402,10 +1423,13 @@ fn exchange(
     mut stream: impl Read + Write,
     addr: SocketAddr,
     path: &str,
+    token: Option<&str>,
 ) -> std::io::Result<(u16, Vec<u8>)> {
+    let authorization =
+        token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
     write!(
         stream,
-        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n"
+        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json\r\n{authorization}\r\n"
     )?;
     let mut response = Vec::new();
     stream.read_to_end(&mut response)?;
@@ -1474,6 +1498,11 @@ impl TestCertificates {
             params
                 .distinguished_name
                 .push(rcgen::DnType::CommonName, "kubecache-test");
+            // As a client certificate: a user of the demo policy's
+            // cluster-admin group, so that its reads are allowed.
+            params
+                .distinguished_name
+                .push(rcgen::DnType::OrganizationName, "system:masters");
             let cert = params.signed_by(&key, &ca).expect("a certificate");
             (cert, key)
         };
@@ -1922,6 +1951,10 @@ fn the_dashboard_names_only_metrics_that_the_binary_exports() {
     kubecache
         .wait_ready(Duration::from_secs(120))
         .unwrap_or_else(|e| panic!("{e}"));
+    // Authorization is on by default, under --simulate too.
+    let (code, _) = http_get_as(kubecache.addr, kubecache.tls.as_ref(), "/api/v1/pods", None)
+        .expect("an answer");
+    assert_eq!(code, 403, "an anonymous list of every pod");
     // A list, a get of a listed pod and a watch, so that request and watch
     // metrics exist.
     let list: Value =

@@ -74,13 +74,19 @@ impl Attributes {
                 )
             }
         };
+        // `/api/v1/namespaces/{name}` is, to kube-apiserver's request info,
+        // in the namespace it names.
+        let namespace = match namespace {
+            None if resource.group.is_empty() && resource.plural == "namespaces" => name.clone(),
+            namespace => namespace.unwrap_or_default().to_string(),
+        };
         Attributes::Resource(ResourceAttributes {
             verb,
             group: resource.group.clone(),
             version: resource.version.clone(),
             resource: resource.plural.clone(),
             subresource: String::new(),
-            namespace: namespace.unwrap_or_default().to_string(),
+            namespace,
             name,
         })
     }

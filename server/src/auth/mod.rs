@@ -125,9 +125,21 @@ pub enum Auth {
 }
 
 impl Auth {
-    /// Reviews asked of the API server through `client`.
-    pub fn kubernetes(client: kube::Client, settings: AuthSettings) -> Auth {
-        Auth::Kubernetes(Box::new(Reviewer::new(client, settings)))
+    /// Reviews asked of the API server of `upstream` with its credentials:
+    /// each at most [`Reviewer::TIMEOUT`], never retried (a request that
+    /// cannot be judged fails at once, and its client retries).
+    ///
+    /// # Errors
+    ///
+    /// The client cannot be built from `upstream` (its TLS settings).
+    pub fn kubernetes(
+        upstream: &kube::Config,
+        settings: AuthSettings,
+    ) -> Result<Auth, kube::Error> {
+        let mut config = upstream.clone();
+        config.default_retry = false;
+        let client = kube::Client::try_from(config)?;
+        Ok(Auth::Kubernetes(Box::new(Reviewer::new(client, settings))))
     }
 
     /// `kubernetes` or `none`, as `--auth` spells it.

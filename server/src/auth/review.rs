@@ -48,6 +48,9 @@ impl std::fmt::Debug for Reviewer {
 }
 
 impl Reviewer {
+    /// Longest a review may take before the request fails closed.
+    pub const TIMEOUT: Duration = Duration::from_secs(10);
+
     /// A reviewer asking through `client`.
     pub fn new(client: kube::Client, settings: AuthSettings) -> Self {
         Reviewer {
@@ -197,10 +200,21 @@ impl Reviewer {
     }
 }
 
-/// Times a review into `kubecache_auth_review_duration_seconds`.
-async fn timed<T>(review: &'static str, call: impl Future<Output = T>) -> T {
+/// Bounds a review by [`Reviewer::TIMEOUT`] and times it into
+/// `kubecache_auth_review_duration_seconds`.
+async fn timed<T>(
+    review: &'static str,
+    call: impl Future<Output = Result<T, ReviewError>>,
+) -> Result<T, ReviewError> {
     let started = Instant::now();
-    let answer = call.await;
+    let answer = tokio::time::timeout(Reviewer::TIMEOUT, call)
+        .await
+        .unwrap_or_else(|_| {
+            Err(ReviewError(format!(
+                "no answer to a {review} review within {:?}",
+                Reviewer::TIMEOUT
+            )))
+        });
     metrics::histogram!("kubecache_auth_review_duration_seconds", "review" => review)
         .record(started.elapsed().as_secs_f64());
     answer

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use kubecache_loadtest::sim::{Sim, SimConfig};
 use kubecache_reflector::StoreConfig;
 use kubecache_reflector::upstream::{ApiResource, ReflectorConfig, ResourceSpec, Strategy};
+use kubecache_server::auth::{Auth, AuthSettings};
 use kubecache_server::serving::{Server, Tls};
 use kubecache_server::{ServeSettings, ServedResource, ServedResources};
 use tokio::task::JoinHandle;
@@ -59,6 +60,10 @@ pub struct Setup {
     pub spec: fn(ApiResource) -> ResourceSpec,
     /// Serve HTTPS with this.
     pub tls: Option<Tls>,
+    /// Authenticate and authorize with the sim's reviews, keeping answers
+    /// so; kubecache then lists and watches as the demo policy's
+    /// `kubecache` user (the sim needs a policy). `None`: `--auth=none`.
+    pub auth: Option<AuthSettings>,
 }
 
 impl Default for Setup {
@@ -74,6 +79,7 @@ impl Default for Setup {
             strategy: Strategy::Parallel,
             spec: ResourceSpec::all,
             tls: None,
+            auth: None,
         }
     }
 }
@@ -86,7 +92,18 @@ pub async fn serve(setup: Setup) -> Served {
         .with_test_writer()
         .try_init();
     let (sim_url, sim) = Sim::start(setup.sim).await.expect("sim starts");
-    let upstream = kube::Config::new(sim_url.parse().unwrap());
+    let upstream = match setup.auth {
+        Some(_) => {
+            let kubeconfig = sim
+                .kubeconfig_for(kubecache_loadtest::sim::auth::demo::KUBECACHE)
+                .expect("a policy with kubecache's user");
+            let kubeconfig = kube::config::Kubeconfig::from_yaml(&kubeconfig).unwrap();
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .unwrap()
+        }
+        None => kube::Config::new(sim_url.parse().unwrap()),
+    };
     let client = kube::Client::try_from(upstream.clone()).unwrap();
     let mut caches = Vec::new();
     let mut reflectors = Vec::new();
@@ -117,11 +134,11 @@ pub async fn serve(setup: Setup) -> Served {
     let scheme = if setup.tls.is_some() { "https" } else { "http" };
     let url = format!("{scheme}://{}", listener.local_addr().unwrap());
     let pass_through = kubecache_server::PassThrough::new(&upstream).unwrap();
-    let router = kubecache_server::router(
-        caches.clone(),
-        kubecache_server::auth::Auth::None,
-        pass_through,
-    );
+    let auth = match setup.auth {
+        Some(settings) => Auth::kubernetes(&upstream, settings).unwrap(),
+        None => Auth::None,
+    };
+    let router = kubecache_server::router(caches.clone(), auth, pass_through);
     let server = Server::new(listener, router).tls(setup.tls);
     let server = tokio::spawn(server.serve(std::future::pending()));
     Served {
@@ -141,6 +158,17 @@ impl Served {
             task.abort();
             let _ = task.await;
         }
+    }
+}
+
+/// A resource of version `v1` known without discovery.
+pub fn resource(group: &str, plural: &str, kind: &str, namespaced: bool) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: "v1".into(),
+        plural: plural.into(),
+        kind: kind.into(),
+        namespaced,
     }
 }
 

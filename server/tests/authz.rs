@@ -1,0 +1,325 @@
+//! Every client reads exactly what the API server would let it read.
+//!
+//! kubecache authenticates and authorizes with the sim's `TokenReview` and
+//! `SubjectAccessReview`, which judge by the sim's RBAC policy (the demo
+//! users). The oracle is the sim itself: for every user and every read,
+//! kubecache answers with the code the sim answers the same request with,
+//! and a 403 with the same body.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Served, Setup, open};
+use kubecache_loadtest::sim::auth::demo::{DEVELOPER, NAMESPACE};
+use kubecache_loadtest::sim::faults::{Fault, FaultSpec, Target};
+use kubecache_loadtest::sim::resources::ids;
+use kubecache_loadtest::sim::{Policy, SimConfig};
+use kubecache_reflector::upstream::ApiResource;
+use kubecache_server::auth::AuthSettings;
+
+/// Who asks: a token of the demo policy, a token nobody knows, or none.
+const CALLERS: [Option<&str>; 7] = [
+    Some("admin-token"),
+    Some("kubecache-token"),
+    Some("alice-token"),
+    Some("bob-token"),
+    Some("eve-token"),
+    Some("not-a-token"),
+    None,
+];
+
+async fn served(auth: AuthSettings) -> Served {
+    common::serve(Setup {
+        sim: SimConfig {
+            pods: 400,
+            configmaps: 100,
+            widgets: 20,
+            namespaces: 6,
+            policy: Some(Policy::demo()),
+            ..SimConfig::default()
+        },
+        resources: vec![
+            ApiResource::pods(),
+            common::resource("", "configmaps", "ConfigMap", true),
+            common::resource("", "namespaces", "Namespace", false),
+            common::resource("example.com", "widgets", "Widget", true),
+        ],
+        auth: Some(auth),
+        ..Setup::default()
+    })
+    .await
+}
+
+/// GETs `path` from `url` as `token`: the code, and the body unless it is
+/// a watch (whose head is all that is read).
+async fn read(url: &str, path: &str, token: Option<&str>) -> (u16, Option<bytes::Bytes>) {
+    use http_body_util::BodyExt;
+    let mut request = http::Request::get(path);
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let mut request = request
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let mut sender = open(url, &mut request).await;
+    let response = sender.send_request(request).await.unwrap();
+    let code = response.status().as_u16();
+    if path.contains("watch=") {
+        return (code, None);
+    }
+    (
+        code,
+        Some(response.into_body().collect().await.unwrap().to_bytes()),
+    )
+}
+
+/// A pod of `NAMESPACE` and a pod of another namespace, and that namespace.
+fn pods(served: &Served) -> (String, String, String) {
+    let state = served.sim.state(ids::PODS);
+    let mine = state.iter().find(|p| p.namespace == NAMESPACE).unwrap();
+    let other = state.iter().find(|p| p.namespace != NAMESPACE).unwrap();
+    (
+        mine.name.clone(),
+        other.namespace.clone(),
+        other.name.clone(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_user_reads_exactly_what_the_api_server_lets_them() {
+    let served = served(AuthSettings::default()).await;
+    let (mine, other_ns, other) = pods(&served);
+    let ns = NAMESPACE;
+    let paths = [
+        "/api/v1/pods".to_string(),
+        "/api/v1/pods?watch=1".into(),
+        format!("/api/v1/namespaces/{ns}/pods"),
+        format!("/api/v1/namespaces/{ns}/pods?watch=1&labelSelector=app"),
+        format!("/api/v1/namespaces/{ns}/pods/{mine}"),
+        format!("/api/v1/namespaces/{other_ns}/pods"),
+        format!("/api/v1/namespaces/{other_ns}/pods/{other}"),
+        format!("/api/v1/namespaces/{other_ns}/pods?fieldSelector=metadata.name%3D{other}"),
+        "/api/v1/configmaps".into(),
+        format!("/api/v1/namespaces/{ns}/configmaps?limit=5"),
+        format!("/api/v1/namespaces/{other_ns}/configmaps"),
+        "/api/v1/namespaces".into(),
+        format!("/api/v1/namespaces/{ns}"),
+        "/apis/example.com/v1/widgets".into(),
+        format!("/apis/example.com/v1/namespaces/{ns}/widgets"),
+        format!("/apis/example.com/v1/namespaces/{other_ns}/widgets?watch=1"),
+    ];
+    let mut seen = std::collections::BTreeMap::new();
+    for token in CALLERS {
+        for path in &paths {
+            let (want, want_body) = read(served.sim.url(), path, token).await;
+            let (got, got_body) = read(&served.url, path, token).await;
+            assert_eq!(got, want, "{token:?} GET {path}");
+            if want == 401 || want == 403 {
+                assert_eq!(got_body, want_body, "{token:?} GET {path}: the Status");
+            }
+            *seen.entry(want).or_insert(0) += 1;
+        }
+    }
+    // The matrix has allowed, forbidden and unauthorized cells.
+    for code in [200, 401, 403] {
+        assert!(
+            seen.get(&code).copied().unwrap_or(0) > 0,
+            "no {code} in {seen:?}"
+        );
+    }
+
+    // The query API and the metrics: authorized as the reads they are.
+    let query = [
+        (
+            format!("/v1/pods/index/namespace/{ns}"),
+            format!("/api/v1/namespaces/{ns}/pods"),
+        ),
+        (
+            format!("/v1/pods/index/namespace/{other_ns}/count"),
+            format!("/api/v1/namespaces/{other_ns}/pods"),
+        ),
+        ("/v1/pods/index/label/app=web".into(), "/api/v1/pods".into()),
+        ("/v1/configmaps/count".into(), "/api/v1/configmaps".into()),
+    ];
+    for token in CALLERS {
+        for (lookup, equivalent) in &query {
+            let (want, _) = read(served.sim.url(), equivalent, token).await;
+            let (got, _) = read(&served.url, lookup, token).await;
+            assert_eq!(got, want, "{token:?} GET {lookup} (as {equivalent})");
+        }
+        for path in ["/metrics", "/v1/status"] {
+            // The sim serves neither path: a 404 there means "allowed".
+            let (want, _) = read(served.sim.url(), path, token).await;
+            let want = if want == 404 { 200 } else { want };
+            let (got, _) = read(&served.url, path, token).await;
+            assert_eq!(got, want, "{token:?} GET {path}");
+        }
+        let (health, _) = read(&served.url, "/readyz", token).await;
+        assert_eq!(health, 200, "health is open");
+    }
+}
+
+/// Reads lines of a watch until `done` says so.
+async fn watch_until(
+    url: &str,
+    path: &str,
+    token: &str,
+    mut done: impl FnMut(&serde_json::Value) -> bool,
+) -> Vec<serde_json::Value> {
+    use http_body_util::BodyExt;
+    let mut request = http::Request::get(path)
+        .header("authorization", format!("Bearer {token}"))
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let mut sender = open(url, &mut request).await;
+    let response = sender.send_request(request).await.unwrap();
+    assert_eq!(response.status(), 200, "watch {path}");
+    let mut body = response.into_body();
+    let (mut buffer, mut events) = (Vec::new(), Vec::new());
+    while let Some(frame) = body.frame().await {
+        buffer.extend_from_slice(frame.unwrap().data_ref().map_or(&[][..], |d| d));
+        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buffer.drain(..=end).collect();
+            let event: serde_json::Value = serde_json::from_slice(&line).unwrap();
+            let stop = done(&event);
+            events.push(event);
+            if stop {
+                return events;
+            }
+        }
+    }
+    panic!("the watch ended before the awaited event");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_event_of_a_namespace_the_user_may_not_read_reaches_them() {
+    let served = served(AuthSettings::default()).await;
+    let (_, other_ns, _) = pods(&served);
+    let admin = common::client_as(served.sim.url(), "admin-token");
+    let rv = served.sim.store().revision();
+    // Cluster-wide: refused, as the API server refuses it.
+    let (code, _) = read(&served.url, "/api/v1/pods?watch=1", Some("alice-token")).await;
+    assert_eq!(code, 403);
+    // Writes in another namespace, then one in alice's: if anything of the
+    // other namespace leaked, it would arrive before the last one.
+    let create = |ns: &str, name: &str| {
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(admin.clone(), ns);
+        let pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+        }))
+        .unwrap();
+        async move { pods.create(&Default::default(), &pod).await.unwrap() }
+    };
+    let watch = tokio::spawn({
+        let url = served.url.clone();
+        async move {
+            let path = format!("/api/v1/namespaces/{NAMESPACE}/pods?watch=1&resourceVersion={rv}");
+            watch_until(&url, &path, "alice-token", |event| {
+                event["object"]["metadata"]["name"] == "last"
+            })
+            .await
+        }
+    });
+    for i in 0..20 {
+        create(&other_ns, &format!("secret-{i}")).await;
+    }
+    create(NAMESPACE, "last").await;
+    let events = tokio::time::timeout(Duration::from_secs(60), watch)
+        .await
+        .expect("alice's watch sees her namespace's write")
+        .unwrap();
+    for event in &events {
+        assert_eq!(
+            event["object"]["metadata"]["namespace"], NAMESPACE,
+            "{event}"
+        );
+    }
+}
+
+/// Polls `path` as `token` until it answers `code`.
+async fn eventually(served: &Served, path: &str, token: &str, code: u16) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (got, _) = read(&served.url, path, Some(token)).await;
+        if got == code {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{path} as {token}: still {got}, want {code}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_permission_stops_and_a_new_grant_starts_within_the_ttls() {
+    let served = served(AuthSettings {
+        allowed_ttl: Duration::from_secs(1),
+        denied_ttl: Duration::from_secs(1),
+        ..AuthSettings::default()
+    })
+    .await;
+    let path = format!("/api/v1/namespaces/{NAMESPACE}/pods");
+    assert_eq!(read(&served.url, &path, Some("alice-token")).await.0, 200);
+    assert_eq!(read(&served.url, &path, Some("eve-token")).await.0, 403);
+    // Revoke alice's team binding; give eve a cluster-admin one.
+    let mut policy = Policy::demo();
+    let before = policy.bindings.len();
+    policy.bindings.retain(|b| {
+        !b.subjects
+            .iter()
+            .any(|s| format!("{s:?}").contains("payments-devs"))
+    });
+    assert!(
+        policy.bindings.len() < before,
+        "the demo binds alice's group"
+    );
+    let mut admin = policy
+        .bindings
+        .iter()
+        .find(|b| {
+            b.subjects
+                .iter()
+                .any(|s| format!("{s:?}").contains("system:masters"))
+        })
+        .expect("a cluster-admin binding")
+        .clone();
+    admin.name = "eve-admin".into();
+    admin.subjects = vec![kubecache_loadtest::sim::Subject::User("eve".into())];
+    policy.bindings.push(admin);
+    served.sim.set_policy(Some(policy));
+    eventually(&served, &path, "alice-token", 403).await;
+    eventually(&served, &path, "eve-token", 200).await;
+    // A revoked token: gone from the policy, refused with 401.
+    let mut policy = Policy::demo();
+    policy.users.retain(|u| u.name != DEVELOPER);
+    served.sim.set_policy(Some(policy));
+    eventually(&served, &path, "alice-token", 401).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_the_reviews_cannot_be_asked_requests_fail_closed_and_recover() {
+    let served = served(AuthSettings::default()).await;
+    let path = format!("/api/v1/namespaces/{NAMESPACE}/pods");
+    // Each case with a token or request never seen, so nothing is kept.
+    for (target, token, recovered) in [
+        (Target::TokenReview, "eve-token", 403),
+        (Target::SubjectAccessReview, "alice-token", 200),
+    ] {
+        served.sim.inject(FaultSpec {
+            target,
+            fault: Fault::ServiceUnavailable,
+            times: u32::MAX,
+        });
+        let (code, body) = read(&served.url, &path, Some(token)).await;
+        assert_eq!(code, 503, "{target:?} down: {body:?}");
+        let status: serde_json::Value = serde_json::from_slice(&body.unwrap()).unwrap();
+        assert_eq!(status["reason"], "ServiceUnavailable");
+        served.sim.clear_faults();
+        assert_eq!(read(&served.url, &path, Some(token)).await.0, recovered);
+    }
+}
