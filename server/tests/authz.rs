@@ -323,3 +323,53 @@ async fn when_the_reviews_cannot_be_asked_requests_fail_closed_and_recover() {
         assert_eq!(read(&served.url, &path, Some(token)).await.0, recovered);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_rs_reads_and_writes_through_kubecache_as_each_user() {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, ListParams, Patch, PatchParams};
+    let served = served(AuthSettings::default()).await;
+    let (mine, other_ns, _) = pods(&served);
+    let alice: Api<Pod> = Api::namespaced(common::client_as(&served.url, "alice-token"), NAMESPACE);
+    let bob: Api<Pod> = Api::namespaced(common::client_as(&served.url, "bob-token"), NAMESPACE);
+    // alice writes in her namespace; her next get and list see it at once.
+    let patch = serde_json::json!({"metadata": {"labels": {"reviewed": "yes"}}});
+    let written = alice
+        .patch(&mine, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("alice may patch her pods");
+    let read = alice.get(&mine).await.unwrap();
+    assert_eq!(
+        read.metadata.resource_version,
+        written.metadata.resource_version
+    );
+    let listed = alice
+        .list(&ListParams::default().labels("reviewed=yes"))
+        .await
+        .unwrap();
+    assert!(
+        listed
+            .items
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some(&*mine))
+    );
+    // bob reads everywhere but writes nowhere: the API server refuses his
+    // patch, with its own words.
+    assert!(bob.get(&mine).await.is_ok());
+    let refused = bob
+        .patch(&mine, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, kube::Error::Api(status) if status.code == 403),
+        "{refused:?}"
+    );
+    // alice reads nothing outside her namespace.
+    let elsewhere: Api<Pod> =
+        Api::namespaced(common::client_as(&served.url, "alice-token"), &other_ns);
+    let refused = elsewhere.list(&ListParams::default()).await.unwrap_err();
+    assert!(
+        matches!(&refused, kube::Error::Api(status) if status.code == 403),
+        "{refused:?}"
+    );
+}
