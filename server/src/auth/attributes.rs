@@ -44,7 +44,8 @@ pub struct ResourceAttributes {
 
 impl Attributes {
     /// A read of `resource`: `get` of `name`, or `list`/`watch` of the
-    /// collection (in `namespace`, or across all).
+    /// collection (in `namespace`, or across all) with the field selector
+    /// `fields` it is served with.
     ///
     /// As kube-apiserver does, a collection request whose field selector
     /// requires `metadata.name=X` is authorized as a request on `X`, so
@@ -55,19 +56,17 @@ impl Attributes {
         namespace: Option<&str>,
         name: Option<&str>,
         watch: bool,
-        field_selector: Option<&str>,
+        fields: Option<&FieldSelector>,
     ) -> Attributes {
         let (verb, name) = match name {
             Some(name) => ("get", name.to_string()),
             None => {
-                let named = field_selector
-                    .and_then(|selector| FieldSelector::parse(selector).ok())
-                    .and_then(|selector| {
-                        selector
-                            .equalities()
-                            .find(|(field, _)| *field == "metadata.name")
-                            .map(|(_, value)| value.to_string())
-                    });
+                let named = fields.and_then(|fields| {
+                    fields
+                        .equalities()
+                        .find(|(field, _)| *field == "metadata.name")
+                        .map(|(_, value)| value.to_string())
+                });
                 (
                     if watch { "watch" } else { "list" },
                     named.unwrap_or_default(),
@@ -231,7 +230,7 @@ mod tests {
             Some("ns"),
             None,
             true,
-            Some("metadata.name=web-0"),
+            Some(&FieldSelector::parse("metadata.name=web-0").unwrap()),
         );
         let Attributes::Resource(r) = watch else {
             panic!("a resource request")
@@ -242,7 +241,7 @@ mod tests {
             None,
             None,
             false,
-            Some("spec.nodeName=n1"),
+            Some(&FieldSelector::parse("spec.nodeName=n1").unwrap()),
         ) else {
             panic!("a resource request")
         };

@@ -46,12 +46,27 @@ pub const RESOURCE_VERSION_HEADER: &str = "x-kubecache-resource-version";
 /// Size of the chunks a list body is streamed in.
 const CHUNK: usize = 256 * 1024;
 
+/// The list/watch parameters of `query` on `cache`.
+///
+/// # Errors
+///
+/// 400 or 422 for what does not parse or is not supported.
+pub fn collection_params(cache: &ServedResource, query: &str) -> Result<CollectionParams, Status> {
+    // The fields of the cache's own selector may be named too: every cached
+    // object meets those requirements (`serve` drops them before filtering).
+    let mut supported = Filter::supported_fields(&cache.indexes);
+    supported.extend(cache.scope.field_paths());
+    CollectionParams::parse(query, &supported)
+}
+
 /// `GET` of a resource path by `client`, once its own writes are in the
-/// cache.
+/// cache: one object, or the collection with `params` (from
+/// [`collection_params`]; `None` for one object).
 pub async fn serve(
     caches: &ServedResources,
     target: ResourcePath,
     query: &str,
+    params: Option<CollectionParams>,
     rendering: Rendering,
     predicates: Predicates,
     client: Option<ClientKey>,
@@ -63,7 +78,8 @@ pub async fn serve(
     cache
         .read_your_writes(client, caches.settings.read_wait)
         .await?;
-    if let Some(name) = &target.name {
+    let (Some(mut params), None) = (params, &target.name) else {
+        let name = target.name.as_deref().unwrap_or_default();
         return get(
             caches,
             cache,
@@ -73,12 +89,7 @@ pub async fn serve(
             rendering,
         )
         .await;
-    }
-    // The fields of the cache's own selector may be named too: every cached
-    // object meets those requirements, so they are dropped before filtering.
-    let mut supported = Filter::supported_fields(&cache.indexes);
-    supported.extend(cache.scope.field_paths());
-    let mut params = CollectionParams::parse(query, &supported)?;
+    };
     params.fields = cache.scope.residual(params.fields);
     let predicates = predicates.union(query_predicates(query)?);
     let filter = Filter::new(

@@ -229,18 +229,34 @@ async fn from_cache(
         .and_then(|v| v.to_str().ok());
     let rendering = Rendering::negotiate(accept, query)?
         .ok_or_else(|| error::not_acceptable(accept.unwrap_or_default()))?;
-    let field_selector = form_urlencoded::parse(query.as_bytes())
-        .find(|(key, _)| key == "fieldSelector")
-        .map(|(_, value)| value);
+    // Authorized on the very parameters it is served with. Parameters that
+    // do not parse are refused after authorization, as kube-apiserver's
+    // request info ignores them (a plain `list`) and its handler refuses
+    // them.
+    let params = match target.name {
+        Some(_) => None,
+        None => Some(list::collection_params(&target.cache, query)),
+    };
+    let parsed = params.as_ref().and_then(|p| p.as_ref().ok());
     let attributes = Attributes::read(
         &target.cache.resource,
         target.namespace.as_deref(),
         target.name.as_deref(),
-        kubecache_wire::list_options::is_watch(query),
-        field_selector.as_deref(),
+        parsed.is_some_and(|p| p.watch),
+        parsed.map(|p| &p.fields),
     );
     shared.authorize(parts, &attributes).await?;
-    list::serve(&shared.caches, target, query, rendering, predicates, client).await
+    let params = params.transpose()?;
+    list::serve(
+        &shared.caches,
+        target,
+        query,
+        params,
+        rendering,
+        predicates,
+        client,
+    )
+    .await
 }
 
 /// Sends a request to the API server; after a successful write of a cached
