@@ -553,13 +553,13 @@ fn tls(
 fn seconds(field: &str, value: Option<f64>, default: Duration) -> Result<Duration, ConfigError> {
     match value {
         None => Ok(default),
-        Some(s) if s > 0.0 && Duration::try_from_secs_f64(s).is_ok() => {
-            Ok(Duration::from_secs_f64(s))
-        }
-        Some(s) => Err(invalid(
-            field,
-            format!("{s} is not a positive number of seconds"),
-        )),
+        Some(s) => match Duration::try_from_secs_f64(s) {
+            Ok(duration) if s > 0.0 => Ok(duration),
+            _ => Err(invalid(
+                field,
+                format!("{s} is not a positive number of seconds"),
+            )),
+        },
     }
 }
 
