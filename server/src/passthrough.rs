@@ -209,7 +209,7 @@ fn upstream_headers(
             for name in theirs {
                 headers.remove(name);
             }
-            impersonate(&mut headers, user)?;
+            impersonate(&mut headers, user.info())?;
             Ok((headers, Sender::Own))
         }
     }
@@ -416,6 +416,7 @@ pub(crate) fn writes(method: &Method) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::{BearerToken, User};
 
     fn caller_headers() -> HeaderMap {
         let mut headers = HeaderMap::new();
@@ -457,7 +458,7 @@ mod tests {
             .into(),
         };
         let (headers, sender) =
-            upstream_headers(&caller_headers(), &Credential::Certificate(user)).unwrap();
+            upstream_headers(&caller_headers(), &Credential::Certificate(User::new(user))).unwrap();
         assert_eq!(sender, Sender::Own);
         assert!(headers.get("authorization").is_none());
         assert_eq!(values(&headers, "impersonate-user"), ["alice"]);
@@ -482,8 +483,11 @@ mod tests {
 
     #[test]
     fn a_token_is_forwarded_as_it_came_and_no_credential_as_none() {
-        let (headers, sender) =
-            upstream_headers(&caller_headers(), &Credential::Token("theirs".into())).unwrap();
+        let (headers, sender) = upstream_headers(
+            &caller_headers(),
+            &Credential::Token(BearerToken::new("theirs")),
+        )
+        .unwrap();
         assert_eq!(sender, Sender::Bare);
         assert_eq!(values(&headers, "authorization"), ["Bearer theirs"]);
         assert_eq!(values(&headers, "impersonate-user"), ["system:admin"]);
@@ -502,8 +506,8 @@ mod tests {
             username: "bad\nname".into(),
             ..UserInfo::default()
         };
-        let status =
-            upstream_headers(&HeaderMap::new(), &Credential::Certificate(user)).unwrap_err();
+        let status = upstream_headers(&HeaderMap::new(), &Credential::Certificate(User::new(user)))
+            .unwrap_err();
         assert_eq!(status.code, 400);
     }
 

@@ -147,7 +147,7 @@ fn whoami() -> Router {
         get(|request: Request| async move {
             match request.extensions().get::<PeerCertificate>() {
                 Some(PeerCertificate(user)) => {
-                    format!("{} {}", user.username, user.groups.join(","))
+                    format!("{} {}", user.info().username, user.info().groups.join(","))
                 }
                 None => "anonymous".to_string(),
             }

@@ -15,13 +15,14 @@ mod cache;
 mod review;
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use axum::http::{Extensions, HeaderMap, header};
 use kubecache_wire::{Status, StatusDetails};
 
 pub use attributes::{Attributes, ResourceAttributes};
-use review::{Decision, ReviewError, Reviewer};
+use review::{AccessRequest, Decision, ReviewError, Reviewer};
 
 /// A user as the API server knows it (`authentication.k8s.io/v1`
 /// `UserInfo`): what a `TokenReview` returns and a `SubjectAccessReview`
@@ -38,6 +39,102 @@ pub struct UserInfo {
     pub extra: BTreeMap<String, Vec<String>>,
 }
 
+/// An authenticated user, shared by every request that proves it, with the
+/// digest of its `UserInfo` that keys its access decisions: a request
+/// authorized from kept answers hashes 32 bytes, not the user's groups.
+#[derive(Debug, PartialEq, Eq)]
+pub struct User {
+    info: UserInfo,
+    digest: [u8; 32],
+}
+
+impl User {
+    /// `info`, digested once.
+    pub fn new(info: UserInfo) -> Arc<User> {
+        let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+        // Each string length-prefixed: no two users digest alike.
+        let mut add = |text: &str| {
+            context.update(&(text.len() as u64).to_le_bytes());
+            context.update(text.as_bytes());
+        };
+        add(&info.username);
+        add(&info.uid);
+        add(&info.groups.len().to_string());
+        info.groups.iter().for_each(|group| add(group));
+        for (key, values) in &info.extra {
+            add(key);
+            add(&values.len().to_string());
+            values.iter().for_each(|value| add(value));
+        }
+        let digest = sha256(context.finish());
+        Arc::new(User { info, digest })
+    }
+
+    /// `system:anonymous`, the user of a request without a credential.
+    pub fn anonymous() -> Arc<User> {
+        static ANONYMOUS: LazyLock<Arc<User>> = LazyLock::new(|| {
+            User::new(UserInfo {
+                username: "system:anonymous".into(),
+                groups: vec!["system:unauthenticated".into()],
+                ..UserInfo::default()
+            })
+        });
+        ANONYMOUS.clone()
+    }
+
+    /// Who the user is.
+    pub fn info(&self) -> &UserInfo {
+        &self.info
+    }
+
+    /// The SHA-256 digest of [`User::info`].
+    pub fn digest(&self) -> &[u8; 32] {
+        &self.digest
+    }
+}
+
+/// A bearer token, with its SHA-256 digest: what is kept about a token is
+/// kept by its digest, so no raw token outlives its request.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BearerToken {
+    secret: String,
+    digest: [u8; 32],
+}
+
+impl BearerToken {
+    /// `secret`, digested once.
+    pub fn new(secret: &str) -> BearerToken {
+        BearerToken {
+            secret: secret.to_string(),
+            digest: sha256(ring::digest::digest(
+                &ring::digest::SHA256,
+                secret.as_bytes(),
+            )),
+        }
+    }
+
+    /// The token itself, for the `TokenReview`.
+    pub fn secret(&self) -> &str {
+        &self.secret
+    }
+
+    /// Its SHA-256 digest.
+    pub fn digest(&self) -> &[u8; 32] {
+        &self.digest
+    }
+}
+
+/// Never the secret, in logs or panics.
+impl std::fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerToken(..)")
+    }
+}
+
+fn sha256(digest: ring::digest::Digest) -> [u8; 32] {
+    digest.as_ref().try_into().expect("SHA-256 is 32 bytes")
+}
+
 /// The credential a request carries: what proves its user to kubecache, and
 /// what pass-through presents to the API server on its behalf.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,17 +143,17 @@ pub enum Credential {
     /// its user, read as kube-apiserver's x509 authenticator reads it (the
     /// subject's common name, its organizations as groups). Forwarded as
     /// impersonation of that user with kubecache's own credentials.
-    Certificate(UserInfo),
+    Certificate(Arc<User>),
     /// A bearer token, checked with a `TokenReview`; forwarded as it came.
-    Token(String),
+    Token(BearerToken),
     /// None: `system:anonymous` on the API server; forwarded without one.
     Anonymous,
 }
 
-/// The user of a verified client certificate, put on the request by the TLS
-/// layer.
+/// The user of a verified client certificate, put on every request of its
+/// connection by the TLS layer.
 #[derive(Debug, Clone)]
-pub struct PeerCertificate(pub UserInfo);
+pub struct PeerCertificate(pub Arc<User>);
 
 impl Credential {
     /// The credential of a request. A verified client certificate comes
@@ -75,7 +172,7 @@ impl Credential {
             })
             .filter(|token| !token.is_empty())
             .map_or(Credential::Anonymous, |token| {
-                Credential::Token(token.to_string())
+                Credential::Token(BearerToken::new(token))
             })
     }
 }
@@ -168,7 +265,7 @@ impl Auth {
     pub async fn authorize(
         &self,
         credential: &Credential,
-        attributes: &Attributes,
+        attributes: Attributes,
     ) -> Result<(), Status> {
         let Auth::Kubernetes(reviewer) = self else {
             return Ok(());
@@ -183,17 +280,15 @@ impl Auth {
                 }
                 Err(error) => return Err(unavailable(&error)),
             },
-            Credential::Anonymous => UserInfo {
-                username: "system:anonymous".into(),
-                groups: vec!["system:unauthenticated".into()],
-                ..UserInfo::default()
-            },
+            Credential::Anonymous => User::anonymous(),
         };
-        match reviewer.authorize(&user, attributes).await {
+        let request = AccessRequest::new(&user, attributes);
+        match reviewer.authorize(&user, &request).await {
             Ok(Decision::Allowed) => Ok(()),
             Ok(Decision::Denied(reason)) => {
-                tracing::info!(user = %user.username, request = %attributes.describe(), "forbidden");
-                Err(attributes.forbidden(&user, &reason))
+                let (info, attributes) = (user.info(), request.attributes());
+                tracing::info!(user = %info.username, request = %attributes.describe(), "forbidden");
+                Err(attributes.forbidden(info, &reason))
             }
             Err(error) => Err(unavailable(&error)),
         }
@@ -228,14 +323,9 @@ mod tests {
     #[test]
     fn a_bearer_token_in_any_case_of_the_scheme() {
         let none = Extensions::new();
-        assert_eq!(
-            Credential::of(&none, &headers("Bearer abc")),
-            Credential::Token("abc".into())
-        );
-        assert_eq!(
-            Credential::of(&none, &headers("bearer  abc ")),
-            Credential::Token("abc".into())
-        );
+        let abc = Credential::Token(BearerToken::new("abc"));
+        assert_eq!(Credential::of(&none, &headers("Bearer abc")), abc);
+        assert_eq!(Credential::of(&none, &headers("bearer  abc ")), abc);
         assert_eq!(
             Credential::of(&none, &headers("Basic eDp5")),
             Credential::Anonymous
@@ -253,14 +343,35 @@ mod tests {
     #[test]
     fn a_verified_certificate_wins_over_a_token() {
         let mut extensions = Extensions::new();
-        let user = UserInfo {
+        let user = User::new(UserInfo {
             username: "alice".into(),
             ..UserInfo::default()
-        };
+        });
         extensions.insert(PeerCertificate(user.clone()));
         assert_eq!(
             Credential::of(&extensions, &headers("Bearer abc")),
             Credential::Certificate(user)
         );
+    }
+
+    #[test]
+    fn users_digest_alike_only_when_they_are_alike() {
+        let user = |name: &str, groups: &[&str]| {
+            User::new(UserInfo {
+                username: name.into(),
+                groups: groups.iter().map(|g| g.to_string()).collect(),
+                ..UserInfo::default()
+            })
+        };
+        assert_eq!(user("a", &["b"]).digest(), user("a", &["b"]).digest());
+        assert_ne!(user("a", &["b"]).digest(), user("ab", &[]).digest());
+        assert_ne!(user("a", &["b", "c"]).digest(), user("a", &["bc"]).digest());
+        assert_ne!(user("a", &[]).digest(), User::anonymous().digest());
+    }
+
+    #[test]
+    fn a_token_never_shows_in_debug_output() {
+        let shown = format!("{:?}", Credential::Token(BearerToken::new("s3cret")));
+        assert!(!shown.contains("s3cret"), "{shown}");
     }
 }

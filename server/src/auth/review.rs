@@ -2,6 +2,7 @@
 //! each bearer token and a `SubjectAccessReview` for each (user, request),
 //! their answers kept in [`DecisionCache`]s.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
@@ -12,10 +13,32 @@ use kube::api::{Api, PostParams};
 use tokio::time::Instant;
 
 use super::cache::{DecisionCache, Source};
-use super::{Attributes, AuthSettings, UserInfo};
+use super::{Attributes, AuthSettings, BearerToken, User, UserInfo};
 
 /// What the API server said about a token: its user, or not a valid one.
-pub type Authenticated = Option<UserInfo>;
+pub type Authenticated = Option<Arc<User>>;
+
+/// A user's request, as its access decision is kept: the user by its digest.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AccessRequest {
+    user: [u8; 32],
+    attributes: Attributes,
+}
+
+impl AccessRequest {
+    /// `user` asking for `attributes`.
+    pub fn new(user: &User, attributes: Attributes) -> Self {
+        AccessRequest {
+            user: *user.digest(),
+            attributes,
+        }
+    }
+
+    /// What is asked.
+    pub fn attributes(&self) -> &Attributes {
+        &self.attributes
+    }
+}
 
 /// What the API server said about a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,7 +59,8 @@ pub struct Reviewer {
     client: kube::Client,
     settings: AuthSettings,
     tokens: DecisionCache<[u8; 32], Authenticated>,
-    access: DecisionCache<(UserInfo, Attributes), Decision>,
+    access: DecisionCache<AccessRequest, Decision>,
+    decisions: OnceLock<Decisions>,
 }
 
 impl std::fmt::Debug for Reviewer {
@@ -57,6 +81,7 @@ impl Reviewer {
             client,
             tokens: DecisionCache::new(settings.cache_entries),
             access: DecisionCache::new(settings.cache_entries),
+            decisions: OnceLock::new(),
             settings,
         }
     }
@@ -66,53 +91,79 @@ impl Reviewer {
     /// # Errors
     ///
     /// The `TokenReview` failed.
-    pub async fn authenticate(&self, token: &str) -> Result<Authenticated, ReviewError> {
-        // Kept by digest: no raw token outlives its request.
-        let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
-        let key: [u8; 32] = digest.as_ref().try_into().expect("SHA-256 is 32 bytes");
+    pub async fn authenticate(&self, token: &BearerToken) -> Result<Authenticated, ReviewError> {
         let ttl = |user: &Authenticated| self.ttl(user.is_some());
+        let review = timed(Review::Token, self.token_review(token.secret()));
         let (user, source) = self
             .tokens
-            .get_or_review(&key, ttl, timed("token", self.token_review(token)))
+            .get_or_review(token.digest(), ttl, review)
             .await
-            .inspect_err(|_| count("token", "error", Source::Reviewed))?;
-        count(
-            "token",
-            if user.is_some() { "allowed" } else { "denied" },
-            source,
-        );
+            .inspect_err(|_| self.count(Review::Token, Outcome::Error, Source::Reviewed))?;
+        let result = if user.is_some() {
+            Outcome::Allowed
+        } else {
+            Outcome::Denied
+        };
+        self.count(Review::Token, result, source);
         Ok(user)
     }
 
-    /// Whether `user` may do what `attributes` say.
+    /// Whether `user` may do what `request` asks.
     ///
     /// # Errors
     ///
     /// The `SubjectAccessReview` failed.
     pub async fn authorize(
         &self,
-        user: &UserInfo,
-        attributes: &Attributes,
+        user: &User,
+        request: &AccessRequest,
     ) -> Result<Decision, ReviewError> {
-        let key = (user.clone(), attributes.clone());
         let ttl = |decision: &Decision| self.ttl(*decision == Decision::Allowed);
-        let review = timed("access", self.access_review(user, attributes));
+        let review = timed(
+            Review::Access,
+            self.access_review(user, request.attributes()),
+        );
         let (decision, source) = self
             .access
-            .get_or_review(&key, ttl, review)
+            .get_or_review(request, ttl, review)
             .await
-            .inspect_err(|_| count("access", "error", Source::Reviewed))?;
+            .inspect_err(|_| self.count(Review::Access, Outcome::Error, Source::Reviewed))?;
         let result = match decision {
-            Decision::Allowed => "allowed",
-            Decision::Denied(_) => "denied",
+            Decision::Allowed => Outcome::Allowed,
+            Decision::Denied(_) => Outcome::Denied,
         };
-        count("access", result, source);
+        self.count(Review::Access, result, source);
         Ok(decision)
     }
 
     /// Keys held by each cache: `(tokens, access decisions)`.
     pub fn cached(&self) -> (usize, usize) {
         (self.tokens.len(), self.access.len())
+    }
+
+    /// Counts a decision into `kubecache_auth_decisions_total`, through
+    /// counters registered on first use (once the recorder is installed),
+    /// so that a kept answer costs no registry lookup.
+    fn count(&self, review: Review, result: Outcome, source: Source) {
+        let decisions = self.decisions.get_or_init(|| {
+            std::array::from_fn(|review| {
+                std::array::from_fn(|result| {
+                    std::array::from_fn(|cache| {
+                        metrics::counter!(
+                            "kubecache_auth_decisions_total",
+                            "review" => ["token", "access"][review],
+                            "result" => ["allowed", "denied", "error"][result],
+                            "cache" => ["hit", "miss"][cache],
+                        )
+                    })
+                })
+            })
+        });
+        let cache = match source {
+            Source::Cached => 0,
+            Source::Reviewed => 1,
+        };
+        decisions[review as usize][result as usize][cache].increment(1);
     }
 
     fn ttl(&self, allowed: bool) -> Duration {
@@ -140,19 +191,20 @@ impl Reviewer {
             return Ok(None);
         }
         let user = status.user.unwrap_or_default();
-        Ok(Some(UserInfo {
+        Ok(Some(User::new(UserInfo {
             username: user.username.unwrap_or_default(),
             uid: user.uid.unwrap_or_default(),
             groups: user.groups.unwrap_or_default(),
             extra: user.extra.unwrap_or_default(),
-        }))
+        })))
     }
 
     async fn access_review(
         &self,
-        user: &UserInfo,
+        user: &User,
         attributes: &Attributes,
     ) -> Result<Decision, ReviewError> {
+        let user = user.info();
         let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
         let (resource_attributes, non_resource_attributes) = match attributes {
             Attributes::Resource(r) => (
@@ -200,12 +252,35 @@ impl Reviewer {
     }
 }
 
+/// The two reviews.
+#[derive(Debug, Clone, Copy)]
+enum Review {
+    Token,
+    Access,
+}
+
+/// A decision's result, as `kubecache_auth_decisions_total` labels it.
+#[derive(Debug, Clone, Copy)]
+enum Outcome {
+    Allowed,
+    Denied,
+    Error,
+}
+
+/// `kubecache_auth_decisions_total`'s counters by review, result and cache
+/// (hit, miss).
+type Decisions = [[[metrics::Counter; 2]; 3]; 2];
+
 /// Bounds a review by [`Reviewer::TIMEOUT`] and times it into
 /// `kubecache_auth_review_duration_seconds`.
 async fn timed<T>(
-    review: &'static str,
+    review: Review,
     call: impl Future<Output = Result<T, ReviewError>>,
 ) -> Result<T, ReviewError> {
+    let review = match review {
+        Review::Token => "token",
+        Review::Access => "access",
+    };
     let started = Instant::now();
     let answer = tokio::time::timeout(Reviewer::TIMEOUT, call)
         .await
@@ -218,14 +293,4 @@ async fn timed<T>(
     metrics::histogram!("kubecache_auth_review_duration_seconds", "review" => review)
         .record(started.elapsed().as_secs_f64());
     answer
-}
-
-/// Counts a decision into `kubecache_auth_decisions_total`.
-fn count(review: &'static str, result: &'static str, source: Source) {
-    let cache = match source {
-        Source::Cached => "hit",
-        Source::Reviewed => "miss",
-    };
-    metrics::counter!("kubecache_auth_decisions_total", "review" => review, "result" => result, "cache" => cache)
-        .increment(1);
 }

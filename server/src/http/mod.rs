@@ -22,7 +22,7 @@ mod watch;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{FromRef, Request, State};
+use axum::extract::{Request, State};
 use axum::http::request::Parts;
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -40,25 +40,22 @@ use crate::passthrough::PassThrough;
 use crate::served::{ClientKey, Predicates, ServedResource, ServedResources};
 use table::Rendering;
 
-/// What the handlers share.
-#[derive(Clone)]
+/// What the handlers share, behind one `Arc` (axum clones the state for
+/// every request).
 struct Shared {
     caches: Arc<ServedResources>,
     auth: Arc<Auth>,
     upstream: PassThrough,
 }
 
-impl FromRef<Shared> for Arc<ServedResources> {
-    fn from_ref(shared: &Shared) -> Self {
-        shared.caches.clone()
-    }
-}
-
 impl Shared {
-    /// Authorizes `request` as `attributes`.
-    async fn authorize(&self, request: &Parts, attributes: &Attributes) -> Result<(), ApiError> {
-        let credential = Credential::of(&request.extensions, &request.headers);
-        Ok(self.auth.authorize(&credential, attributes).await?)
+    /// Authorizes the caller of `credential` to do what `attributes` say.
+    async fn authorize(
+        &self,
+        credential: &Credential,
+        attributes: Attributes,
+    ) -> Result<(), ApiError> {
+        Ok(self.auth.authorize(credential, attributes).await?)
     }
 }
 
@@ -69,11 +66,11 @@ pub fn router(caches: Arc<ServedResources>, auth: Auth, upstream: PassThrough) -
     for cache in caches.iter() {
         crate::metrics::register(&cache.name());
     }
-    let shared = Shared {
+    let shared = Arc::new(Shared {
         caches,
         auth: Arc::new(auth),
         upstream,
-    };
+    });
     Router::new()
         .route("/healthz", get(healthz))
         .route("/livez", get(livez))
@@ -88,9 +85,10 @@ pub fn router(caches: Arc<ServedResources>, auth: Auth, upstream: PassThrough) -
 }
 
 /// The Prometheus text format.
-async fn metrics(State(shared): State<Shared>, request: Parts) -> Response {
+async fn metrics(State(shared): State<Arc<Shared>>, request: Parts) -> Response {
+    let credential = Credential::of(&request.extensions, &request.headers);
     let answer = match shared
-        .authorize(&request, &Attributes::path("/metrics"))
+        .authorize(&credential, Attributes::path("/metrics"))
         .await
     {
         Ok(()) => (
@@ -104,17 +102,18 @@ async fn metrics(State(shared): State<Shared>, request: Parts) -> Response {
 }
 
 /// `/v1/…`.
-async fn query_api(State(shared): State<Shared>, request: Parts) -> impl IntoResponse {
+async fn query_api(State(shared): State<Arc<Shared>>, request: Parts) -> impl IntoResponse {
     let answer = async {
         let method = &request.method;
         if method != Method::GET && method != Method::HEAD {
             return Err(error::read_only(method.as_str()));
         }
         let path = request.uri.path();
+        let credential = Credential::of(&request.extensions, &request.headers);
         shared
-            .authorize(&request, &query::attributes(&shared.caches, path))
+            .authorize(&credential, query::attributes(&shared.caches, path))
             .await?;
-        let client = ClientKey::of(&Credential::of(&request.extensions, &request.headers));
+        let client = ClientKey::of(&credential);
         query::serve(
             &shared.caches,
             &shared.auth,
@@ -137,7 +136,8 @@ async fn healthz() -> impl IntoResponse {
 /// aborted; its store then never changes again, so the kubelet had better
 /// restart the process. Failing reflectors (403, 404 ...) are alive: they
 /// retry, and `/readyz` says why they are not ready.
-async fn livez(State(caches): State<Arc<ServedResources>>) -> Response {
+async fn livez(State(shared): State<Arc<Shared>>) -> Response {
+    let caches = &shared.caches;
     let stopped: Vec<String> = caches
         .iter()
         .filter(|cache| cache.reader.is_closed())
@@ -156,7 +156,8 @@ async fn livez(State(caches): State<Arc<ServedResources>>) -> Response {
 
 /// Ready when every configured resource has synced; the body says which
 /// have not and why, in kube-apiserver's `/readyz` style.
-async fn readyz(State(caches): State<Arc<ServedResources>>) -> Response {
+async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
+    let caches = &shared.caches;
     let mut body = String::new();
     let mut ready = true;
     for cache in caches.iter() {
@@ -181,14 +182,14 @@ async fn readyz(State(caches): State<Arc<ServedResources>>) -> Response {
 }
 
 /// The Kubernetes API: a read a cache answers, or a pass-through.
-async fn kubernetes(State(shared): State<Shared>, request: Request) -> Response {
+async fn kubernetes(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let credential = Credential::of(request.extensions(), request.headers());
-    let client = ClientKey::of(&credential);
     let (parts, body) = request.into_parts();
     let upstream = &shared.upstream;
     let (target, predicates) = match route::decide(&shared.caches, &parts.method, &parts.uri) {
         Ok(Route::Cache { target, predicates }) => (target, predicates),
         Ok(Route::PassThrough { path, written }) => {
+            let client = ClientKey::of(&credential);
             let answer =
                 pass_through(upstream, parts, body, &credential, &path, written, client).await;
             return (Extension(Endpoint("passthrough")), answer).into_response();
@@ -203,7 +204,7 @@ async fn kubernetes(State(shared): State<Shared>, request: Request) -> Response 
         None if kubecache_wire::list_options::is_watch(parts.uri.query().unwrap_or("")) => "watch",
         None => "list",
     });
-    match from_cache(&shared, target, predicates, &parts, client).await {
+    match from_cache(&shared, target, predicates, &parts, &credential).await {
         Err(ApiError(status)) if status.code == 404 && ask_upstream_on_miss => {
             let path = route::upstream_path(&parts.uri);
             let answer = pass_through(upstream, parts, body, &credential, &path, None, None).await;
@@ -220,7 +221,7 @@ async fn from_cache(
     target: ResourcePath,
     predicates: Predicates,
     parts: &Parts,
-    client: Option<ClientKey>,
+    credential: &Credential,
 ) -> Result<Response, ApiError> {
     let query = parts.uri.query().unwrap_or("");
     let accept = parts
@@ -245,7 +246,7 @@ async fn from_cache(
         parsed.is_some_and(|p| p.watch),
         parsed.map(|p| &p.fields),
     );
-    shared.authorize(parts, &attributes).await?;
+    shared.authorize(credential, attributes).await?;
     let params = params.transpose()?;
     list::serve(
         &shared.caches,
@@ -254,7 +255,7 @@ async fn from_cache(
         params,
         rendering,
         predicates,
-        client,
+        ClientKey::of(credential),
     )
     .await
 }

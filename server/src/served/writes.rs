@@ -10,8 +10,6 @@
 //! most [`MAX_CLIENTS`] are kept per resource (the oldest goes first).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -23,24 +21,23 @@ use crate::auth::Credential;
 /// wrote within the last read wait.
 pub(crate) const MAX_CLIENTS: usize = 4096;
 
-/// Who wrote: a keyed hash of the caller's credential. Two credentials
-/// hashing alike (about one chance in 2^64) only make one wait for the
-/// other's writes.
+/// Who wrote: the first 64 bits of the SHA-256 digest of the caller's
+/// token, or of its certificate's user. Two credentials digesting alike
+/// there (about one chance in 2^64) only make one wait for the other's
+/// writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct ClientKey(u64);
 
 impl ClientKey {
     /// The client of `credential`; `None` for anonymous callers.
     pub(crate) fn of(credential: &Credential) -> Option<ClientKey> {
-        static KEYS: OnceLock<RandomState> = OnceLock::new();
-        let keys = KEYS.get_or_init(RandomState::new);
-        match credential {
-            Credential::Token(token) => Some(ClientKey(keys.hash_one(("token", token)))),
-            Credential::Certificate(user) => {
-                Some(ClientKey(keys.hash_one(("user", &user.username))))
-            }
-            Credential::Anonymous => None,
-        }
+        let digest = match credential {
+            Credential::Token(token) => token.digest(),
+            Credential::Certificate(user) => user.digest(),
+            Credential::Anonymous => return None,
+        };
+        let (first, _) = digest.split_first_chunk().expect("32 bytes");
+        Some(ClientKey(u64::from_le_bytes(*first)))
     }
 }
 
@@ -113,10 +110,10 @@ impl Writes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::UserInfo;
+    use crate::auth::{BearerToken, User, UserInfo};
 
     fn token(t: &str) -> ClientKey {
-        ClientKey::of(&Credential::Token(t.into())).unwrap()
+        ClientKey::of(&Credential::Token(BearerToken::new(t))).unwrap()
     }
 
     #[test]
@@ -124,10 +121,10 @@ mod tests {
         assert_eq!(token("a"), token("a"));
         assert_ne!(token("a"), token("b"));
         let alice = |name: &str| {
-            ClientKey::of(&Credential::Certificate(UserInfo {
+            ClientKey::of(&Credential::Certificate(User::new(UserInfo {
                 username: name.into(),
                 ..UserInfo::default()
-            }))
+            })))
         };
         assert_eq!(alice("alice"), alice("alice"));
         assert_ne!(alice("a"), Some(token("a")));

@@ -38,7 +38,7 @@ use tokio::sync::watch;
 
 pub use tls::{Tls, TlsError, TlsFile, TlsFiles};
 
-use crate::auth::{PeerCertificate, UserInfo};
+use crate::auth::{PeerCertificate, User};
 
 /// kubecache's HTTP server: a listener, the router it serves, and how.
 pub struct Server {
@@ -166,7 +166,7 @@ impl Connection {
 
     /// HTTP/1 over an established stream (upgrades allowed, as
     /// `axum::serve` allows them), `user` on every request.
-    async fn http<S>(&self, stream: S, user: Option<UserInfo>, stop: &mut watch::Receiver<bool>)
+    async fn http<S>(&self, stream: S, user: Option<Arc<User>>, stop: &mut watch::Receiver<bool>)
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
     {

@@ -25,7 +25,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
-use crate::auth::UserInfo;
+use crate::auth::{User, UserInfo};
 
 /// Where TLS serving reads its files from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,7 +180,7 @@ impl Tls {
     pub(super) async fn accept(
         &self,
         mut stream: TcpStream,
-    ) -> std::io::Result<(TlsStream<TcpStream>, Option<UserInfo>)> {
+    ) -> std::io::Result<(TlsStream<TcpStream>, Option<Arc<User>>)> {
         let mut first = [0u8; 1];
         let read = stream.peek(&mut first).await?;
         // Every TLS connection starts with a handshake record (type 22).
@@ -202,7 +202,8 @@ impl Tls {
             .1
             .peer_certificates()
             .and_then(<[_]>::first)
-            .and_then(certificate_user);
+            .and_then(certificate_user)
+            .map(User::new);
         Ok((stream, user))
     }
 }
