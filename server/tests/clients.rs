@@ -74,30 +74,25 @@ async fn kube_runtime_streaming_list_through_kubecache_converges_under_churn() {
     kube_runtime_through_kubecache_converges(watcher::Config::default().streaming_lists()).await;
 }
 
-/// Runs kubectl against `server`; `None` when kubectl is not installed.
-fn kubectl(server: &str, args: &[&str]) -> Option<String> {
+/// Runs kubectl against `server`.
+fn kubectl(server: &str, args: &[&str]) -> String {
     let output = std::process::Command::new("kubectl")
         .arg("--server")
         .arg(server)
         .args(args)
         .output()
-        .ok()?;
+        .expect("kubectl runs");
     assert!(
         output.status.success(),
         "kubectl {args:?} failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    Some(String::from_utf8(output.stdout).expect("utf-8"))
+    String::from_utf8(output.stdout).expect("utf-8")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_gets_prints_tables_and_watches_through_kubecache() {
-    if std::process::Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: kubectl is not installed on this machine");
+    if !common::kubectl::available() {
         return;
     }
     let served = serve(Setup {
@@ -118,7 +113,7 @@ async fn kubectl_gets_prints_tables_and_watches_through_kubecache() {
     let url = served.url.clone();
     let run = move |args: &'static [&'static str]| {
         let url = url.clone();
-        tokio::task::spawn_blocking(move || kubectl(&url, args).unwrap())
+        tokio::task::spawn_blocking(move || kubectl(&url, args))
     };
 
     // The table: kube-apiserver's pod columns, one row per pod.

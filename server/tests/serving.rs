@@ -1,6 +1,6 @@
 //! kubecache's accept loop (`kubecache_server::serving`) over real sockets:
-//! graceful shutdown, HTTPS with certificates minted here (rcgen) into a
-//! temporary directory, client certificates, reloading rotated files, and
+//! graceful shutdown, HTTPS with certificates minted by `common::pki`,
+//! client certificates, reloading rotated files, and
 //! handshakes that never finish. Most tests serve a tiny router that says
 //! who the request's client certificate proves; one serves kubecache's
 //! own router to a kube client over HTTPS.
@@ -9,6 +9,8 @@
 //! that a bug fails the test instead of hanging it.
 
 mod common;
+
+use common::pki::Pki;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -23,10 +25,6 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use kubecache_server::auth::PeerCertificate;
 use kubecache_server::serving::{Server, Tls, TlsFiles};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair,
-};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -40,96 +38,6 @@ async fn within<F: Future>(what: &str, future: F) -> F::Output {
     tokio::time::timeout(PATIENCE, future)
         .await
         .unwrap_or_else(|_| panic!("{what}: not within {PATIENCE:?}"))
-}
-
-// ---------------------------------------------------------------------------
-// Certificates
-
-/// A CA and the files of one test, in a directory of its own.
-struct Pki {
-    dir: PathBuf,
-    ca: CertifiedIssuer<'static, KeyPair>,
-}
-
-impl Pki {
-    fn new(test: &str) -> Pki {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("serving-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params
-            .distinguished_name
-            .push(DnType::CommonName, format!("{test} CA"));
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
-        Pki { dir, ca }
-    }
-
-    fn ca_pem(&self) -> String {
-        self.ca.pem()
-    }
-
-    /// A serving certificate for 127.0.0.1 and localhost: its PEM and its
-    /// key's.
-    fn server(&self, name: &str) -> (String, String) {
-        let mut params =
-            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        self.sign(params)
-    }
-
-    /// A client certificate with this common name and organizations.
-    fn client(&self, common_name: &str, organizations: &[&str]) -> (String, String) {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params
-            .distinguished_name
-            .push(DnType::CommonName, common_name);
-        // rcgen keeps one value per type: a second O goes in under its OID
-        // as a custom type.
-        let types = [
-            DnType::OrganizationName,
-            DnType::CustomDnType(vec![2, 5, 4, 10]),
-        ];
-        assert!(
-            organizations.len() <= types.len(),
-            "at most two organizations"
-        );
-        for (kind, organization) in types.into_iter().zip(organizations) {
-            params.distinguished_name.push(kind, *organization);
-        }
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        self.sign(params)
-    }
-
-    fn sign(&self, params: CertificateParams) -> (String, String) {
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.ca).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.dir.join(name);
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-
-    /// The files of a serving certificate, with this client CA.
-    fn tls_files(&self, name: &str, client_ca: Option<&str>) -> TlsFiles {
-        let (cert, key) = self.server(name);
-        TlsFiles {
-            cert: self.write("tls.crt", &cert),
-            key: self.write("tls.key", &key),
-            client_ca: client_ca.map(|pem| self.write("client-ca.crt", pem)),
-        }
-    }
-}
-
-impl Drop for Pki {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 fn der(pem: &str) -> CertificateDer<'static> {

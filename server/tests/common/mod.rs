@@ -5,6 +5,9 @@
 
 #![allow(dead_code)] // Each test binary uses its own part of this module.
 
+pub mod kubectl;
+pub mod pki;
+
 use std::sync::Arc;
 
 use kubecache_loadtest::sim::{Sim, SimConfig};

@@ -1,0 +1,308 @@
+//! kubectl through kubecache as each user of the demo policy, over HTTPS
+//! (kubectl sends a token only over TLS): reads from the caches, writes of
+//! every kind passed through under the user's own name, and the API
+//! server's refusals in its own words. The oracle is the sim: its state
+//! after the writes, its logs, its RBAC.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::kubectl::{Credential, Kubectl};
+use common::pki::Pki;
+use common::{Served, Setup};
+use kubecache_loadtest::sim::auth::demo::{DEVELOPER, NAMESPACE};
+use kubecache_loadtest::sim::resources::ids;
+use kubecache_loadtest::sim::{Policy, SimConfig};
+use kubecache_reflector::upstream::ApiResource;
+use kubecache_server::auth::AuthSettings;
+use kubecache_server::serving::Tls;
+
+async fn served(pki: &Pki) -> Served {
+    let tls = Tls::load(pki.tls_files("kubecache", Some(&pki.ca_pem()))).unwrap();
+    common::serve(Setup {
+        sim: SimConfig {
+            pods: 120,
+            configmaps: 30,
+            namespaces: 4,
+            policy: Some(Policy::demo()),
+            ..SimConfig::default()
+        },
+        resources: vec![
+            ApiResource::pods(),
+            common::resource("", "configmaps", "ConfigMap", true),
+        ],
+        tls: Some(tls),
+        auth: Some(AuthSettings::default()),
+        ..Setup::default()
+    })
+    .await
+}
+
+/// `kind/name` of the sim's objects of `resource` in `namespace` (all
+/// namespaces if `None`).
+fn names(
+    served: &Served,
+    resource: usize,
+    kind: &str,
+    namespace: Option<&str>,
+) -> BTreeSet<String> {
+    served
+        .sim
+        .state(resource)
+        .iter()
+        .filter(|o| namespace.is_none_or(|ns| o.namespace == ns))
+        .map(|o| format!("{kind}/{}", o.name))
+        .collect()
+}
+
+fn lines(printed: &str) -> BTreeSet<String> {
+    printed.lines().map(str::to_string).collect()
+}
+
+/// The sim's `data.step` of a config map in `NAMESPACE`, if it exists.
+fn step(served: &Served, name: &str) -> Option<String> {
+    let state = served.sim.state(ids::CONFIGMAPS);
+    let object = state
+        .iter()
+        .find(|o| o.namespace == NAMESPACE && o.name == name)?;
+    let object: serde_json::Value = serde_json::from_slice(&object.json).unwrap();
+    Some(
+        object["data"]["step"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_reads_and_writes_through_kubecache_as_each_user() {
+    if !common::kubectl::available() {
+        return;
+    }
+    let pki = Pki::new("kubectl");
+    let served = served(&pki).await;
+    let ca = pki.write("ca.crt", &pki.ca_pem());
+    let kubectl = |user: &str, credential| {
+        Kubectl::new(&pki.dir, user, &served.url, &ca, NAMESPACE, credential)
+    };
+    let alice = kubectl("alice", Credential::Token("alice-token"));
+
+    // Reads come from the cache, as far as RBAC lets them.
+    let mine = names(&served, ids::PODS, "pod", Some(NAMESPACE));
+    assert_eq!(lines(&alice.ok(&["get", "pods", "-o", "name"]).await), mine);
+    let refused = alice.fails(&["get", "pods", "-A"]).await;
+    assert!(
+        refused.contains(&format!(
+            r#"pods is forbidden: User "{DEVELOPER}" cannot list resource "pods" in API group "" at the cluster scope"#
+        )),
+        "{refused}"
+    );
+
+    // Every kind of write passes through as alice, and her next read
+    // (from the cache) sees it. (`--validate=false`: kubectl validates
+    // against the API server's OpenAPI document, which the sim does not
+    // serve; kubecache passes `/openapi` through like any uncached path.)
+    let get_step = [
+        "get",
+        "configmap",
+        "from-kubectl",
+        "-o",
+        "jsonpath={.data.step}",
+    ];
+    let manifest = |step: &str| {
+        let path = pki.write(
+            "from-kubectl.yaml",
+            &format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-kubectl\ndata:\n  step: {step}\n"
+            ),
+        );
+        path.display().to_string()
+    };
+    let applied = alice
+        .ok(&["apply", "--validate=false", "-f", &manifest("created")])
+        .await;
+    assert_eq!(applied.trim(), "configmap/from-kubectl created");
+    assert_eq!(alice.ok(&get_step).await, "created");
+    // Client-side apply of a change: a strategic merge patch.
+    let applied = alice
+        .ok(&["apply", "--validate=false", "-f", &manifest("applied")])
+        .await;
+    assert_eq!(applied.trim(), "configmap/from-kubectl configured");
+    assert_eq!(alice.ok(&get_step).await, "applied");
+    // `kubectl edit`: a get, the editor, a strategic merge patch.
+    let edited = alice
+        .ok_with(
+            &["edit", "--validate=false", "configmap", "from-kubectl"],
+            &[("KUBE_EDITOR", "sed -i s/step:.applied/step:\\ edited/")],
+        )
+        .await;
+    assert_eq!(edited.trim(), "configmap/from-kubectl edited");
+    assert_eq!(alice.ok(&get_step).await, "edited");
+    for (patch_type, patch, step) in [
+        ("merge", r#"{"data":{"step":"merged"}}"#, "merged"),
+        (
+            "json",
+            r#"[{"op":"replace","path":"/data/step","value":"json-patched"}]"#,
+            "json-patched",
+        ),
+    ] {
+        let patched = alice
+            .ok(&[
+                "patch",
+                "configmap",
+                "from-kubectl",
+                "--type",
+                patch_type,
+                "-p",
+                patch,
+            ])
+            .await;
+        assert_eq!(patched.trim(), "configmap/from-kubectl patched");
+        assert_eq!(alice.ok(&get_step).await, step);
+    }
+    let applied = alice
+        .ok(&[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--validate=false",
+            "-f",
+            &manifest("server-side"),
+        ])
+        .await;
+    assert_eq!(applied.trim(), "configmap/from-kubectl serverside-applied");
+    assert_eq!(alice.ok(&get_step).await, "server-side");
+    assert_eq!(
+        step(&served, "from-kubectl").as_deref(),
+        Some("server-side")
+    );
+
+    // Logs pass through: the sim's own bytes.
+    let pod = mine.first().unwrap().trim_start_matches("pod/").to_string();
+    let object = served
+        .sim
+        .state(ids::PODS)
+        .into_iter()
+        .find(|o| o.namespace == NAMESPACE && o.name == pod)
+        .unwrap();
+    let object: serde_json::Value = serde_json::from_slice(&object.json).unwrap();
+    let container = object["spec"]["containers"][0]["name"].as_str().unwrap();
+    let request = http::Request::get(format!(
+        "/api/v1/namespaces/{NAMESPACE}/pods/{pod}/log?container={container}"
+    ))
+    .header("authorization", "Bearer admin-token")
+    .body(http_body_util::Empty::<bytes::Bytes>::new())
+    .unwrap();
+    let (code, log) = common::send(served.sim.url(), request).await;
+    assert_eq!(code, 200);
+    let printed = alice.ok(&["logs", &pod, "-c", container]).await;
+    assert_eq!(printed.as_bytes(), &log[..]);
+
+    // `kubectl delete` waits for the object to go with a watch on its name,
+    // which the cache answers.
+    let deleted = alice.ok(&["delete", "configmap", "from-kubectl"]).await;
+    assert_eq!(deleted.trim(), r#"configmap "from-kubectl" deleted"#);
+    assert_eq!(step(&served, "from-kubectl"), None);
+    let gone = alice.fails(&["get", "configmap", "from-kubectl"]).await;
+    assert!(
+        gone.contains(r#"configmaps "from-kubectl" not found"#),
+        "{gone}"
+    );
+
+    // A write the API server refuses, in its words.
+    let other = served
+        .sim
+        .state(ids::NAMESPACES)
+        .iter()
+        .map(|ns| ns.name.clone())
+        .find(|ns| ns != NAMESPACE)
+        .unwrap();
+    let refused = alice
+        .fails(&[
+            "create",
+            "configmap",
+            "elsewhere",
+            "-n",
+            &other,
+            "--from-literal=a=b",
+        ])
+        .await;
+    assert!(
+        refused.contains(&format!(
+            r#"configmaps is forbidden: User "{DEVELOPER}" cannot create resource "configmaps" in API group "" in the namespace "{other}""#
+        )),
+        "{refused}"
+    );
+
+    // bob reads pods everywhere and writes nothing; eve reads nothing; a
+    // token the API server does not know is not logged in.
+    let bob = kubectl("bob", Credential::Token("bob-token"));
+    assert_eq!(
+        lines(&bob.ok(&["get", "pods", "-A", "-o", "name"]).await),
+        names(&served, ids::PODS, "pod", None)
+    );
+    let refused = bob.fails(&["delete", "pod", &pod]).await;
+    assert!(
+        refused.contains(&format!(
+            r#"pods "{pod}" is forbidden: User "bob" cannot delete resource "pods""#
+        )),
+        "{refused}"
+    );
+    let eve = kubectl("eve", Credential::Token("eve-token"));
+    let refused = eve.fails(&["get", "configmaps"]).await;
+    assert!(
+        refused.contains(&format!(
+            r#"configmaps is forbidden: User "eve" cannot list resource "configmaps" in API group "" in the namespace "{NAMESPACE}""#
+        )),
+        "{refused}"
+    );
+    let stranger = kubectl("stranger", Credential::Token("not-a-token"));
+    let refused = stranger.fails(&["get", "pods"]).await;
+    assert!(
+        refused.contains("You must be logged in to the server"),
+        "{refused}"
+    );
+
+    // alice by client certificate: the same reads, and writes made as her
+    // (kubecache impersonates her), refused as her elsewhere.
+    let (cert, key) = pki.client(DEVELOPER, &["payments-devs"]);
+    let (cert, key) = (pki.write("alice.crt", &cert), pki.write("alice.key", &key));
+    let alice = kubectl(
+        "alice-certificate",
+        Credential::Certificate {
+            cert: &cert,
+            key: &key,
+        },
+    );
+    assert_eq!(lines(&alice.ok(&["get", "pods", "-o", "name"]).await), mine);
+    let created = alice
+        .ok(&[
+            "create",
+            "configmap",
+            "by-certificate",
+            "--from-literal=step=certified",
+        ])
+        .await;
+    assert_eq!(created.trim(), "configmap/by-certificate created");
+    assert_eq!(
+        step(&served, "by-certificate").as_deref(),
+        Some("certified")
+    );
+    let refused = alice
+        .fails(&[
+            "create",
+            "configmap",
+            "elsewhere",
+            "-n",
+            &other,
+            "--from-literal=a=b",
+        ])
+        .await;
+    assert!(
+        refused.contains(&format!(
+            r#"User "{DEVELOPER}" cannot create resource "configmaps""#
+        )),
+        "{refused}"
+    );
+}
