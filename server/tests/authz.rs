@@ -1,10 +1,10 @@
-//! Every client reads exactly what the API server would let it read.
+//! Every client reads and writes exactly what the API server would let it.
 //!
 //! kubecache authenticates and authorizes with the sim's `TokenReview` and
 //! `SubjectAccessReview`, which judge by the sim's RBAC policy (the demo
-//! users). The oracle is the sim itself: for every user and every read,
-//! kubecache answers with the code the sim answers the same request with,
-//! and a 403 with the same body.
+//! users). The oracle is the sim itself: for every user and every read or
+//! write, kubecache answers with the code the sim answers the same request
+//! with, and a 401 or 403 with the same body.
 
 mod common;
 
@@ -157,6 +157,134 @@ async fn every_user_reads_exactly_what_the_api_server_lets_them() {
         }
         let (health, _) = read(&served.url, "/readyz", token).await;
         assert_eq!(health, 200, "health is open");
+    }
+}
+
+/// Sends `method path` with `body` of `content_type` to `url` as `token`:
+/// the code and the body.
+async fn write(
+    url: &str,
+    token: Option<&str>,
+    (method, path, content_type, body): (&str, &str, &str, &str),
+) -> (u16, bytes::Bytes) {
+    let mut request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type);
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let request = request
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            body.to_string(),
+        )))
+        .unwrap();
+    common::send(url, request).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_user_writes_exactly_what_the_api_server_lets_them() {
+    let served = served(AuthSettings::default()).await;
+    let (mine, other_ns, _) = pods(&served);
+    let ns = NAMESPACE;
+    let (json, merge, apply) = (
+        "application/json",
+        "application/merge-patch+json",
+        "application/apply-patch+yaml",
+    );
+    let mut seen = std::collections::BTreeMap::new();
+    for (caller, token) in CALLERS.iter().enumerate() {
+        // The same writes through kubecache and, on objects of their own,
+        // directly: the same answers. Each write's object is its caller's.
+        for (via, url) in [
+            ("through", served.url.as_str()),
+            ("direct", served.sim.url()),
+        ] {
+            let name = format!("{via}-{caller}");
+            let created = format!(r#"{{"metadata":{{"name":"{name}"}},"data":{{"k":"v"}}}}"#);
+            let writes = [
+                (
+                    "POST",
+                    format!("/api/v1/namespaces/{ns}/configmaps"),
+                    json,
+                    created.clone(),
+                ),
+                (
+                    "POST",
+                    format!("/api/v1/namespaces/{other_ns}/configmaps"),
+                    json,
+                    created,
+                ),
+                (
+                    "PATCH",
+                    format!("/api/v1/namespaces/{ns}/configmaps/{name}"),
+                    merge,
+                    r#"{"data":{"k":"patched"}}"#.into(),
+                ),
+                (
+                    "PATCH",
+                    format!("/api/v1/namespaces/{ns}/configmaps/{name}-applied?fieldManager=t"),
+                    apply,
+                    format!(
+                        "{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"{name}-applied\"}}}}"
+                    ),
+                ),
+                (
+                    "PATCH",
+                    format!("/api/v1/namespaces/{ns}/pods/{mine}"),
+                    merge,
+                    format!(r#"{{"metadata":{{"labels":{{"touched-{via}":"{caller}"}}}}}}"#),
+                ),
+                (
+                    "PATCH",
+                    format!("/api/v1/namespaces/{ns}/pods/{mine}/status"),
+                    merge,
+                    format!(r#"{{"status":{{"message":"{via}-{caller}"}}}}"#),
+                ),
+                (
+                    "DELETE",
+                    format!("/api/v1/namespaces/{ns}/configmaps/{name}"),
+                    json,
+                    String::new(),
+                ),
+                (
+                    "DELETE",
+                    format!("/api/v1/namespaces/{other_ns}/configmaps?labelSelector=none"),
+                    json,
+                    String::new(),
+                ),
+            ];
+            for (i, (method, path, content_type, body)) in writes.iter().enumerate() {
+                let (code, body) = write(url, *token, (method, path, content_type, body)).await;
+                let status = (code >= 400).then_some(body);
+                seen.entry((caller, i))
+                    .or_insert_with(Vec::new)
+                    .push((code, status));
+            }
+        }
+    }
+    let mut codes = std::collections::BTreeSet::new();
+    for ((caller, i), answers) in &seen {
+        let [through, direct] = &answers[..] else {
+            unreachable!()
+        };
+        let token = CALLERS[*caller];
+        assert_eq!(
+            through.0, direct.0,
+            "{token:?}, write {i}: through kubecache vs directly"
+        );
+        if matches!(through.0, 401 | 403) {
+            // The Status names the object; only the names differ.
+            let through =
+                String::from_utf8_lossy(through.1.as_ref().unwrap()).replace("through-", "direct-");
+            let direct = String::from_utf8_lossy(direct.1.as_ref().unwrap()).into_owned();
+            assert_eq!(through, direct, "{token:?}, write {i}: the Status");
+        }
+        codes.insert(through.0);
+    }
+    // Allowed, forbidden and unauthorized writes, all of them.
+    for code in [200, 201, 401, 403] {
+        assert!(codes.contains(&code), "no {code} in {codes:?}");
     }
 }
 
@@ -326,8 +454,9 @@ async fn when_the_reviews_cannot_be_asked_requests_fail_closed_and_recover() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_rs_reads_and_writes_through_kubecache_as_each_user() {
-    use k8s_openapi::api::core::v1::Pod;
-    use kube::api::{Api, ListParams, Patch, PatchParams};
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+    use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
     let served = served(AuthSettings::default()).await;
     let (mine, other_ns, _) = pods(&served);
     let alice: Api<Pod> = Api::namespaced(common::client_as(&served.url, "alice-token"), NAMESPACE);
@@ -371,6 +500,62 @@ async fn kube_rs_reads_and_writes_through_kubecache_as_each_user() {
     assert!(
         matches!(&refused, kube::Error::Api(status) if status.code == 403),
         "{refused:?}"
+    );
+
+    // alice watches her config maps while she applies one and deletes it:
+    // her watch gets both, in order.
+    let config_maps: Api<ConfigMap> =
+        Api::namespaced(common::client_as(&served.url, "alice-token"), NAMESPACE);
+    let from = config_maps
+        .list(&ListParams::default().limit(1))
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let watch = config_maps
+        .watch(&WatchParams::default(), &from)
+        .await
+        .expect("alice may watch her namespace");
+    let applied = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "from-kube-rs"}, "data": {"k": "applied"},
+    });
+    config_maps
+        .patch(
+            "from-kube-rs",
+            &PatchParams::apply("authz-test"),
+            &Patch::Apply(&applied),
+        )
+        .await
+        .expect("alice may apply in her namespace");
+    let read = config_maps.get("from-kube-rs").await.unwrap();
+    assert_eq!(read.data.unwrap()["k"], "applied");
+    config_maps
+        .delete("from-kube-rs", &Default::default())
+        .await
+        .expect("alice may delete in her namespace");
+    let events: Vec<_> = tokio::time::timeout(
+        Duration::from_secs(60),
+        watch
+            .map(|event| match event.unwrap() {
+                WatchEvent::Added(cm) => ("ADDED", cm.metadata.name.unwrap()),
+                WatchEvent::Modified(cm) => ("MODIFIED", cm.metadata.name.unwrap()),
+                WatchEvent::Deleted(cm) => ("DELETED", cm.metadata.name.unwrap()),
+                other => panic!("{other:?}"),
+            })
+            .filter(|(_, name)| std::future::ready(name == "from-kube-rs"))
+            .take(2)
+            .collect(),
+    )
+    .await
+    .expect("the apply and the delete reach alice's watch");
+    assert_eq!(
+        events,
+        [
+            ("ADDED", "from-kube-rs".into()),
+            ("DELETED", "from-kube-rs".into())
+        ]
     );
 }
 
