@@ -97,6 +97,10 @@ pub struct Cli {
     /// 1024].
     #[arg(long, env = "KUBECACHE_WATCHER_QUEUE")]
     pub watcher_queue: Option<usize>,
+    /// Most requirements of a list's or watch's label and field selectors
+    /// together; more get 400 [default: 100].
+    #[arg(long, env = "KUBECACHE_MAX_SELECTOR_REQUIREMENTS")]
+    pub max_selector_requirements: Option<usize>,
     /// Most events the replay log of each resource keeps [default: 102400].
     #[arg(long, env = "KUBECACHE_EVENT_LOG_SIZE")]
     pub event_log_size: Option<usize>,
@@ -143,6 +147,7 @@ pub struct FileConfig {
     read_wait_seconds: Option<f64>,
     bookmark_interval_seconds: Option<f64>,
     watcher_queue: Option<usize>,
+    max_selector_requirements: Option<usize>,
     event_log: Option<EventLogFile>,
     auth: Option<AuthFile>,
     resources: Option<Vec<ResourceFile>>,
@@ -359,6 +364,10 @@ impl Config {
                 .watcher_queue
                 .or(file.watcher_queue)
                 .unwrap_or(ServeSettings::DEFAULT_WATCHER_QUEUE),
+            max_selector_requirements: cli
+                .max_selector_requirements
+                .or(file.max_selector_requirements)
+                .unwrap_or(ServeSettings::DEFAULT_MAX_SELECTOR_REQUIREMENTS),
             ..ServeSettings::default()
         };
         if serve.watcher_queue == 0 {

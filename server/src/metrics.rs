@@ -246,6 +246,10 @@ fn describe() {
         "Bytes of HTTP response bodies sent, by route."
     );
     describe_counter!(
+        "kubecache_offloaded_requests_total",
+        "Lists built on a blocking thread because they examine or render many objects."
+    );
+    describe_counter!(
         "kubecache_auth_decisions_total",
         "Authentication (review=token) and authorization (review=access) decisions by result (allowed, denied, error) and cache (hit, miss: asked of the API server)."
     );

@@ -35,9 +35,10 @@ use kubecache_wire::list_options::{
 use kubecache_wire::{CachedObject, ObjectKey, Status};
 
 use super::error::{ApiError, not_ready};
+use super::offload;
 use super::path::ResourcePath;
 use crate::http::table::{self, Rendering, TableMeta};
-use crate::served::{ClientKey, Filter, Predicates};
+use crate::served::{Candidates, ClientKey, Filter, Predicates};
 use crate::served::{ServedResource, ServedResources};
 
 /// The header that says which resourceVersion a response was served at.
@@ -46,17 +47,31 @@ pub const RESOURCE_VERSION_HEADER: &str = "x-kubecache-resource-version";
 /// Size of the chunks a list body is streamed in.
 const CHUNK: usize = 256 * 1024;
 
-/// The list/watch parameters of `query` on `cache`.
+/// The list/watch parameters of `query` on `cache`, with at most
+/// `max_requirements` selector requirements.
 ///
 /// # Errors
 ///
-/// 400 or 422 for what does not parse or is not supported.
-pub fn collection_params(cache: &ServedResource, query: &str) -> Result<CollectionParams, Status> {
+/// 400 or 422 for what does not parse, is not supported or selects by too
+/// many requirements.
+pub fn collection_params(
+    cache: &ServedResource,
+    query: &str,
+    max_requirements: usize,
+) -> Result<CollectionParams, Status> {
     // The fields of the cache's own selector may be named too: every cached
     // object meets those requirements (`serve` drops them before filtering).
     let mut supported = Filter::supported_fields(&cache.indexes);
     supported.extend(cache.scope.field_paths());
-    CollectionParams::parse(query, &supported)
+    let params = CollectionParams::parse(query, &supported)?;
+    let requirements = params.labels.requirements().len() + params.fields.requirements().len();
+    if requirements > max_requirements {
+        return Err(Status::bad_request(format!(
+            "the label and field selectors have {requirements} requirements together; \
+             kubecache allows at most {max_requirements} (--max-selector-requirements)"
+        )));
+    }
+    Ok(params)
 }
 
 /// `GET` of a resource path by `client`, once its own writes are in the
@@ -115,7 +130,7 @@ fn query_predicates(query: &str) -> Result<Predicates, Status> {
 
 async fn list(
     caches: &ServedResources,
-    cache: &ServedResource,
+    cache: &Arc<ServedResource>,
     filter: &Filter,
     params: &CollectionParams,
     rendering: Rendering,
@@ -150,50 +165,118 @@ async fn list(
             (cache.reader.snapshot(), Some(0))
         }
     };
-    let after = params
-        .continue_token
-        .as_ref()
-        .map(|token| object_key(token.last_key()));
-    let mut selected = filter.select(&snapshot, after.as_ref());
-    let mut items: Vec<Arc<CachedObject>> = Vec::new();
-    for object in selected.by_ref() {
-        items.push(object.clone());
-        if items.len() == params.limit {
-            break;
-        }
-    }
-    let more = items.len() == params.limit && selected.next().is_some();
-    drop(selected);
-    let mut meta = ListMeta {
-        resource_version: snapshot.resource_version(),
-        continue_token: None,
-        remaining: None,
+    let page = Page {
+        limit: params.limit,
+        after: params
+            .continue_token
+            .as_ref()
+            .map(|token| object_key(token.last_key())),
+        before,
     };
-    if more && let Some(last) = items.last() {
-        let served = before.map(|n| n + items.len());
-        let rv = snapshot.resource_version() as i64;
-        meta.continue_token = Some(ContinueToken::after(rv, last.key.as_str(), served).encode());
-        if let Some(served) = served.filter(|_| !params.filters()) {
-            let total = match filter.namespace.as_deref() {
-                Some(ns) => snapshot.index_len(IndexLookup::Namespace(ns)),
-                None => snapshot.len(),
-            };
-            meta.remaining = Some(total.saturating_sub(served));
-        }
-        cache.pages.hold(&snapshot);
+    if !offload::is_heavy(page.work(filter, &snapshot, rendering)) {
+        return Ok(page.serve(cache, &snapshot, filter, rendering));
     }
-    Ok(match rendering {
+    let (cache, filter) = (cache.clone(), filter.clone());
+    Ok(offload::run(move || page.serve(&cache, &snapshot, &filter, rendering)).await)
+}
+
+/// One page of a list: at most `limit` objects (0: all) after `after`,
+/// `before` objects of the list having been served before it (`None` when
+/// not known: an inconsistent continuation).
+struct Page {
+    limit: usize,
+    after: Option<ObjectKey>,
+    before: Option<usize>,
+}
+
+impl Page {
+    /// What serving the page costs: objects examined, and rows rendered.
+    fn work(&self, filter: &Filter, snapshot: &Snapshot, rendering: Rendering) -> offload::Work {
+        let candidates = match filter.candidates(snapshot) {
+            Candidates::All => snapshot.len(),
+            Candidates::Index(lookup) => snapshot.index_len(lookup),
+        };
+        let limit = if self.limit == 0 {
+            usize::MAX
+        } else {
+            self.limit
+        };
+        let served = candidates.min(limit);
+        offload::Work {
+            examined: if filter.requires() {
+                candidates
+            } else {
+                served
+            },
+            rendered: match rendering {
+                Rendering::Json => 0,
+                Rendering::Table { .. } => served,
+            },
+        }
+    }
+
+    /// The page of `snapshot` that `filter` selects, rendered; its snapshot
+    /// held for the next page if there is one.
+    fn serve(
+        &self,
+        cache: &ServedResource,
+        snapshot: &Snapshot,
+        filter: &Filter,
+        rendering: Rendering,
+    ) -> Response {
+        let mut selected = filter.select(snapshot, self.after.as_ref());
+        let mut items: Vec<Arc<CachedObject>> = Vec::new();
+        for object in selected.by_ref() {
+            items.push(object.clone());
+            if items.len() == self.limit {
+                break;
+            }
+        }
+        let more = items.len() == self.limit && selected.next().is_some();
+        drop(selected);
+        let mut meta = ListMeta {
+            resource_version: snapshot.resource_version(),
+            continue_token: None,
+            remaining: None,
+        };
+        if more && let Some(last) = items.last() {
+            let served = self.before.map(|n| n + items.len());
+            let rv = snapshot.resource_version() as i64;
+            meta.continue_token =
+                Some(ContinueToken::after(rv, last.key.as_str(), served).encode());
+            if let Some(served) = served.filter(|_| !filter.requires()) {
+                let total = match filter.namespace.as_deref() {
+                    Some(ns) => snapshot.index_len(IndexLookup::Namespace(ns)),
+                    None => snapshot.len(),
+                };
+                meta.remaining = Some(total.saturating_sub(served));
+            }
+            cache.pages.hold(snapshot);
+        }
+        render(cache, meta, items, rendering)
+    }
+}
+
+/// The list response of `items` with `meta`, as JSON or as a Table.
+fn render(
+    cache: &ServedResource,
+    meta: ListMeta,
+    items: Vec<Arc<CachedObject>>,
+    rendering: Rendering,
+) -> Response {
+    match rendering {
         Rendering::Json => list_response(cache, &meta, items),
         Rendering::Table { version, include } => {
+            let resource_version = meta.resource_version;
             let meta = TableMeta {
-                resource_version: Some(meta.resource_version),
+                resource_version: Some(resource_version),
                 continue_token: meta.continue_token,
                 remaining: meta.remaining,
             };
             let table = table::render(&cache.resource.kind, version, include, &meta, &items);
-            json_response(Body::from(table), snapshot.resource_version())
+            json_response(Body::from(table), resource_version)
         }
-    })
+    }
 }
 
 /// The store's state at exactly `rv`: the current snapshot, if nothing

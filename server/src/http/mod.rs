@@ -13,6 +13,7 @@
 
 mod error;
 mod list;
+mod offload;
 mod path;
 mod query;
 mod route;
@@ -236,7 +237,11 @@ async fn from_cache(
     // them.
     let params = match target.name {
         Some(_) => None,
-        None => Some(list::collection_params(&target.cache, query)),
+        None => Some(list::collection_params(
+            &target.cache,
+            query,
+            shared.caches.settings.max_selector_requirements,
+        )),
     };
     let parsed = params.as_ref().and_then(|p| p.as_ref().ok());
     let attributes = Attributes::read(

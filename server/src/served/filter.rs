@@ -57,6 +57,12 @@ impl Filter {
         fields
     }
 
+    /// Whether label or field requirements filter objects (beyond the
+    /// namespace of the path).
+    pub fn requires(&self) -> bool {
+        !self.labels.is_empty() || !self.fields.is_empty()
+    }
+
     /// Whether `object` is selected.
     pub fn matches(&self, object: &CachedObject) -> bool {
         if let Some(ns) = &self.namespace

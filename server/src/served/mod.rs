@@ -22,7 +22,7 @@ use kubecache_wire::{FieldPathError, Status};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use filter::Filter;
+pub use filter::{Candidates, Filter};
 pub use predicates::Predicates;
 pub(crate) use scope::Scope;
 pub(crate) use writes::ClientKey;
@@ -51,6 +51,10 @@ pub struct ServeSettings {
     /// How long a paginated list's snapshot is kept after its last page was
     /// served; a continue token older than that gets 410 `Expired`.
     pub continue_ttl: Duration,
+    /// Most requirements a list or watch may select by, label and field
+    /// selectors together: each costs every object examined (and, for a
+    /// watch, every event) a lookup.
+    pub max_selector_requirements: usize,
 }
 
 impl ServeSettings {
@@ -71,6 +75,11 @@ impl ServeSettings {
     /// Five minutes: as long as kube-apiserver honours a continue token
     /// (until etcd compacts its revision, `--etcd-compaction-interval=5m`).
     pub const DEFAULT_CONTINUE_TTL: Duration = Duration::from_secs(5 * 60);
+
+    /// One hundred: far more than any controller's selector (a set of
+    /// values, `k in (a,b,…)`, is one requirement however many values it
+    /// has), far less than the thousands that made one list cost seconds.
+    pub const DEFAULT_MAX_SELECTOR_REQUIREMENTS: usize = 100;
 }
 
 impl Default for ServeSettings {
@@ -80,6 +89,7 @@ impl Default for ServeSettings {
             bookmark_interval: Self::DEFAULT_BOOKMARK_INTERVAL,
             watcher_queue: Self::DEFAULT_WATCHER_QUEUE,
             continue_ttl: Self::DEFAULT_CONTINUE_TTL,
+            max_selector_requirements: Self::DEFAULT_MAX_SELECTOR_REQUIREMENTS,
         }
     }
 }

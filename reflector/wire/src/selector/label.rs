@@ -61,7 +61,7 @@ impl LabelRequirement {
     /// Whether an object whose label `key` is `value` (`None`: no such label)
     /// satisfies this requirement.
     pub fn matches(&self, value: Option<&str>) -> bool {
-        let listed = |v: &str| self.values.iter().any(|x| x == v);
+        let listed = |v: &str| self.values.binary_search_by(|x| x.as_str().cmp(v)).is_ok();
         match self.operator {
             LabelOperator::Equals | LabelOperator::In => value.is_some_and(listed),
             LabelOperator::NotEquals | LabelOperator::NotIn => value.is_none_or(|v| !listed(v)),
