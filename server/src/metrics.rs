@@ -105,6 +105,7 @@ pub(crate) fn render(caches: &ServedResources, auth: &Auth) -> String {
             cache.freshness.lag() as f64,
         );
         gauge("kubecache_watchers", cache.watchers() as f64);
+        gauge("kubecache_held_snapshots", cache.pages.len() as f64);
         gauge(
             "kubecache_event_log_events",
             cache.reader.event_log_status().events as f64,
@@ -218,6 +219,10 @@ fn describe() {
         "Watch events buffered while a parallel list reads its remaining pages."
     );
     describe_gauge!("kubecache_watchers", "Open client watches.");
+    describe_gauge!(
+        "kubecache_held_snapshots",
+        "Store snapshots held for the next pages of paginated lists."
+    );
     describe_counter!(
         "kubecache_watchers_closed_total",
         "Client watches ended, by reason (timeout, client, shutdown, slow: cut for falling behind, expired: too old a resourceVersion, closed)."

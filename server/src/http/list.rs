@@ -116,7 +116,7 @@ pub async fn serve(
     if params.watch {
         return super::watch::serve(caches, cache, filter, params, predicates, rendering).await;
     }
-    list(caches, cache, &filter, &params, rendering).await
+    list(caches, cache, &filter, &params, rendering, client).await
 }
 
 /// The `predicates` query parameter.
@@ -134,14 +134,13 @@ async fn list(
     filter: &Filter,
     params: &CollectionParams,
     rendering: Rendering,
+    client: Option<ClientKey>,
 ) -> Result<Response, ApiError> {
     let wait = caches.settings.read_wait;
     let (snapshot, before) = match (&params.continue_token, params.resource_version) {
         (Some(token), _) if token.rv >= 0 => {
-            let snapshot = cache
-                .pages
-                .find(token.rv as u64)
-                .ok_or_else(|| expired_continue(&token.start))?;
+            let snapshot =
+                continued(cache, token.rv as u64).ok_or_else(|| expired_continue(&token.start))?;
             (snapshot, token.n)
         }
         // The inconsistent continuation of an expired list: the rest of
@@ -166,6 +165,7 @@ async fn list(
         }
     };
     let page = Page {
+        client,
         limit: params.limit,
         after: params
             .continue_token
@@ -180,10 +180,20 @@ async fn list(
     Ok(offload::run(move || page.serve(&cache, &snapshot, &filter, rendering)).await)
 }
 
-/// One page of a list: at most `limit` objects (0: all) after `after`,
+/// The snapshot a list continues from at `rv`: held, or the store as it is
+/// if it has not changed since.
+fn continued(cache: &ServedResource, rv: u64) -> Option<Snapshot> {
+    cache.pages.find(rv).or_else(|| {
+        let current = cache.reader.snapshot();
+        (current.resource_version() == rv).then_some(current)
+    })
+}
+
+/// One page of `client`'s list: at most `limit` objects (0: all) after `after`,
 /// `before` objects of the list having been served before it (`None` when
 /// not known: an inconsistent continuation).
 struct Page {
+    client: Option<ClientKey>,
     limit: usize,
     after: Option<ObjectKey>,
     before: Option<usize>,
@@ -251,7 +261,7 @@ impl Page {
                 };
                 meta.remaining = Some(total.saturating_sub(served));
             }
-            cache.pages.hold(snapshot);
+            cache.pages.hold(self.client, snapshot);
         }
         render(cache, meta, items, rendering)
     }

@@ -112,7 +112,7 @@ pub struct ServedResource {
     /// Consistent reads.
     pub(crate) freshness: Freshness,
     /// Snapshots of paginated lists in progress.
-    pub(crate) pages: HeldSnapshots,
+    pub(crate) pages: Arc<HeldSnapshots>,
     /// The fan-out of the store's events to watchers.
     pub(crate) hub: Hub,
     /// Open watches.
@@ -172,7 +172,7 @@ impl ServedResource {
             indexes,
             builtin,
             freshness: Freshness::new(upstream, reader.clone()),
-            pages: HeldSnapshots::new(settings.continue_ttl),
+            pages: HeldSnapshots::start(settings.continue_ttl),
             reader,
             status,
             watchers: AtomicUsize::new(0),

@@ -2,70 +2,240 @@
 //! from the same consistent state, as the API server's pages do.
 //!
 //! A snapshot costs nothing while the store is unchanged; under churn it
-//! keeps alive the tree nodes the writer copied since it was taken, so the
-//! number held and their lifetime are bounded.
+//! keeps alive the object versions (and tree nodes) replaced since it was
+//! taken. So a snapshot lives for the TTL from the list's first page, not
+//! from its last use (a client reusing a continue token cannot pin old
+//! versions for longer), and all held snapshots together pin at most what
+//! was written within the TTL. Expired snapshots are dropped on time by a
+//! sweeper, not on the next paginated request.
+//!
+//! Each client holds at most [`PER_CLIENT`] snapshots: its next list drops
+//! its own oldest, never another client's. Past [`TOTAL`] held at once (as
+//! many clients as that paginating together), the client holding the most
+//! gives up its oldest. A continue token whose snapshot is gone gets 410
+//! `Expired`, and its client relists.
 
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use kubecache_reflector::Snapshot;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-/// At most this many lists are paginated from held snapshots at once; the
-/// oldest is dropped first (its continue tokens then get 410 `Expired`,
-/// which clients answer by relisting).
-const MAX_HELD: usize = 32;
+use super::ClientKey;
 
-/// Snapshots by resourceVersion, each dropped once unused for the TTL.
+/// Lists one client may paginate at once (per resource).
+pub(crate) const PER_CLIENT: usize = 8;
+
+/// Lists paginated at once (per resource), all clients together.
+pub(crate) const TOTAL: usize = 1024;
+
+/// Snapshots held for the next pages of lists, each until its TTL ends.
 #[derive(Debug)]
 pub(crate) struct HeldSnapshots {
-    /// Guarded by the mutex: the held snapshots and when each last served
-    /// a page. Never held across an `.await`.
-    held: Mutex<Vec<(Snapshot, Instant)>>,
+    /// Never held across an `.await`.
+    held: Mutex<Vec<Held>>,
     ttl: Duration,
 }
 
+/// One list's snapshot: whose, and until when.
+#[derive(Debug)]
+struct Held {
+    client: Option<ClientKey>,
+    snapshot: Snapshot,
+    expires: Instant,
+}
+
 impl HeldSnapshots {
-    pub(crate) fn new(ttl: Duration) -> Self {
-        HeldSnapshots {
+    /// Holds each snapshot for `ttl`, and drops expired ones within a
+    /// quarter of it; the sweeper runs as long as the result is alive.
+    pub(crate) fn start(ttl: Duration) -> Arc<Self> {
+        let pages = Arc::new(HeldSnapshots {
             held: Mutex::new(Vec::new()),
             ttl,
-        }
+        });
+        tokio::spawn(sweep(Arc::downgrade(&pages), ttl / 4));
+        pages
     }
 
-    /// Keeps `snapshot` for the next pages of a list.
-    pub(crate) fn hold(&self, snapshot: &Snapshot) {
+    /// Keeps `snapshot` for the next pages of `client`'s list, for the TTL
+    /// from when it was first held (by anyone).
+    pub(crate) fn hold(&self, client: Option<ClientKey>, snapshot: &Snapshot) {
         let now = Instant::now();
+        let rv = snapshot.resource_version();
         let mut held = self.held.lock();
-        self.expire(&mut held, now);
-        match held
-            .iter_mut()
-            .find(|(s, _)| s.resource_version() == snapshot.resource_version())
+        expire(&mut held, now);
+        if held
+            .iter()
+            .any(|h| h.client == client && h.snapshot.resource_version() == rv)
         {
-            Some(entry) => entry.1 = now,
-            None => {
-                if held.len() == MAX_HELD {
-                    let oldest = (0..held.len()).min_by_key(|&i| held[i].1).unwrap_or(0);
-                    held.swap_remove(oldest);
-                }
-                held.push((snapshot.clone(), now));
-            }
+            return;
         }
+        if held.iter().filter(|h| h.client == client).count() >= PER_CLIENT {
+            drop_oldest_of(&mut held, client);
+        }
+        if held.len() >= TOTAL {
+            let greediest = greediest(&held);
+            drop_oldest_of(&mut held, greediest);
+        }
+        // A snapshot someone else holds already expires when theirs does:
+        // nobody extends another's.
+        let expires = held
+            .iter()
+            .filter(|h| h.snapshot.resource_version() == rv)
+            .map(|h| h.expires)
+            .min()
+            .unwrap_or(now + self.ttl);
+        held.push(Held {
+            client,
+            snapshot: snapshot.clone(),
+            expires,
+        });
     }
 
-    /// The held snapshot at `resource_version`, if it is still held.
+    /// The held snapshot at `resource_version`, whoever's list it was (a
+    /// continue token is anyone's to use, as on the API server).
     pub(crate) fn find(&self, resource_version: u64) -> Option<Snapshot> {
         let now = Instant::now();
-        let mut held = self.held.lock();
-        self.expire(&mut held, now);
-        let (snapshot, used) = held
-            .iter_mut()
-            .find(|(s, _)| s.resource_version() == resource_version)?;
-        *used = now;
-        Some(snapshot.clone())
+        let held = self.held.lock();
+        held.iter()
+            .find(|h| h.expires > now && h.snapshot.resource_version() == resource_version)
+            .map(|h| h.snapshot.clone())
     }
 
-    fn expire(&self, held: &mut Vec<(Snapshot, Instant)>, now: Instant) {
-        held.retain(|(_, used)| now.saturating_duration_since(*used) < self.ttl);
+    /// How many snapshots are held.
+    pub(crate) fn len(&self) -> usize {
+        self.held.lock().len()
+    }
+}
+
+/// Drops the expired snapshots of `pages` every `every`, until `pages` is
+/// gone.
+async fn sweep(pages: Weak<HeldSnapshots>, every: Duration) {
+    let mut tick = tokio::time::interval(every.max(Duration::from_millis(10)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(pages) = pages.upgrade() else {
+            return;
+        };
+        expire(&mut pages.held.lock(), Instant::now());
+    }
+}
+
+fn expire(held: &mut Vec<Held>, now: Instant) {
+    held.retain(|h| h.expires > now);
+}
+
+/// Drops the snapshot of `client` that expires first.
+fn drop_oldest_of(held: &mut Vec<Held>, client: Option<ClientKey>) {
+    let oldest = held
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| h.client == client)
+        .min_by_key(|(_, h)| h.expires)
+        .map(|(i, _)| i);
+    if let Some(i) = oldest {
+        held.swap_remove(i);
+    }
+}
+
+/// The client holding the most snapshots.
+fn greediest(held: &[Held]) -> Option<ClientKey> {
+    let mut counts = std::collections::HashMap::new();
+    for h in held {
+        *counts.entry(h.client).or_insert(0usize) += 1;
+    }
+    counts
+        .into_iter()
+        .max_by_key(|(_, n)| *n)
+        .and_then(|(client, _)| client)
+}
+
+#[cfg(test)]
+mod tests {
+    use kubecache_reflector::{StoreConfig, StoreWriter, store};
+
+    use super::*;
+    use crate::auth::{BearerToken, Credential};
+
+    const TTL: Duration = Duration::from_secs(300);
+
+    fn client(name: &str) -> Option<ClientKey> {
+        ClientKey::of(&Credential::Token(BearerToken::new(name)))
+    }
+
+    /// The store's snapshot once it is at `rv`.
+    fn at(
+        writer: &mut StoreWriter,
+        reader: &kubecache_reflector::StoreReader,
+        rv: u64,
+    ) -> Snapshot {
+        writer.advance(rv);
+        reader.snapshot()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_s_lists_displace_only_its_own() {
+        let (mut writer, reader) = store(StoreConfig::default());
+        let pages = HeldSnapshots::start(TTL);
+        pages.hold(client("quiet"), &at(&mut writer, &reader, 1));
+        for rv in 2..=(PER_CLIENT as u64 + 2) {
+            pages.hold(client("busy"), &at(&mut writer, &reader, rv));
+            tokio::time::advance(Duration::from_millis(1)).await;
+        }
+        assert!(pages.find(1).is_some(), "the quiet client's list survives");
+        assert!(pages.find(2).is_none(), "the busy client's oldest went");
+        assert!(pages.find(3).is_some());
+        assert_eq!(pages.len(), PER_CLIENT + 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_snapshot_lives_for_the_ttl_from_its_first_page_whoever_uses_it() {
+        let (mut writer, reader) = store(StoreConfig::default());
+        let pages = HeldSnapshots::start(TTL);
+        let snapshot = at(&mut writer, &reader, 7);
+        pages.hold(client("a"), &snapshot);
+        tokio::time::advance(TTL - Duration::from_millis(1)).await;
+        // Used again, and held by another client: neither extends it.
+        assert!(pages.find(7).is_some());
+        pages.hold(client("a"), &snapshot);
+        pages.hold(client("b"), &snapshot);
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(pages.find(7).is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn expired_snapshots_are_dropped_without_another_request() {
+        let (mut writer, reader) = store(StoreConfig::default());
+        let pages = HeldSnapshots::start(TTL);
+        pages.hold(client("a"), &at(&mut writer, &reader, 1));
+        pages.hold(None, &at(&mut writer, &reader, 2));
+        tokio::time::sleep(TTL + TTL / 4).await;
+        assert_eq!(pages.len(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn past_the_total_the_greediest_client_gives_one_up() {
+        let (mut writer, reader) = store(StoreConfig::default());
+        let pages = HeldSnapshots::start(TTL);
+        let mut rv = 0;
+        let mut hold = |pages: &HeldSnapshots, who: &str| {
+            rv += 1;
+            pages.hold(client(who), &at(&mut writer, &reader, rv));
+            rv
+        };
+        let greedy_first = hold(&pages, "greedy");
+        for _ in 1..PER_CLIENT {
+            hold(&pages, "greedy");
+        }
+        let others: Vec<u64> = (PER_CLIENT..TOTAL)
+            .map(|i| hold(&pages, &format!("client-{i}")))
+            .collect();
+        assert_eq!(pages.len(), TOTAL);
+        hold(&pages, "newcomer");
+        assert_eq!(pages.len(), TOTAL);
+        assert!(pages.find(greedy_first).is_none());
+        assert!(others.iter().all(|rv| pages.find(*rv).is_some()));
     }
 }
