@@ -86,7 +86,7 @@ pub(crate) async fn serve(
         }
     };
     let settings = &caches.settings;
-    let timeout = params.timeout.unwrap_or_else(default_timeout);
+    let timeout = params.timeout.unwrap_or_else(default_timeout).min(LONGEST);
     let watch = Watch {
         cache: cache.clone(),
         filter,
@@ -105,6 +105,10 @@ pub(crate) async fn serve(
     );
     Ok(json_response(body, served_at))
 }
+
+/// The longest a watch lasts, whatever `timeoutSeconds` asks (a larger
+/// deadline would overflow the clock): a year.
+const LONGEST: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 
 /// 30 to 60 minutes, at random.
 fn default_timeout() -> Duration {
