@@ -92,6 +92,7 @@ pub(crate) fn render(caches: &ServedResources, auth: &Auth) -> String {
             metrics::gauge!(name, "resource" => resource.clone()).set(value);
         };
         gauge("kubecache_objects", snapshot.len() as f64);
+        gauge("kubecache_store_bytes", snapshot.bytes() as f64);
         gauge(
             "kubecache_ready",
             f64::from(u8::from(cache.reader.is_ready())),
@@ -106,10 +107,9 @@ pub(crate) fn render(caches: &ServedResources, auth: &Auth) -> String {
         );
         gauge("kubecache_watchers", cache.watchers() as f64);
         gauge("kubecache_held_snapshots", cache.pages.len() as f64);
-        gauge(
-            "kubecache_event_log_events",
-            cache.reader.event_log_status().events as f64,
-        );
+        let log = cache.reader.event_log_status();
+        gauge("kubecache_event_log_events", log.events as f64);
+        gauge("kubecache_event_log_bytes", log.bytes as f64);
     }
     if let Some(rss) = resident_memory_bytes() {
         metrics::gauge!("process_resident_memory_bytes").set(rss as f64);
@@ -192,6 +192,16 @@ fn describe() {
     describe_gauge!(
         "kubecache_event_log_events",
         "Events held in the replay log that watches resume from."
+    );
+    describe_gauge!(
+        "kubecache_store_bytes",
+        Unit::Bytes,
+        "About the bytes the store's objects hold (JSON and parsed fields)."
+    );
+    describe_gauge!(
+        "kubecache_event_log_bytes",
+        Unit::Bytes,
+        "About the bytes of the objects the replay log's events carry (the newest version of each is shared with the store)."
     );
     describe_counter!(
         "kubecache_events_applied_total",

@@ -135,6 +135,10 @@ pub struct EventLogStatus {
     pub newest: u64,
     /// Number of events in the ring.
     pub events: usize,
+    /// About the bytes of the objects its events carry
+    /// ([`CachedObject::size`], summed; the newest version of each object
+    /// is shared with the store).
+    pub bytes: usize,
 }
 
 /// The ring and the signal that wakes its subscribers. Shared by the writer
@@ -164,6 +168,8 @@ struct Ring {
     floor: u64,
     /// The newest resourceVersion known: last event or bookmark.
     newest: u64,
+    /// The [`CachedObject::size`]s of the events' objects, summed.
+    bytes: usize,
     /// The writer is gone; nothing more will be appended.
     closed: bool,
 }
@@ -192,6 +198,7 @@ impl EventLog {
                 first_seq: 0,
                 floor: 0,
                 newest: 0,
+                bytes: 0,
                 closed: false,
             }),
             appended: Notify::new(),
@@ -206,6 +213,7 @@ impl EventLog {
             let mut ring = self.ring.write();
             debug_assert!(ring.newest <= event.resource_version);
             ring.newest = ring.newest.max(event.resource_version);
+            ring.bytes += event.object.size();
             ring.events.push_back(Entry {
                 event,
                 appended: Instant::now(),
@@ -256,6 +264,7 @@ impl EventLog {
                 break;
             };
             ring.first_seq += 1;
+            ring.bytes -= entry.event.object.size();
             ring.floor = ring.floor.max(entry.event.resource_version);
             evicted.push(entry);
         }
@@ -297,6 +306,7 @@ impl EventLog {
             oldest: ring.floor,
             newest: ring.newest,
             events: ring.events.len(),
+            bytes: ring.bytes,
         }
     }
 }

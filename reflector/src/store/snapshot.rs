@@ -44,6 +44,8 @@ impl Change {
 pub(crate) struct StoreState {
     /// The newest resourceVersion applied (by a change or a bookmark).
     pub(crate) resource_version: u64,
+    /// The [`CachedObject::size`]s of `objects`, summed.
+    pub(crate) bytes: usize,
     pub(crate) objects: ObjectMap,
     pub(crate) indexes: Indexes,
     pub(crate) field_indexes: Arc<[IndexSpec]>,
@@ -53,6 +55,7 @@ impl StoreState {
     pub(crate) fn new(field_indexes: Arc<[IndexSpec]>) -> Self {
         StoreState {
             resource_version: 0,
+            bytes: 0,
             objects: ObjectMap::new(),
             indexes: Indexes::new(field_indexes.len()),
             field_indexes,
@@ -81,6 +84,7 @@ impl StoreState {
                 let key: SharedKey = Arc::from(object.key.as_str());
                 state.indexes.insert(&key, &object);
                 state.objects.insert(key, object.clone());
+                state.bytes += object.size();
                 (ChangeType::Added, object, None)
             }
             (Change::Upsert(object), Some((key, held))) => {
@@ -89,12 +93,14 @@ impl StoreState {
                 if let Some(slot) = state.objects.get_mut(&*key) {
                     *slot = object.clone();
                 }
+                state.bytes = state.bytes + object.size() - held.size();
                 (ChangeType::Modified, object, Some(held))
             }
             (Change::Delete { object }, Some((key, held))) => {
                 let state = Arc::make_mut(state);
                 state.indexes.remove(&key, &held);
                 state.objects.remove(&*key);
+                state.bytes -= held.size();
                 (ChangeType::Deleted, object, Some(held))
             }
         };
@@ -167,6 +173,12 @@ impl Snapshot {
     /// Number of objects.
     pub fn len(&self) -> usize {
         self.state.objects.len()
+    }
+
+    /// About the bytes its objects hold ([`CachedObject::size`], summed;
+    /// index entries not counted).
+    pub fn bytes(&self) -> usize {
+        self.state.bytes
     }
 
     /// `true` when the store holds no object.

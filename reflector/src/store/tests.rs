@@ -534,14 +534,44 @@ fn events_since_covers_the_ring_and_is_too_old_past_its_oldest_event_by_count() 
     assert!(reader.events_since(50).unwrap().is_empty());
     assert!(reader.events_since(70).unwrap().is_empty(), "a future rv");
     assert_eq!(reader.events_since(19), Err(TooOld { oldest: 20 }));
+    let held: usize = reader
+        .events_since(20)
+        .unwrap()
+        .iter()
+        .map(|e| e.object.size())
+        .sum();
     assert_eq!(
         reader.event_log_status(),
         EventLogStatus {
             oldest: 20,
             newest: 50,
-            events: 3
+            events: 3,
+            bytes: held,
         }
     );
+}
+
+#[test]
+fn the_store_counts_the_bytes_of_the_objects_it_holds() {
+    let (mut writer, reader) = small_store();
+    let counted = |reader: &StoreReader| {
+        let snapshot = reader.snapshot();
+        let sum: usize = snapshot.range(None, None).map(|o| o.size()).sum();
+        (snapshot.bytes(), sum)
+    };
+    writer.apply(upsert(pod("a", "x", 10)));
+    writer.apply(upsert(pod("a", "y", 11)));
+    let (bytes, sum) = counted(&reader);
+    assert!(bytes > 0);
+    assert_eq!(bytes, sum);
+    let mut bigger = (*pod("a", "x", 12)).clone();
+    bigger.json = Bytes::from(vec![b' '; 10_000]);
+    writer.apply(upsert(Arc::new(bigger)));
+    let (bytes, sum) = counted(&reader);
+    assert_eq!(bytes, sum);
+    writer.apply(delete(pod("a", "y", 13)));
+    writer.apply(delete(pod("a", "x", 14)));
+    assert_eq!(counted(&reader), (0, 0));
 }
 
 #[test]

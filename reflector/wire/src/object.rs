@@ -79,6 +79,31 @@ pub struct CachedObject {
 }
 
 impl CachedObject {
+    /// About the bytes this object holds: its JSON, its parsed fields and
+    /// the struct (allocator overhead aside). What memory metrics add up.
+    pub fn size(&self) -> usize {
+        let boxed = |text: &str| text.len();
+        std::mem::size_of::<CachedObject>()
+            + self.json.len()
+            + self.key.as_str().len()
+            + self.uid.len()
+            + self
+                .labels
+                .iter()
+                .map(|(k, v)| std::mem::size_of::<(Box<str>, Box<str>)>() + k.len() + v.len())
+                .sum::<usize>()
+            + self
+                .owner_uids
+                .iter()
+                .map(|uid| std::mem::size_of::<Box<str>>() + boxed(uid))
+                .sum::<usize>()
+            + self
+                .fields
+                .iter()
+                .map(|f| std::mem::size_of::<Option<Box<str>>>() + f.as_deref().map_or(0, boxed))
+                .sum::<usize>()
+    }
+
     /// This object stamped with a later revision `rv`, as a DELETED event
     /// carries the last state of an object deleted at `rv` (see
     /// [`with_resource_version`](crate::with_resource_version)).
