@@ -168,13 +168,18 @@ async fn simulated(
     url: &str,
 ) -> anyhow::Result<(kube::Config, kubecache_loadtest::sim::Sim)> {
     use kubecache_loadtest::sim::auth::demo;
-    use kubecache_loadtest::sim::{Policy, Sim, SimConfig};
+    use kubecache_loadtest::sim::{HistoryWindow, Policy, Sim, SimConfig};
     let config = SimConfig {
         pods,
         widgets: 100,
         configmaps: 500,
         churn_per_sec: churn,
         policy: Some(Policy::demo()),
+        // Five minutes of watch history, not the 100k events of
+        // kube-apiserver's watch cache (33 minutes at 50 writes/s): in one
+        // process with kubecache, the sim's memory would keep rising long
+        // after kubecache's levelled off.
+        watch_cache: HistoryWindow::ETCD,
         ..SimConfig::default()
     };
     let (sim_url, sim) = Sim::start(config)
