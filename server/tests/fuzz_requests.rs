@@ -310,9 +310,7 @@ fn no_request_gets_a_panic_or_an_answer_without_a_status() {
     }
     let mut runner = TestRunner::new(Config {
         cases: 3000,
-        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
-            "regressions",
-        ))),
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("regressions"))),
         source_file: Some(file!()),
         ..Config::default()
     });
