@@ -44,6 +44,18 @@ pub fn no_such_path() -> ApiError {
     ApiError(status)
 }
 
+/// 405 for a method a path does not serve (a POST to `/healthz`), worded
+/// as kube-apiserver words it.
+pub fn method_not_allowed(method: &str) -> ApiError {
+    ApiError(Status::failure(
+        405,
+        "MethodNotAllowed",
+        format!(
+            "the server does not allow this method on the requested resource: {method} is not served"
+        ),
+    ))
+}
+
 /// 405 for a write to the query API, which only reads.
 pub fn read_only(method: &str) -> ApiError {
     ApiError(Status::failure(

@@ -78,6 +78,9 @@ pub fn router(caches: Arc<ServedResources>, auth: Auth, upstream: PassThrough) -
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/v1/{*rest}", any(query_api))
+        .method_not_allowed_fallback(|method: Method| async move {
+            error::method_not_allowed(method.as_str())
+        })
         // Everything else is the Kubernetes API.
         .fallback(kubernetes)
         .with_state(shared)
