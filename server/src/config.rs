@@ -22,6 +22,7 @@
 //! watcherQueue: 1024
 //! eventLog: { maxEvents: 102400, maxAgeSeconds: 300 }
 //! auth: { mode: kubernetes, allowedTtlSeconds: 60, deniedTtlSeconds: 10, cacheEntries: 10000 }
+//! connections: { max: 4096, maxPerAddress: 512, headerReadTimeoutSeconds: 32, idleTimeoutSeconds: 90 }
 //! resources:
 //!   - resource: pods        # plural or plural.group
 //!     namespace: ""         # one namespace only (default: all)
@@ -42,7 +43,7 @@ use serde::Deserialize;
 
 use crate::ServeSettings;
 use crate::auth::AuthSettings;
-use crate::serving::{Tls, TlsFile, TlsFiles};
+use crate::serving::{Limits, Tls, TlsFile, TlsFiles};
 
 /// The command line; every flag also has an environment variable and, but
 /// for the upstream's, a key in the file.
@@ -118,6 +119,21 @@ pub struct Cli {
     /// is honoured within it [default: 10].
     #[arg(long, env = "KUBECACHE_AUTH_DENIED_TTL_SECONDS")]
     pub auth_denied_ttl_seconds: Option<f64>,
+    /// Connections served at once; beyond, requests get a 429 Status.
+    /// Lowered to fit the open-file limit [default: 4096].
+    #[arg(long, env = "KUBECACHE_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// Connections served at once from one client address [default: 512].
+    #[arg(long, env = "KUBECACHE_MAX_CONNECTIONS_PER_ADDRESS")]
+    pub max_connections_per_address: Option<usize>,
+    /// Seconds a request's head may take from its first byte; a slower
+    /// client is disconnected [default: 32].
+    #[arg(long, env = "KUBECACHE_HEADER_READ_TIMEOUT_SECONDS")]
+    pub header_read_timeout_seconds: Option<f64>,
+    /// Seconds a keep-alive connection may wait for its next request
+    /// before it is closed [default: 90].
+    #[arg(long, env = "KUBECACHE_IDLE_TIMEOUT_SECONDS")]
+    pub idle_timeout_seconds: Option<f64>,
     /// Kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the
     /// in-cluster service account).
     #[arg(long, env = "KUBECONFIG")]
@@ -150,7 +166,18 @@ pub struct FileConfig {
     max_selector_requirements: Option<usize>,
     event_log: Option<EventLogFile>,
     auth: Option<AuthFile>,
+    connections: Option<ConnectionsFile>,
     resources: Option<Vec<ResourceFile>>,
+}
+
+/// `connections` of the file.
+#[derive(Deserialize, Debug, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ConnectionsFile {
+    max: Option<usize>,
+    max_per_address: Option<usize>,
+    header_read_timeout_seconds: Option<f64>,
+    idle_timeout_seconds: Option<f64>,
 }
 
 /// `auth` of the file.
@@ -205,6 +232,9 @@ pub struct Config {
     pub serve: ServeSettings,
     /// How requests answered from the caches are authorized.
     pub auth: AuthConfig,
+    /// The bounds of serving, before they are fitted to the open-file
+    /// limit ([`Limits::within_descriptors`]).
+    pub connections: Limits,
     /// The resources, in order.
     pub resources: Vec<ResourceConfig>,
 }
@@ -250,6 +280,45 @@ impl AuthConfig {
         }
         Ok(AuthConfig { enabled, settings })
     }
+}
+
+/// `connections` of the file and its flags.
+fn connections(cli: &Cli, file: ConnectionsFile) -> Result<Limits, ConfigError> {
+    let default = Limits::default();
+    let limits = Limits {
+        header_read_timeout: seconds(
+            "connections.headerReadTimeoutSeconds (--header-read-timeout-seconds)",
+            cli.header_read_timeout_seconds
+                .or(file.header_read_timeout_seconds),
+            default.header_read_timeout,
+        )?,
+        idle_timeout: seconds(
+            "connections.idleTimeoutSeconds (--idle-timeout-seconds)",
+            cli.idle_timeout_seconds.or(file.idle_timeout_seconds),
+            default.idle_timeout,
+        )?,
+        max_connections: cli
+            .max_connections
+            .or(file.max)
+            .unwrap_or(default.max_connections),
+        max_connections_per_address: cli
+            .max_connections_per_address
+            .or(file.max_per_address)
+            .unwrap_or(default.max_connections_per_address),
+    };
+    if limits.max_connections == 0 {
+        return Err(invalid(
+            "connections.max (--max-connections)",
+            "must be at least 1",
+        ));
+    }
+    if limits.max_connections_per_address == 0 {
+        return Err(invalid(
+            "connections.maxPerAddress (--max-connections-per-address)",
+            "must be at least 1",
+        ));
+    }
+    Ok(limits)
 }
 
 /// One resource to cache, ready to start.
@@ -377,6 +446,7 @@ impl Config {
             ));
         }
         let auth = AuthConfig::resolve(cli, file.auth.unwrap_or_default())?;
+        let connections = connections(cli, file.connections.unwrap_or_default())?;
         let file_log = file.event_log.unwrap_or_default();
         let event_log = EventLogConfig {
             max_events: cli
@@ -438,6 +508,7 @@ impl Config {
             tls,
             serve,
             auth,
+            connections,
             resources,
         })
     }
@@ -604,6 +675,22 @@ mod tests {
     }
 
     #[test]
+    fn connection_limits_come_from_flags_over_the_file() {
+        assert_eq!(resolve("", &[]).unwrap().connections, Limits::default());
+        let yaml = "connections: {max: 10, maxPerAddress: 2, idleTimeoutSeconds: 5}";
+        let config = resolve(yaml, &["--max-connections", "20"]).unwrap();
+        assert_eq!(
+            config.connections,
+            Limits {
+                max_connections: 20,
+                max_connections_per_address: 2,
+                idle_timeout: Duration::from_secs(5),
+                ..Limits::default()
+            }
+        );
+    }
+
+    #[test]
     fn the_defaults_cache_pods_on_port_8080() {
         let config = resolve("", &[]).unwrap();
         assert_eq!(config.listen.to_string(), "0.0.0.0:8080");
@@ -733,6 +820,18 @@ resources:
             "readWaitSeconds (--read-wait-seconds)"
         );
         assert_eq!(error_field("", &["--auth", "open"]), "auth.mode (--auth)");
+        assert_eq!(
+            error_field("connections: {max: 0}", &[]),
+            "connections.max (--max-connections)"
+        );
+        assert_eq!(
+            error_field("", &["--max-connections-per-address", "0"]),
+            "connections.maxPerAddress (--max-connections-per-address)"
+        );
+        assert_eq!(
+            error_field("", &["--header-read-timeout-seconds", "0"]),
+            "connections.headerReadTimeoutSeconds (--header-read-timeout-seconds)"
+        );
         assert_eq!(
             error_field("auth: {deniedTtlSeconds: 0}", &[]),
             "auth.deniedTtlSeconds (--auth-denied-ttl-seconds)"

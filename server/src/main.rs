@@ -12,6 +12,10 @@
 //! resourceVersion), let answers in flight finish for up to
 //! [`SHUTDOWN_GRACE`], exit.
 //!
+//! Open files: the soft limit is raised to the hard one at start-up (as
+//! Go's runtime does), and the connection limits are lowered, with a
+//! warning, if they would not fit in it.
+//!
 //! Health: a resource whose reflector fails (401, 403, 404: it retries)
 //! is not ready, and `/readyz` says why; a reflector task that ends (a bug)
 //! is logged, and `/livez` fails so that the kubelet restarts the process.
@@ -25,7 +29,7 @@ use clap::Parser;
 use kubecache_reflector::upstream::{ApiResource, ResourceSpec};
 use kubecache_server::auth::Auth;
 use kubecache_server::config::{Cli, Config, FileConfig};
-use kubecache_server::serving::Server;
+use kubecache_server::serving::{Limits, Server};
 use kubecache_server::{ServedResource, ServedResources};
 use tokio::task::JoinHandle;
 
@@ -48,6 +52,7 @@ async fn main() -> anyhow::Result<()> {
         None => FileConfig::default(),
     };
     let config = Config::resolve(&cli, file)?;
+    let limits = fit_open_files(config.connections);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listen (--listen): binding {}", config.listen))?;
@@ -111,6 +116,7 @@ async fn main() -> anyhow::Result<()> {
     let stopping = caches.clone();
     let server = Server::new(listener, router)
         .tls(config.tls)
+        .limits(limits)
         .serve(async move {
             stop_signal().await;
             tracing::info!("stopping: no new connections; ending watches");
@@ -147,6 +153,27 @@ async fn upstream(cli: &Cli, url: &str) -> anyhow::Result<(kube::Config, Option<
             .context("no kubeconfig and not in a cluster: pass --kubeconfig, or --simulate N")?,
     };
     Ok((config, None))
+}
+
+/// Raises the open-file limit and lowers `limits` to fit in it.
+fn fit_open_files(limits: Limits) -> Limits {
+    let descriptors = match kubecache_server::serving::raise_descriptor_limit() {
+        Ok(descriptors) => descriptors,
+        Err(error) => {
+            tracing::warn!(%error, "the open-file limit cannot be read: connections not bounded by it");
+            return limits;
+        }
+    };
+    let fitted = limits.within_descriptors(descriptors);
+    if fitted != limits {
+        tracing::warn!(
+            open_files = descriptors,
+            max_connections = fitted.max_connections,
+            max_connections_per_address = fitted.max_connections_per_address,
+            "connection limits lowered to fit the open-file limit (ulimit -n)"
+        );
+    }
+    fitted
 }
 
 /// Where a local client reaches an address kubecache listens on.

@@ -296,6 +296,14 @@ fn describe() {
         "How long reads waited for their client's own write, by outcome (caught_up, timeout)."
     );
     describe_gauge!(
+        "kubecache_connections",
+        "Open client connections, by state (admitted: served; refused: answering their one request with a 429, or a probe)."
+    );
+    describe_counter!(
+        "kubecache_connections_refused_total",
+        "Connections beyond a limit, by reason (max_connections, max_connections_per_address)."
+    );
+    describe_gauge!(
         "process_resident_memory_bytes",
         Unit::Bytes,
         "Resident memory of the kubecache process."

@@ -1,7 +1,8 @@
 //! kubecache's accept loop (`kubecache_server::serving`) over real sockets:
 //! graceful shutdown, HTTPS with certificates minted by `common::pki`,
-//! client certificates, reloading rotated files, and
-//! handshakes that never finish. Most tests serve a tiny router that says
+//! client certificates, reloading rotated files,
+//! handshakes that never finish, and connection hygiene (header-read and
+//! idle timeouts, connection limits, the answers to what does not parse). Most tests serve a tiny router that says
 //! who the request's client certificate proves; one serves kubecache's
 //! own router to a kube client over HTTPS.
 //!
@@ -24,7 +25,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use kubecache_server::auth::PeerCertificate;
-use kubecache_server::serving::{Server, Tls, TlsFiles};
+use kubecache_server::serving::{Limits, Server, Tls, TlsFiles};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -60,6 +61,23 @@ fn whoami() -> Router {
                 None => "anonymous".to_string(),
             }
         }),
+    )
+}
+
+/// kubecache's own router, caching nothing, without authorization: its
+/// `/metrics`, probes and error answers.
+fn kubecache_router() -> Router {
+    kubecache_server::router(
+        Arc::new(kubecache_server::ServedResources::new(
+            Vec::new(),
+            Default::default(),
+        )),
+        kubecache_server::auth::Auth::None,
+        // Nothing passes through here: an upstream that is never asked.
+        kubecache_server::PassThrough::new(&kube::Config::new(
+            "http://127.0.0.1:9".parse().unwrap(),
+        ))
+        .unwrap(),
     )
 }
 
@@ -134,19 +152,33 @@ where
     Ok(sender)
 }
 
+/// `method` `path` on an open connection: the answer, its body whole.
+async fn answer_on(
+    sender: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+    method: http::Method,
+    path: &str,
+) -> hyper::Result<http::Response<String>> {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::HOST, "127.0.0.1")
+        .body(Empty::new())
+        .unwrap();
+    let (parts, body) = sender.send_request(request).await?.into_parts();
+    let body = body.collect().await?.to_bytes();
+    Ok(http::Response::from_parts(
+        parts,
+        String::from_utf8_lossy(&body).into_owned(),
+    ))
+}
+
 /// GET `path` on an open connection: the code and the body.
 async fn get_on(
     sender: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
     path: &str,
 ) -> hyper::Result<(u16, String)> {
-    let request = http::Request::get(path)
-        .header(http::header::HOST, "127.0.0.1")
-        .body(Empty::new())
-        .unwrap();
-    let response = sender.send_request(request).await?;
-    let code = response.status().as_u16();
-    let body = response.into_body().collect().await?.to_bytes();
-    Ok((code, String::from_utf8_lossy(&body).into_owned()))
+    let answer = answer_on(sender, http::Method::GET, path).await?;
+    Ok((answer.status().as_u16(), answer.into_body()))
 }
 
 /// GET `path` over a new TLS connection.
@@ -439,22 +471,7 @@ async fn rotated_files_reach_new_connections_and_a_broken_replacement_keeps_the_
         .reload_every(Duration::from_millis(20));
     let running = start(whoami(), |s| s.tls(Some(tls))).await;
     // kubecache's own /metrics, to see the reloads counted.
-    let metrics_server = start(
-        kubecache_server::router(
-            Arc::new(kubecache_server::ServedResources::new(
-                Vec::new(),
-                Default::default(),
-            )),
-            kubecache_server::auth::Auth::None,
-            // Nothing passes through here: an upstream that is never asked.
-            kubecache_server::PassThrough::new(&kube::Config::new(
-                "http://127.0.0.1:9".parse().unwrap(),
-            ))
-            .unwrap(),
-        ),
-        |s| s,
-    )
-    .await;
+    let metrics_server = start(kubecache_router(), |s| s).await;
     let metrics = metrics_server.addr;
     let reloads = |result: &'static str| async move {
         let mut sender = http1(TcpStream::connect(metrics).await.unwrap())
@@ -610,4 +627,288 @@ current-context: kubecache
     let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::all(client);
     let list = pods.list(&Default::default()).await.unwrap();
     assert_eq!(list.items.len(), 50);
+}
+
+// ---------------------------------------------------------------------------
+// Connection hygiene
+
+/// Short timeouts, so that tests wait little for them; the other one long.
+fn timeouts(header_read: Duration, idle: Duration) -> Limits {
+    Limits {
+        header_read_timeout: header_read,
+        idle_timeout: idle,
+        ..Limits::default()
+    }
+}
+
+const SHORT: Duration = Duration::from_millis(200);
+const LONG: Duration = Duration::from_secs(3600);
+
+/// An HTTP/1.1 connection, and its task, which ends when the server
+/// closes the connection.
+async fn watched_http1(
+    stream: TcpStream,
+) -> (
+    hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+    JoinHandle<hyper::Result<()>>,
+) {
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    (sender, tokio::spawn(connection))
+}
+
+/// Connections that send part of a request head and no more.
+async fn slow_heads(addr: SocketAddr) -> Vec<TcpStream> {
+    let mut slow = Vec::new();
+    for opening in ["", "GET /whoami HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: "] {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream.write_all(opening.as_bytes()).await.unwrap();
+        slow.push(stream);
+    }
+    slow
+}
+
+#[tokio::test]
+async fn a_slow_request_head_is_cut_at_the_header_read_timeout_and_an_idle_connection_is_not() {
+    // Heads that may take an hour: others are served meanwhile.
+    let patient = start(whoami(), |s| s.limits(timeouts(LONG, LONG))).await;
+    let _slow = slow_heads(patient.addr).await;
+    for _ in 0..3 {
+        let mut sender = http1(TcpStream::connect(patient.addr).await.unwrap())
+            .await
+            .unwrap();
+        let answer = within("served past slow heads", get_on(&mut sender, "/whoami")).await;
+        assert_eq!(answer.unwrap(), (200, "anonymous".into()));
+    }
+
+    let hasty = start(whoami(), |s| s.limits(timeouts(SHORT, LONG))).await;
+    // A keep-alive connection, idle after its request.
+    let (mut idle, _) = watched_http1(TcpStream::connect(hasty.addr).await.unwrap()).await;
+    assert_eq!(get_on(&mut idle, "/whoami").await.unwrap().0, 200);
+    // Each slow head is closed, unanswered, once its time is up ...
+    for mut stream in slow_heads(hasty.addr).await {
+        let mut rest = Vec::new();
+        within("the slow head is closed", stream.read_to_end(&mut rest))
+            .await
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&rest), "", "answered");
+    }
+    // ... while the idle connection, idle for longer, is not: idle waits
+    // are not timed as heads.
+    assert_eq!(
+        get_on(&mut idle, "/whoami").await.unwrap(),
+        (200, "anonymous".into())
+    );
+}
+
+#[tokio::test]
+async fn an_idle_connection_is_closed_at_the_idle_timeout_and_a_long_watch_is_not() {
+    // `/watch` streams what the test sends until it stops sending.
+    let (events, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+    let receiver = Arc::new(parking_lot::Mutex::new(Some(receiver)));
+    let router = Router::new()
+        .route("/fast", get(|| async { "fast" }))
+        .route(
+            "/watch",
+            get(move || async move {
+                let receiver = receiver.lock().take().unwrap();
+                axum::body::Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(receiver))
+            }),
+        );
+    let running = start(router, |s| s.limits(timeouts(LONG, SHORT))).await;
+
+    let (mut watching, watch_connection) =
+        watched_http1(TcpStream::connect(running.addr).await.unwrap()).await;
+    let request = http::Request::get("/watch")
+        .header(http::header::HOST, "127.0.0.1")
+        .body(Empty::new())
+        .unwrap();
+    let mut watch = watching.send_request(request).await.unwrap().into_body();
+    events.send(Ok(Bytes::from("first"))).await.unwrap();
+    let first = within("the first event", watch.frame()).await;
+    assert_eq!(first.unwrap().unwrap().into_data().unwrap(), "first");
+
+    // An idle keep-alive connection is closed ...
+    let (mut idle, idle_connection) =
+        watched_http1(TcpStream::connect(running.addr).await.unwrap()).await;
+    assert_eq!(get_on(&mut idle, "/fast").await.unwrap().0, 200);
+    within("the idle connection is closed", idle_connection)
+        .await
+        .unwrap()
+        .unwrap();
+    // ... and the watch, in flight for longer, goes on to its end.
+    events.send(Ok(Bytes::from("second"))).await.unwrap();
+    drop(events);
+    let rest = within("the rest of the watch", watch.collect()).await;
+    assert_eq!(rest.unwrap().to_bytes(), "second");
+    drop(watching);
+    within("the watch connection ends", watch_connection)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+/// A connection from `source`, a loopback address (any of 127.0.0.0/8).
+async fn connect_from(source: [u8; 4], addr: SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind((source, 0).into()).unwrap();
+    socket.connect(addr).await.unwrap()
+}
+
+/// The Kubernetes `Status` of a body.
+fn status(body: &str) -> serde_json::Value {
+    let status: serde_json::Value =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("not a Status ({e}): {body:?}"));
+    assert_eq!(status["kind"], "Status", "{body}");
+    status
+}
+
+/// A counter's value in a `/metrics` text.
+fn counter(text: &str, series: &str) -> u64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(&format!("{series} ")))
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+#[tokio::test]
+async fn connections_beyond_the_limits_get_a_429_status_and_probes_and_a_freed_place_is_served() {
+    let running = start(kubecache_router(), |s| {
+        s.limits(Limits {
+            max_connections: 3,
+            max_connections_per_address: 2,
+            ..Limits::default()
+        })
+    })
+    .await;
+    let addr = running.addr;
+    let (a, b) = ([127, 0, 0, 1], [127, 0, 0, 2]);
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let (mut sender, _) = watched_http1(connect_from(a, addr).await).await;
+        assert_eq!(get_on(&mut sender, "/metrics").await.unwrap().0, 200);
+        held.push(sender);
+    }
+    // A third from the same address: a 429 Status, then closed.
+    let refused = |source, path: &'static str| async move {
+        let (mut sender, connection) = watched_http1(connect_from(source, addr).await).await;
+        let answer = answer_on(&mut sender, http::Method::GET, path)
+            .await
+            .unwrap();
+        within("the refused connection is closed", connection)
+            .await
+            .unwrap()
+            .unwrap();
+        answer
+    };
+    let answer = refused(a, "/metrics").await;
+    assert_eq!(answer.status(), 429);
+    assert_eq!(answer.headers()[http::header::RETRY_AFTER], "1");
+    let body = status(answer.body());
+    assert_eq!(body["reason"], "TooManyRequests");
+    assert_eq!(body["details"]["retryAfterSeconds"], 1);
+    assert!(
+        body["message"].as_str().unwrap().contains("from 127.0.0.1"),
+        "{body}"
+    );
+    // The kubelet's probe is answered all the same.
+    let answer = refused(a, "/healthz").await;
+    assert_eq!(
+        (answer.status().as_u16(), answer.body().as_str()),
+        (200, "ok")
+    );
+    // Another address gets the last place; beyond it, the total holds.
+    let (mut other, _) = watched_http1(connect_from(b, addr).await).await;
+    assert_eq!(get_on(&mut other, "/metrics").await.unwrap().0, 200);
+    let answer = refused(b, "/metrics").await;
+    assert_eq!(answer.status(), 429);
+    assert!(
+        status(answer.body())["message"]
+            .as_str()
+            .unwrap()
+            .contains("most (3)"),
+        "{}",
+        answer.body()
+    );
+    let (_, text) = get_on(&mut other, "/metrics").await.unwrap();
+    let refusals = |reason: &str| {
+        counter(
+            &text,
+            &format!("kubecache_connections_refused_total{{reason=\"{reason}\"}}"),
+        )
+    };
+    assert!(refusals("max_connections_per_address") >= 2, "{text}");
+    assert!(refusals("max_connections") >= 1, "{text}");
+
+    // One closes: its place is served again.
+    held.pop();
+    within("a freed place is served", async {
+        loop {
+            let (mut sender, _) = watched_http1(connect_from(a, addr).await).await;
+            if get_on(&mut sender, "/metrics").await.unwrap().0 == 200 {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+}
+
+/// Sends `request` as is on a new connection; what comes back until the
+/// server closes it: the code and the body.
+async fn raw(addr: SocketAddr, request: &[u8]) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    within("the answer", stream.read_to_end(&mut answer))
+        .await
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let code = head.split(' ').nth(1).and_then(|c| c.parse().ok());
+    (
+        code.unwrap_or_else(|| panic!("no answer: {answer:?}")),
+        body.into(),
+    )
+}
+
+#[tokio::test]
+async fn every_error_kubecache_answers_is_a_status_and_hyper_s_own_are_empty() {
+    let running = start(kubecache_router(), |s| s).await;
+    let addr = running.addr;
+    // A method a path does not serve: 405, a Status.
+    let (mut sender, _) = watched_http1(TcpStream::connect(addr).await.unwrap()).await;
+    for (method, path) in [
+        (http::Method::POST, "/healthz"),
+        (http::Method::DELETE, "/metrics"),
+        (http::Method::PUT, "/readyz"),
+    ] {
+        let answer = answer_on(&mut sender, method.clone(), path).await.unwrap();
+        assert_eq!(answer.status(), 405, "{method} {path}: {}", answer.body());
+        assert_eq!(status(answer.body())["reason"], "MethodNotAllowed");
+    }
+    // (413 for a body beyond the limit: `passthrough.rs`.)
+    // What hyper answers before any handler, with no body (documented in
+    // README.md): a target beyond 65534 bytes, a head beyond the limit,
+    // a request line that does not parse.
+    let long_target = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70_000));
+    assert_eq!(
+        raw(addr, long_target.as_bytes()).await,
+        (414, String::new())
+    );
+    let big_head = format!(
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(kubecache_server::serving::MAX_HEADER_BYTES)
+    );
+    assert_eq!(raw(addr, big_head.as_bytes()).await, (431, String::new()));
+    assert_eq!(
+        raw(addr, b"\x01\x02 / HTTP/1.1\r\nHost: x\r\n\r\n").await,
+        (400, String::new())
+    );
+    // Just within the limit: served.
+    let within_limit = format!(
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(kubecache_server::serving::MAX_HEADER_BYTES - 100)
+    );
+    assert_eq!(raw(addr, within_limit.as_bytes()).await.0, 200);
 }

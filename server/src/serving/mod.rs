@@ -17,11 +17,18 @@
 //! Ending long answers (watches) and bounding the wait is the caller's
 //! part. Dropping the `serve` future stops the same way, without waiting.
 //!
-//! Where limits go: a bound on connections is a permit taken in the loop
-//! before `accept` and held by the connection's task; per-connection
-//! timeouts (header read, idle) are settings of the HTTP/1 builder in
-//! `Connection::http`.
+//! Limits ([`Limits`]): connections in all and per client address (see
+//! `limits`: beyond them a request gets a 429 `Status`, but the kubelet's
+//! probes are answered); a header-read and an idle timeout per connection
+//! (see `activity`: Go's, not hyper's, semantics); request heads of at
+//! most [`MAX_HEADER_BYTES`]. What hyper answers itself, with an empty
+//! body (no `Status` can be put in it): 431 for a head beyond that, 414
+//! for a request target beyond 65534 bytes, 400 for a request that does
+//! not parse; each then closes the connection. kube-apiserver (Go's
+//! net/http) answers those with a text body, not a `Status`, either.
 
+mod activity;
+mod limits;
 mod tls;
 
 use std::future::Future;
@@ -31,12 +38,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::response::IntoResponse;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+pub use limits::{Limits, PROBES, REFUSALS, raise_descriptor_limit};
 pub use tls::{Tls, TlsError, TlsFile, TlsFiles};
+
+use activity::{Activity, Watched};
+use limits::{Gate, Refusal, Ticket};
 
 use crate::auth::{PeerCertificate, User};
 
@@ -46,7 +58,14 @@ pub struct Server {
     router: Router,
     tls: Option<Tls>,
     handshake_timeout: Duration,
+    limits: Limits,
 }
+
+/// The largest request head (request line and headers) served; beyond,
+/// hyper answers 431. kube-apiserver allows 1 MiB; a quarter of it is many
+/// times the largest token, and bounds what a slow client makes the
+/// server buffer.
+pub const MAX_HEADER_BYTES: usize = 256 * 1024;
 
 impl Server {
     /// The longest a TLS handshake may take before its connection is
@@ -61,7 +80,15 @@ impl Server {
             router,
             tls: None,
             handshake_timeout: Self::HANDSHAKE_TIMEOUT,
+            limits: Limits::default(),
         }
+    }
+
+    /// Serves within `limits` instead of [`Limits::default`].
+    #[must_use]
+    pub fn limits(mut self, limits: Limits) -> Server {
+        self.limits = limits;
+        self
     }
 
     /// Serves HTTPS with `tls` (plain HTTP with `None`).
@@ -88,20 +115,29 @@ impl Server {
             router,
             tls,
             handshake_timeout,
+            limits,
         } = self;
         let _reloading = tls
             .clone()
             .map(|tls| AbortOnDrop(tokio::spawn(tls.reload_forever())));
+        let gate = Gate::new(limits);
         let connection = Arc::new(Connection {
             router,
             tls,
             handshake_timeout,
+            limits,
         });
         // Every connection task holds a receiver: `stop` tells them to stop,
         // and its closing says that the last one has ended.
         let (stop, stopping) = watch::channel(false);
         let mut shutdown = pin!(shutdown);
         loop {
+            // A socket's place first: without one, connections wait in the
+            // kernel's backlog.
+            let permit = tokio::select! {
+                () = &mut shutdown => break,
+                permit = gate.socket() => permit,
+            };
             let accepted = tokio::select! {
                 () = &mut shutdown => break,
                 accepted = listener.accept() => accepted,
@@ -119,10 +155,19 @@ impl Server {
                     }
                 }
             };
+            let Some((ticket, refusal)) = gate.enter(permit, peer.ip()) else {
+                tracing::debug!(%peer, "too many connections refused at once: closed");
+                continue;
+            };
             if let Err(error) = stream.set_nodelay(true) {
                 tracing::debug!(%error, %peer, "TCP_NODELAY");
             }
-            tokio::spawn(connection.clone().run(stream, peer, stopping.clone()));
+            let accepted = Accepted {
+                peer,
+                refusal,
+                _ticket: ticket,
+            };
+            tokio::spawn(connection.clone().run(stream, accepted, stopping.clone()));
         }
         drop(listener);
         drop(stopping);
@@ -136,6 +181,16 @@ struct Connection {
     router: Router,
     tls: Option<Tls>,
     handshake_timeout: Duration,
+    limits: Limits,
+}
+
+/// One accepted connection.
+struct Accepted {
+    peer: SocketAddr,
+    /// Why it was refused, if it was.
+    refusal: Option<Refusal>,
+    /// Its place among the connections, until its task ends.
+    _ticket: Ticket,
 }
 
 impl Connection {
@@ -144,11 +199,12 @@ impl Connection {
     async fn run(
         self: Arc<Self>,
         stream: TcpStream,
-        peer: SocketAddr,
+        accepted: Accepted,
         mut stop: watch::Receiver<bool>,
     ) {
+        let peer = accepted.peer;
         let Some(tls) = &self.tls else {
-            return self.http(stream, None, &mut stop).await;
+            return self.http(stream, None, &accepted, &mut stop).await;
         };
         let handshake = tokio::time::timeout(self.handshake_timeout, tls.accept(stream));
         let established = tokio::select! {
@@ -156,7 +212,7 @@ impl Connection {
             () = stopped(&mut stop) => return,
         };
         match established {
-            Ok(Ok((stream, user))) => self.http(stream, user, &mut stop).await,
+            Ok(Ok((stream, user))) => self.http(stream, user, &accepted, &mut stop).await,
             Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
             Err(_) => {
                 tracing::debug!(%peer, timeout = ?self.handshake_timeout, "TLS handshake timed out")
@@ -165,35 +221,76 @@ impl Connection {
     }
 
     /// HTTP/1 over an established stream (upgrades allowed, as
-    /// `axum::serve` allows them), `user` on every request.
-    async fn http<S>(&self, stream: S, user: Option<Arc<User>>, stop: &mut watch::Receiver<bool>)
-    where
+    /// `axum::serve` allows them), `user` on every request; a refused
+    /// connection answers one request, a 429 but for [`PROBES`].
+    async fn http<S>(
+        &self,
+        stream: S,
+        user: Option<Arc<User>>,
+        accepted: &Accepted,
+        stop: &mut watch::Receiver<bool>,
+    ) where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
     {
+        let Accepted { peer, refusal, .. } = *accepted;
+        let refused = refusal.map(|refusal| refusal.status(&self.limits, peer.ip()));
+        let activity = Activity::new();
         let router = self.router.clone();
+        let requests = activity.clone();
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+            let in_flight = requests.start();
             if let Some(user) = &user {
                 request
                     .extensions_mut()
                     .insert(PeerCertificate(user.clone()));
             }
-            tower::ServiceExt::oneshot(router.clone(), request)
+            let refused = refused
+                .as_ref()
+                .filter(|_| !PROBES.contains(&request.uri().path()))
+                .map(|status| crate::http::ApiError(status.clone()).into_response());
+            let router = router.clone();
+            async move {
+                let response = match refused {
+                    Some(response) => response,
+                    None => tower::ServiceExt::oneshot(router, request).await?,
+                };
+                // In flight until its body is done (a watch: until it ends).
+                Ok::<_, std::convert::Infallible>(response.map(|body| in_flight.hold(body)))
+            }
         });
         let connection = hyper::server::conn::http1::Builder::new()
-            .serve_connection(TokioIo::new(stream), service)
+            .keep_alive(refusal.is_none())
+            // Timed by `activity` instead (see there why).
+            .header_read_timeout(None)
+            .max_header_size(MAX_HEADER_BYTES)
+            .serve_connection(
+                TokioIo::new(Watched::new(stream, activity.clone())),
+                service,
+            )
             .with_upgrades();
         let mut connection = pin!(connection);
+        let expired = activity.expired(self.limits.header_read_timeout, self.limits.idle_timeout);
+        let mut expired = pin!(expired);
         let served = tokio::select! {
             served = connection.as_mut() => served,
+            phase = expired.as_mut() => return timed_out(peer, phase),
             () = stopped(stop) => {
                 connection.as_mut().graceful_shutdown();
-                connection.await
+                tokio::select! {
+                    served = connection => served,
+                    phase = expired => return timed_out(peer, phase),
+                }
             }
         };
         if let Err(error) = served {
-            tracing::debug!(%error, "connection");
+            tracing::debug!(%peer, %error, "connection");
         }
     }
+}
+
+/// Says why a connection is closed (by dropping it).
+fn timed_out(peer: SocketAddr, phase: activity::Phase) {
+    tracing::debug!(%peer, ?phase, "connection timed out: closed");
 }
 
 /// Completes once the server stops (or is dropped).

@@ -1,0 +1,260 @@
+//! What one connection is doing, for its two timeouts, as Go's
+//! `http.Server` (and so kube-apiserver) times them: a request's head must
+//! arrive within the header-read timeout of its first byte (of the
+//! accept, for a connection's first request), and a keep-alive connection
+//! may wait for its next request's first byte for the idle timeout. While a
+//! request is in flight (a watch for as long as it streams) neither runs.
+//!
+//! hyper's own `header_read_timeout` cannot be used: it starts when hyper
+//! waits for a next request, so it would also cut every idle keep-alive
+//! connection at the header-read timeout. Here the stream ([`Watched`])
+//! says when bytes arrive, and each request holds an [`InFlight`] until
+//! its response body is done or dropped.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper::body::{Body, Frame, SizeHint};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// A connection's activity, shared by its stream, its requests and its
+/// task.
+pub(super) struct Activity(watch::Sender<State>);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct State {
+    phase: Phase,
+    in_flight: usize,
+    /// When `phase` began.
+    since: Instant,
+}
+
+/// Which timeout runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// Waiting for a next request, nothing of it read: the idle timeout.
+    Idle,
+    /// A request's head is being read: the header-read timeout.
+    ReadingHead,
+    /// Requests in flight: none.
+    Serving,
+}
+
+impl Activity {
+    /// A new connection: its first request's head is awaited.
+    pub(super) fn new() -> Arc<Activity> {
+        Arc::new(Activity(watch::Sender::new(State {
+            phase: Phase::ReadingHead,
+            in_flight: 0,
+            since: Instant::now(),
+        })))
+    }
+
+    /// Bytes arrived: an idle connection starts reading a head.
+    fn read(&self) {
+        self.0.send_if_modified(|state| {
+            let idle = state.phase == Phase::Idle;
+            if idle {
+                state.phase = Phase::ReadingHead;
+                state.since = Instant::now();
+            }
+            idle
+        });
+    }
+
+    /// A request starts; it is in flight until the returned guard drops.
+    pub(super) fn start(self: &Arc<Self>) -> InFlight {
+        self.0.send_modify(|state| {
+            state.in_flight += 1;
+            state.phase = Phase::Serving;
+        });
+        InFlight(self.clone())
+    }
+
+    /// Completes when the timeout of the phase the connection is in has
+    /// passed in that phase, with the phase.
+    pub(super) async fn expired(&self, header_read: Duration, idle: Duration) -> Phase {
+        let mut changes = self.0.subscribe();
+        loop {
+            let state = *changes.borrow_and_update();
+            let timeout = match state.phase {
+                Phase::Idle => idle,
+                Phase::ReadingHead => header_read,
+                Phase::Serving => {
+                    // Only a change can end this phase (the sender lives
+                    // in `self`, so `changed` does not fail).
+                    let _ = changes.changed().await;
+                    continue;
+                }
+            };
+            tokio::select! {
+                () = tokio::time::sleep_until(state.since + timeout) => return state.phase,
+                _ = changes.changed() => {}
+            }
+        }
+    }
+}
+
+/// A request in flight; dropping it ends the request.
+pub(super) struct InFlight(Arc<Activity>);
+
+impl InFlight {
+    /// `body`, holding the request in flight until it is done or dropped.
+    pub(super) fn hold<B>(self, body: B) -> Held<B> {
+        Held {
+            body,
+            _in_flight: self,
+        }
+    }
+}
+
+/// A response body that holds its request in flight.
+pub(super) struct Held<B> {
+    body: B,
+    _in_flight: InFlight,
+}
+
+impl<B: Body + Unpin> Body for Held<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.0.send_modify(|state| {
+            state.in_flight -= 1;
+            if state.in_flight == 0 {
+                state.phase = Phase::Idle;
+                state.since = Instant::now();
+            }
+        });
+    }
+}
+
+/// A stream that tells its connection's [`Activity`] when bytes arrive.
+pub(super) struct Watched<S> {
+    stream: S,
+    activity: Arc<Activity>,
+}
+
+impl<S> Watched<S> {
+    pub(super) fn new(stream: S, activity: Arc<Activity>) -> Self {
+        Watched { stream, activity }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.activity.read();
+        }
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: Duration = Duration::from_secs(32);
+    const IDLE: Duration = Duration::from_secs(90);
+
+    /// Whether `expired` has completed once the paused clock is at `at`
+    /// from now (nothing else changing).
+    async fn expires_within(activity: &Activity, at: Duration) -> Option<Phase> {
+        // Just after `at`: a timeout due at `at` has fired by then.
+        let deadline = Instant::now() + at + Duration::from_millis(1);
+        tokio::select! {
+            phase = activity.expired(HEADER, IDLE) => Some(phase),
+            () = tokio::time::sleep_until(deadline) => None,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_head_is_timed_from_its_first_byte_an_idle_wait_by_the_idle_timeout_and_requests_not_at_all()
+     {
+        // A new connection awaits its first head.
+        let activity = Activity::new();
+        assert_eq!(
+            expires_within(&activity, HEADER).await,
+            Some(Phase::ReadingHead)
+        );
+        // In flight (a watch): never, however long.
+        let activity = Activity::new();
+        let request = activity.start();
+        assert_eq!(expires_within(&activity, IDLE * 100).await, None);
+        // Done: idle, for the idle timeout, not the header-read one.
+        drop(request);
+        assert_eq!(expires_within(&activity, HEADER * 2).await, None);
+        let activity = Activity::new();
+        drop(activity.start());
+        assert_eq!(expires_within(&activity, IDLE).await, Some(Phase::Idle));
+        // A byte of a next request: its head has the header-read timeout
+        // from then.
+        let activity = Activity::new();
+        drop(activity.start());
+        tokio::time::advance(IDLE / 2).await;
+        activity.read();
+        assert_eq!(expires_within(&activity, HEADER / 2).await, None);
+        assert_eq!(
+            expires_within(&activity, HEADER).await,
+            Some(Phase::ReadingHead)
+        );
+    }
+}
