@@ -201,7 +201,7 @@ fn describe() {
     describe_gauge!(
         "kubecache_event_log_bytes",
         Unit::Bytes,
-        "About the bytes of the objects the replay log's events carry (the newest version of each is shared with the store)."
+        "About the bytes of the object versions the replay log keeps alive beyond the store (superseded versions, deleted objects)."
     );
     describe_counter!(
         "kubecache_events_applied_total",

@@ -135,9 +135,8 @@ pub struct EventLogStatus {
     pub newest: u64,
     /// Number of events in the ring.
     pub events: usize,
-    /// About the bytes of the objects its events carry
-    /// ([`CachedObject::size`], summed; the newest version of each object
-    /// is shared with the store).
+    /// About the bytes of the object versions its events keep alive beyond
+    /// the store ([`Event::pinned`], summed).
     pub bytes: usize,
 }
 
@@ -168,7 +167,7 @@ struct Ring {
     floor: u64,
     /// The newest resourceVersion known: last event or bookmark.
     newest: u64,
-    /// The [`CachedObject::size`]s of the events' objects, summed.
+    /// The [`Event::pinned`] bytes of the events, summed.
     bytes: usize,
     /// The writer is gone; nothing more will be appended.
     closed: bool,
@@ -178,6 +177,22 @@ struct Entry {
     event: Arc<Event>,
     /// When the event was appended, for the age bound.
     appended: Instant,
+}
+
+impl Event {
+    /// About the bytes of the versions this event keeps alive that the
+    /// store does not hold: the version it superseded, and a deleted
+    /// object's last state. (An event's new version is the store's, or the
+    /// version the object's next event superseded, charged to that one: so
+    /// each version is counted once.)
+    pub fn pinned(&self) -> usize {
+        let superseded = self.previous.as_ref().map_or(0, |p| p.size());
+        let deleted = match self.kind {
+            ChangeType::Deleted => self.object.size(),
+            _ => 0,
+        };
+        superseded + deleted
+    }
 }
 
 /// A summary: the ring is far too large to print.
@@ -213,7 +228,7 @@ impl EventLog {
             let mut ring = self.ring.write();
             debug_assert!(ring.newest <= event.resource_version);
             ring.newest = ring.newest.max(event.resource_version);
-            ring.bytes += event.object.size();
+            ring.bytes += event.pinned();
             ring.events.push_back(Entry {
                 event,
                 appended: Instant::now(),
@@ -264,7 +279,7 @@ impl EventLog {
                 break;
             };
             ring.first_seq += 1;
-            ring.bytes -= entry.event.object.size();
+            ring.bytes -= entry.event.pinned();
             ring.floor = ring.floor.max(entry.event.resource_version);
             evicted.push(entry);
         }

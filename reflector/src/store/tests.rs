@@ -538,7 +538,7 @@ fn events_since_covers_the_ring_and_is_too_old_past_its_oldest_event_by_count() 
         .events_since(20)
         .unwrap()
         .iter()
-        .map(|e| e.object.size())
+        .map(|e| e.pinned())
         .sum();
     assert_eq!(
         reader.event_log_status(),
@@ -980,4 +980,24 @@ async fn a_dropped_writer_leaves_a_ready_store_not_ready_and_says_why() {
         }
     );
     assert_eq!(reader.ready().await, Err(StoreClosed));
+}
+
+#[test]
+fn the_event_log_counts_the_versions_it_keeps_alive_beyond_the_store() {
+    let (mut writer, reader) = store(config(2, Duration::from_secs(3600)));
+    let versions: Vec<_> = (1..=3).map(|rv| pod("a", "x", rv)).collect();
+    for version in &versions {
+        writer.apply(upsert(version.clone()));
+    }
+    // The ring holds the 2nd and 3rd versions' events: they keep the 1st
+    // and 2nd alive; the 3rd is the store's.
+    let size = |i: usize| versions[i].size();
+    assert_eq!(reader.event_log_status().bytes, size(0) + size(1));
+    writer.apply(delete(pod("a", "x", 4)));
+    // Now the 3rd version's event and the deletion: the 2nd and 3rd
+    // versions, and the deleted state.
+    assert_eq!(
+        reader.event_log_status().bytes,
+        size(1) + size(2) + pod("a", "x", 4).size()
+    );
 }
