@@ -20,6 +20,8 @@
 //! readWaitSeconds: 3
 //! bookmarkIntervalSeconds: 60
 //! watcherQueue: 1024
+//! maxWatchesPerClient: 1000
+//! writeStallSeconds: 30
 //! eventLog: { maxEvents: 102400, maxAgeSeconds: 300 }
 //! auth: { mode: kubernetes, allowedTtlSeconds: 60, deniedTtlSeconds: 10, cacheEntries: 10000 }
 //! connections: { max: 4096, maxPerAddress: 512, headerReadTimeoutSeconds: 32, idleTimeoutSeconds: 90 }
@@ -43,7 +45,7 @@ use serde::Deserialize;
 
 use crate::ServeSettings;
 use crate::auth::AuthSettings;
-use crate::serving::{Limits, Tls, TlsFile, TlsFiles};
+use crate::serving::{Limits, Server, Tls, TlsFile, TlsFiles};
 
 /// The command line; every flag also has an environment variable and, but
 /// for the upstream's, a key in the file.
@@ -102,6 +104,14 @@ pub struct Cli {
     /// together; more get 400 [default: 100].
     #[arg(long, env = "KUBECACHE_MAX_SELECTOR_REQUIREMENTS")]
     pub max_selector_requirements: Option<usize>,
+    /// Open watches one client (a user; an address for anonymous callers)
+    /// may hold; one more gets 429 [default: 1000].
+    #[arg(long, env = "KUBECACHE_MAX_WATCHES_PER_CLIENT")]
+    pub max_watches_per_client: Option<usize>,
+    /// Longest a write to a client may wait for it to read before its
+    /// connection is closed, in seconds [default: 30].
+    #[arg(long, env = "KUBECACHE_WRITE_STALL_SECONDS")]
+    pub write_stall_seconds: Option<f64>,
     /// Most events the replay log of each resource keeps [default: 102400].
     #[arg(long, env = "KUBECACHE_EVENT_LOG_SIZE")]
     pub event_log_size: Option<usize>,
@@ -164,6 +174,8 @@ pub struct FileConfig {
     bookmark_interval_seconds: Option<f64>,
     watcher_queue: Option<usize>,
     max_selector_requirements: Option<usize>,
+    max_watches_per_client: Option<usize>,
+    write_stall_seconds: Option<f64>,
     event_log: Option<EventLogFile>,
     auth: Option<AuthFile>,
     connections: Option<ConnectionsFile>,
@@ -228,6 +240,9 @@ pub struct Config {
     pub listen: SocketAddr,
     /// HTTPS, its files loaded; plain HTTP if `None`.
     pub tls: Option<Tls>,
+    /// Longest a write to a client may make no progress before its
+    /// connection is closed.
+    pub write_stall: Duration,
     /// How every resource is served.
     pub serve: ServeSettings,
     /// How requests answered from the caches are authorized.
@@ -437,6 +452,10 @@ impl Config {
                 .max_selector_requirements
                 .or(file.max_selector_requirements)
                 .unwrap_or(ServeSettings::DEFAULT_MAX_SELECTOR_REQUIREMENTS),
+            watches_per_client: cli
+                .max_watches_per_client
+                .or(file.max_watches_per_client)
+                .unwrap_or(ServeSettings::DEFAULT_WATCHES_PER_CLIENT),
             ..ServeSettings::default()
         };
         if serve.watcher_queue == 0 {
@@ -445,6 +464,17 @@ impl Config {
                 "must be at least 1",
             ));
         }
+        if serve.watches_per_client == 0 {
+            return Err(invalid(
+                "maxWatchesPerClient (--max-watches-per-client)",
+                "must be at least 1",
+            ));
+        }
+        let write_stall = seconds(
+            "writeStallSeconds (--write-stall-seconds)",
+            cli.write_stall_seconds.or(file.write_stall_seconds),
+            Server::WRITE_STALL,
+        )?;
         let auth = AuthConfig::resolve(cli, file.auth.unwrap_or_default())?;
         let connections = connections(cli, file.connections.unwrap_or_default())?;
         let file_log = file.event_log.unwrap_or_default();
@@ -506,6 +536,7 @@ impl Config {
         Ok(Config {
             listen,
             tls,
+            write_stall,
             serve,
             auth,
             connections,
@@ -697,6 +728,7 @@ mod tests {
         assert_eq!(config.resources.len(), 1);
         assert_eq!(config.resources[0].name, "pods");
         assert_eq!(config.serve, ServeSettings::default());
+        assert_eq!(config.write_stall, Server::WRITE_STALL);
     }
 
     #[test]
@@ -706,6 +738,8 @@ listen: "127.0.0.1:9000"
 pageSize: 100
 wire: json
 watcherQueue: 10
+maxWatchesPerClient: 20
+writeStallSeconds: 2.5
 eventLog: { maxEvents: 50, maxAgeSeconds: 60 }
 resources:
   - resource: pods
@@ -718,6 +752,8 @@ resources:
         let config = resolve(yaml, &["--page-size", "7", "--listen", "127.0.0.1:9001"]).unwrap();
         assert_eq!(config.listen.to_string(), "127.0.0.1:9001");
         assert_eq!(config.serve.watcher_queue, 10);
+        assert_eq!(config.serve.watches_per_client, 20);
+        assert_eq!(config.write_stall, Duration::from_millis(2500));
         let pods = &config.resources[0];
         assert_eq!(pods.reflector.page_size, 7);
         assert_eq!(pods.reflector.wire, Wire::Json);
@@ -810,6 +846,14 @@ resources:
         assert_eq!(
             error_field("readWaitSeconds: -1", &[]),
             "readWaitSeconds (--read-wait-seconds)"
+        );
+        assert_eq!(
+            error_field("", &["--max-watches-per-client", "0"]),
+            "maxWatchesPerClient (--max-watches-per-client)"
+        );
+        assert_eq!(
+            error_field("writeStallSeconds: 0", &[]),
+            "writeStallSeconds (--write-stall-seconds)"
         );
         assert_eq!(
             error_field("", &["--event-log-size", "0"]),

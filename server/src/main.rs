@@ -117,6 +117,7 @@ async fn main() -> anyhow::Result<()> {
     let server = Server::new(listener, router)
         .tls(config.tls)
         .limits(limits)
+        .write_stall(config.write_stall)
         .serve(async move {
             stop_signal().await;
             tracing::info!("stopping: no new connections; ending watches");

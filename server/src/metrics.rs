@@ -107,6 +107,10 @@ pub(crate) fn render(caches: &ServedResources, auth: &Auth) -> String {
         );
         gauge("kubecache_watchers", cache.watchers() as f64);
         gauge("kubecache_held_snapshots", cache.pages.len() as f64);
+        gauge(
+            "kubecache_watchers_dispatched",
+            cache.dispatched_watchers() as f64,
+        );
         let log = cache.reader.event_log_status();
         gauge("kubecache_event_log_events", log.events as f64);
         gauge("kubecache_event_log_bytes", log.bytes as f64);
@@ -232,6 +236,10 @@ fn describe() {
     describe_gauge!(
         "kubecache_held_snapshots",
         "Store snapshots held for the next pages of paginated lists."
+    );
+    describe_gauge!(
+        "kubecache_watchers_dispatched",
+        "Client watches the resource's dispatcher routes events to: the open watches past their replay."
     );
     describe_counter!(
         "kubecache_watchers_closed_total",

@@ -255,7 +255,8 @@ impl Auth {
         }
     }
 
-    /// Whether the caller of `credential` may do what `attributes` say.
+    /// Whether the caller of `credential` may do what `attributes` say:
+    /// the user allowed, `None` when nobody is asked (`--auth none`).
     ///
     /// # Errors
     ///
@@ -266,9 +267,9 @@ impl Auth {
         &self,
         credential: &Credential,
         attributes: Attributes,
-    ) -> Result<(), Status> {
+    ) -> Result<Option<Arc<User>>, Status> {
         let Auth::Kubernetes(reviewer) = self else {
-            return Ok(());
+            return Ok(None);
         };
         let user = match credential {
             Credential::Certificate(user) => user.clone(),
@@ -284,7 +285,7 @@ impl Auth {
         };
         let request = AccessRequest::new(&user, attributes);
         match reviewer.authorize(&user, &request).await {
-            Ok(Decision::Allowed) => Ok(()),
+            Ok(Decision::Allowed) => Ok(Some(user)),
             Ok(Decision::Denied(reason)) => {
                 let (info, attributes) = (user.info(), request.attributes());
                 tracing::info!(user = %info.username, request = %attributes.describe(), "forbidden");

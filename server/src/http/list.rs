@@ -34,6 +34,7 @@ use kubecache_wire::list_options::{
 };
 use kubecache_wire::{CachedObject, ObjectKey, Status};
 
+use super::Caller;
 use super::error::{ApiError, not_ready};
 use super::offload;
 use super::path::ResourcePath;
@@ -74,7 +75,7 @@ pub fn collection_params(
     Ok(params)
 }
 
-/// `GET` of a resource path by `client`, once its own writes are in the
+/// `GET` of a resource path by `caller`, once its own writes are in the
 /// cache: one object, or the collection with `params` (from
 /// [`collection_params`]; `None` for one object).
 pub async fn serve(
@@ -84,14 +85,14 @@ pub async fn serve(
     params: Option<CollectionParams>,
     rendering: Rendering,
     predicates: Predicates,
-    client: Option<ClientKey>,
+    caller: Caller,
 ) -> Result<Response, ApiError> {
     let cache = &target.cache;
     if let kubecache_reflector::Readiness::NotReady { reason } = cache.reader.readiness() {
         return Err(not_ready(&cache.name(), &reason));
     }
     cache
-        .read_your_writes(client, caches.settings.read_wait)
+        .read_your_writes(caller.writer, caches.settings.read_wait)
         .await?;
     let (Some(mut params), None) = (params, &target.name) else {
         let name = target.name.as_deref().unwrap_or_default();
@@ -114,9 +115,18 @@ pub async fn serve(
         cache.indexes.clone(),
     );
     if params.watch {
-        return super::watch::serve(caches, cache, filter, params, predicates, rendering).await;
+        return super::watch::serve(
+            caches,
+            cache,
+            filter,
+            params,
+            predicates,
+            rendering,
+            caller.owner,
+        )
+        .await;
     }
-    list(caches, cache, &filter, &params, rendering, client).await
+    list(caches, cache, &filter, &params, rendering, caller.writer).await
 }
 
 /// The `predicates` query parameter.

@@ -20,10 +20,11 @@ mod route;
 mod table;
 mod watch;
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::request::Parts;
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -35,10 +36,10 @@ pub(crate) use list::json_response;
 use path::ResourcePath;
 use route::Route;
 
-use crate::auth::{Attributes, Auth, Credential};
+use crate::auth::{Attributes, Auth, Credential, User};
 use crate::metrics::Endpoint;
 use crate::passthrough::PassThrough;
-use crate::served::{ClientKey, Predicates, ServedResource, ServedResources};
+use crate::served::{ClientKey, Owner, Predicates, ServedResource, ServedResources};
 use table::Rendering;
 
 /// What the handlers share, behind one `Arc` (axum clones the state for
@@ -50,12 +51,13 @@ struct Shared {
 }
 
 impl Shared {
-    /// Authorizes the caller of `credential` to do what `attributes` say.
+    /// Authorizes the caller of `credential` to do what `attributes` say:
+    /// the user allowed, if anyone was asked.
     async fn authorize(
         &self,
         credential: &Credential,
         attributes: Attributes,
-    ) -> Result<(), ApiError> {
+    ) -> Result<Option<Arc<User>>, ApiError> {
         Ok(self.auth.authorize(credential, attributes).await?)
     }
 }
@@ -95,7 +97,7 @@ async fn metrics(State(shared): State<Arc<Shared>>, request: Parts) -> Response 
         .authorize(&credential, Attributes::path("/metrics"))
         .await
     {
-        Ok(()) => (
+        Ok(_) => (
             [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
             crate::metrics::render(&shared.caches, &shared.auth),
         )
@@ -254,8 +256,16 @@ async fn from_cache(
         parsed.is_some_and(|p| p.watch),
         parsed.map(|p| &p.fields),
     );
-    shared.authorize(credential, attributes).await?;
+    let user = shared.authorize(credential, attributes).await?;
     let params = params.transpose()?;
+    let peer = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(peer)| peer.ip());
+    let caller = Caller {
+        writer: ClientKey::of(credential),
+        owner: owner(user.as_deref(), credential, peer),
+    };
     list::serve(
         &shared.caches,
         target,
@@ -263,9 +273,31 @@ async fn from_cache(
         params,
         rendering,
         predicates,
-        ClientKey::of(credential),
+        caller,
     )
     .await
+}
+
+/// Who reads from a cache, as the caches tell clients apart.
+struct Caller {
+    /// Whose writes the read waits for: its credential's.
+    writer: Option<ClientKey>,
+    /// Whose watches a watch counts with.
+    owner: Option<Owner>,
+}
+
+/// Whose watches a request's count with (see [`crate::served`]'s quota):
+/// its user when one is known, else its credential, else its address;
+/// `None` for an anonymous request from no address (not over a socket).
+fn owner(user: Option<&User>, credential: &Credential, peer: Option<IpAddr>) -> Option<Owner> {
+    match user {
+        Some(user) if user.digest() != User::anonymous().digest() => {
+            Some(Owner::Client(ClientKey::user(user)))
+        }
+        _ => ClientKey::of(credential)
+            .map(Owner::Client)
+            .or(peer.map(Owner::Peer)),
+    }
 }
 
 /// Sends a request to the API server; after a successful write of a cached

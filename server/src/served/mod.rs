@@ -7,6 +7,7 @@ mod filter;
 pub(crate) mod freshness;
 pub(crate) mod pages;
 mod predicates;
+mod quota;
 mod scope;
 mod writes;
 
@@ -24,12 +25,14 @@ use tokio::task::JoinHandle;
 
 pub use filter::{Candidates, Filter};
 pub use predicates::Predicates;
+pub(crate) use quota::Owner;
 pub(crate) use scope::Scope;
 pub(crate) use writes::ClientKey;
 
 use fanout::Hub;
 use freshness::Freshness;
 use pages::HeldSnapshots;
+use quota::WatchQuota;
 use writes::Writes;
 
 /// The names of the built-in indexes in the query API; configured field
@@ -48,6 +51,9 @@ pub struct ServeSettings {
     /// Events a watcher may have queued, undelivered, before it is closed
     /// with a 410 `Expired` error.
     pub watcher_queue: usize,
+    /// Open watches one client may hold, across every resource; one more
+    /// gets 429 (see [`quota`]).
+    pub watches_per_client: usize,
     /// How long a paginated list's snapshot is kept after its last page was
     /// served; a continue token older than that gets 410 `Expired`.
     pub continue_ttl: Duration,
@@ -72,6 +78,14 @@ impl ServeSettings {
     /// events depending on the kind.
     pub const DEFAULT_WATCHER_QUEUE: usize = 1024;
 
+    /// 1,000 watches: a controller-runtime manager or a client-go informer
+    /// factory opens one per kind, or per kind and namespace when its
+    /// cache is limited to namespaces, so this is 10 kinds in each of 100
+    /// namespaces. A client past it is almost surely leaking watches.
+    /// (kube-apiserver bounds no client's watches: its in-flight limits
+    /// leave long-running requests out.)
+    pub const DEFAULT_WATCHES_PER_CLIENT: usize = 1000;
+
     /// Five minutes: as long as kube-apiserver honours a continue token
     /// (until etcd compacts its revision, `--etcd-compaction-interval=5m`).
     pub const DEFAULT_CONTINUE_TTL: Duration = Duration::from_secs(5 * 60);
@@ -88,6 +102,7 @@ impl Default for ServeSettings {
             read_wait: Self::DEFAULT_READ_WAIT,
             bookmark_interval: Self::DEFAULT_BOOKMARK_INTERVAL,
             watcher_queue: Self::DEFAULT_WATCHER_QUEUE,
+            watches_per_client: Self::DEFAULT_WATCHES_PER_CLIENT,
             continue_ttl: Self::DEFAULT_CONTINUE_TTL,
             max_selector_requirements: Self::DEFAULT_MAX_SELECTOR_REQUIREMENTS,
         }
@@ -230,6 +245,12 @@ impl ServedResource {
         self.watchers.load(Ordering::Relaxed)
     }
 
+    /// Watches the dispatcher routes events to: the open ones past their
+    /// replay. A watch leaves it the moment it ends.
+    pub fn dispatched_watchers(&self) -> usize {
+        self.hub.joined()
+    }
+
     /// `plural` for the core group, `plural.group` otherwise: the name
     /// `--resources` and the query API use.
     pub fn name(&self) -> String {
@@ -265,6 +286,8 @@ pub struct ServedResources {
     pub settings: ServeSettings,
     /// `true` once the server is shutting down: open watches end cleanly.
     shutdown: watch::Sender<bool>,
+    /// Open watches per client.
+    pub(crate) watch_quota: WatchQuota,
 }
 
 impl ServedResources {
@@ -272,6 +295,7 @@ impl ServedResources {
     pub fn new(caches: Vec<ServedResource>, settings: ServeSettings) -> Self {
         ServedResources {
             caches: caches.into_iter().map(Arc::new).collect(),
+            watch_quota: WatchQuota::new(settings.watches_per_client),
             settings,
             shutdown: watch::Sender::new(false),
         }

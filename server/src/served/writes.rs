@@ -15,7 +15,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::auth::Credential;
+use crate::auth::{Credential, User};
 
 /// Most clients whose writes one resource remembers at once: those that
 /// wrote within the last read wait.
@@ -31,13 +31,21 @@ pub(crate) struct ClientKey(u64);
 impl ClientKey {
     /// The client of `credential`; `None` for anonymous callers.
     pub(crate) fn of(credential: &Credential) -> Option<ClientKey> {
-        let digest = match credential {
-            Credential::Token(token) => token.digest(),
-            Credential::Certificate(user) => user.digest(),
-            Credential::Anonymous => return None,
-        };
+        match credential {
+            Credential::Token(token) => Some(Self::digested(token.digest())),
+            Credential::Certificate(user) => Some(Self::user(user)),
+            Credential::Anonymous => None,
+        }
+    }
+
+    /// The client that is `user`, whatever its credential.
+    pub(crate) fn user(user: &User) -> ClientKey {
+        Self::digested(user.digest())
+    }
+
+    fn digested(digest: &[u8; 32]) -> ClientKey {
         let (first, _) = digest.split_first_chunk().expect("32 bytes");
-        Some(ClientKey(u64::from_le_bytes(*first)))
+        ClientKey(u64::from_le_bytes(*first))
     }
 }
 
@@ -110,7 +118,7 @@ impl Writes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::{BearerToken, User, UserInfo};
+    use crate::auth::{BearerToken, UserInfo};
 
     fn token(t: &str) -> ClientKey {
         ClientKey::of(&Credential::Token(BearerToken::new(t))).unwrap()

@@ -26,9 +26,15 @@
 //! for a request target beyond 65534 bytes, 400 for a request that does
 //! not parse; each then closes the connection. kube-apiserver (Go's
 //! net/http) answers those with a text body, not a `Status`, either.
+//!
+//! Every write to a client is bounded in time: one that makes no progress
+//! for the write-stall budget ([`Server::write_stall`]) fails and closes its
+//! connection (see `stall`). The peer's address is on every request as
+//! axum's `ConnectInfo<SocketAddr>`.
 
 mod activity;
 mod limits;
+mod stall;
 mod tls;
 
 use std::future::Future;
@@ -38,6 +44,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::ConnectInfo;
 use axum::response::IntoResponse;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
@@ -45,6 +52,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 pub use limits::{Limits, PROBES, REFUSALS, raise_descriptor_limit};
+use stall::WriteStall;
 pub use tls::{Tls, TlsError, TlsFile, TlsFiles};
 
 use activity::{Activity, Watched};
@@ -59,6 +67,7 @@ pub struct Server {
     tls: Option<Tls>,
     handshake_timeout: Duration,
     limits: Limits,
+    write_stall: Duration,
 }
 
 /// The largest request head (request line and headers) served; beyond,
@@ -73,6 +82,12 @@ impl Server {
     /// client-go uses), so a slow but honest client is never cut by it.
     pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+    /// Thirty seconds: the longest a write to a client may wait for it to
+    /// read before its connection is closed. A client that reads, even
+    /// slowly, never waits this long; one that stopped (hung, suspended,
+    /// gone without a FIN) holds its buffers no longer than this.
+    pub const WRITE_STALL: Duration = Duration::from_secs(30);
+
     /// Serves `router` on `listener`, in plain HTTP.
     pub fn new(listener: TcpListener, router: Router) -> Server {
         Server {
@@ -81,6 +96,7 @@ impl Server {
             tls: None,
             handshake_timeout: Self::HANDSHAKE_TIMEOUT,
             limits: Limits::default(),
+            write_stall: Self::WRITE_STALL,
         }
     }
 
@@ -106,6 +122,14 @@ impl Server {
         self
     }
 
+    /// Closes a connection whose write has made no progress for `budget`
+    /// instead of [`Server::WRITE_STALL`].
+    #[must_use]
+    pub fn write_stall(mut self, budget: Duration) -> Server {
+        self.write_stall = budget;
+        self
+    }
+
     /// Accepts and serves connections until `shutdown` completes, then
     /// stops as the [module docs](self) say; returns once every connection
     /// has ended. With TLS, reloads the files while it runs.
@@ -116,6 +140,7 @@ impl Server {
             tls,
             handshake_timeout,
             limits,
+            write_stall,
         } = self;
         let _reloading = tls
             .clone()
@@ -126,6 +151,7 @@ impl Server {
             tls,
             handshake_timeout,
             limits,
+            write_stall,
         });
         // Every connection task holds a receiver: `stop` tells them to stop,
         // and its closing says that the last one has ended.
@@ -182,6 +208,7 @@ struct Connection {
     tls: Option<Tls>,
     handshake_timeout: Duration,
     limits: Limits,
+    write_stall: Duration,
 }
 
 /// One accepted connection.
@@ -239,6 +266,7 @@ impl Connection {
         let requests = activity.clone();
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             let in_flight = requests.start();
+            request.extensions_mut().insert(ConnectInfo(peer));
             if let Some(user) = &user {
                 request
                     .extensions_mut()
@@ -264,7 +292,10 @@ impl Connection {
             .header_read_timeout(None)
             .max_header_size(MAX_HEADER_BYTES)
             .serve_connection(
-                TokioIo::new(Watched::new(stream, activity.clone())),
+                TokioIo::new(WriteStall::new(
+                    Watched::new(stream, activity.clone()),
+                    self.write_stall,
+                )),
                 service,
             )
             .with_upgrades();

@@ -67,6 +67,8 @@ pub struct Setup {
     /// so; kubecache then lists and watches as the demo policy's
     /// `kubecache` user (the sim needs a policy). `None`: `--auth=none`.
     pub auth: Option<AuthSettings>,
+    /// The server's write-stall budget.
+    pub write_stall: std::time::Duration,
 }
 
 impl Default for Setup {
@@ -83,6 +85,7 @@ impl Default for Setup {
             spec: ResourceSpec::all,
             tls: None,
             auth: None,
+            write_stall: Server::WRITE_STALL,
         }
     }
 }
@@ -142,7 +145,9 @@ pub async fn serve(setup: Setup) -> Served {
         None => Auth::None,
     };
     let router = kubecache_server::router(caches.clone(), auth, pass_through);
-    let server = Server::new(listener, router).tls(setup.tls);
+    let server = Server::new(listener, router)
+        .tls(setup.tls)
+        .write_stall(setup.write_stall);
     let server = tokio::spawn(server.serve(std::future::pending()));
     Served {
         url,
@@ -261,7 +266,18 @@ pub struct WatchLines {
 impl WatchLines {
     /// GETs `path` from `base` (kubecache or the sim) and starts reading.
     pub async fn open(base: &str, path: &str) -> WatchLines {
-        let mut request = http::Request::get(path)
+        Self::send(base, http::Request::get(path)).await
+    }
+
+    /// The same, with the bearer token `token`.
+    pub async fn open_as(base: &str, path: &str, token: &str) -> WatchLines {
+        let request =
+            http::Request::get(path).header(http::header::AUTHORIZATION, format!("Bearer {token}"));
+        Self::send(base, request).await
+    }
+
+    async fn send(base: &str, request: http::request::Builder) -> WatchLines {
+        let mut request = request
             .body(http_body_util::Empty::<bytes::Bytes>::new())
             .unwrap();
         let mut sender = open(base, &mut request).await;

@@ -38,14 +38,19 @@ use tokio::time::Instant;
 
 use crate::http::table::Rendering;
 use crate::http::{ApiError, json_response};
-use crate::served::{Filter, Predicates};
+use crate::served::{Filter, Owner, Predicates};
 use crate::served::{ServedResource, ServedResources};
 use stream::{Start, Watch};
 
 /// Chunks buffered between a watcher and its connection.
 const CONNECTION_CHUNKS: usize = 4;
 
-/// A watch of `cache`.
+/// A watch of `cache`, counted against `owner`'s watches while it runs.
+///
+/// # Errors
+///
+/// 429 when `owner` has as many watches open as one client may, and the
+/// errors of the wait for `params.resource_version`.
 pub(crate) async fn serve(
     caches: &ServedResources,
     cache: &Arc<ServedResource>,
@@ -53,7 +58,9 @@ pub(crate) async fn serve(
     params: CollectionParams,
     predicates: Predicates,
     rendering: Rendering,
+    owner: Option<Owner>,
 ) -> Result<Response, ApiError> {
+    let slot = owner.map(|o| caches.watch_quota.take(o)).transpose()?;
     let wait = caches.settings.read_wait;
     match params.resource_version {
         None => cache.freshness.consistent(wait).await?,
@@ -99,7 +106,10 @@ pub(crate) async fn serve(
     };
     let (out, chunks) = tokio::sync::mpsc::channel(CONNECTION_CHUNKS);
     let served_at = cache.reader.current_resource_version();
-    tokio::spawn(watch.run(start, out));
+    tokio::spawn(async move {
+        watch.run(start, out).await;
+        drop(slot);
+    });
     let body = Body::from_stream(
         tokio_stream::wrappers::ReceiverStream::new(chunks).map(Ok::<_, std::convert::Infallible>),
     );

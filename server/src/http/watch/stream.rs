@@ -1,6 +1,11 @@
 //! One watcher's response body: initial events, replay, then the live
 //! events its dispatcher queues, with bookmarks, until the timeout, the
 //! client leaves, the server shuts down or the watcher falls behind.
+//!
+//! No write waits on the client past the timeout or the shutdown: a
+//! client that stops reading still has its watch ended on time (the
+//! connection then closes once the server's write-stall budget passes, see
+//! [`crate::serving`]).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -68,9 +73,6 @@ impl Ending {
     }
 }
 
-/// The client is gone.
-struct Gone;
-
 /// One watcher.
 pub(crate) struct Watch {
     pub cache: Arc<ServedResource>,
@@ -93,6 +95,8 @@ impl Watch {
         let cache = self.cache.clone();
         let mut writer = Writer {
             out,
+            deadline: self.deadline,
+            shutdown: self.shutdown.clone(),
             chunk: BytesMut::new(),
             events: 0,
             events_sent: metrics::counter!("kubecache_watch_events_sent_total", "resource" => resource.clone()),
@@ -101,16 +105,14 @@ impl Watch {
             rendering: self.rendering,
             kind: self.cache.resource.kind.clone(),
         };
-        let ending = self
-            .stream(start, &mut writer)
-            .await
-            .unwrap_or(Ending::Client);
+        let (Ok(ending) | Err(ending)) = self.stream(start, &mut writer).await;
         cache.watchers.fetch_sub(1, Ordering::Relaxed);
         metrics::counter!("kubecache_watchers_closed_total", "resource" => resource, "reason" => ending.as_str())
             .increment(1);
     }
 
-    async fn stream(mut self, start: Start, out: &mut Writer) -> Result<Ending, Gone> {
+    /// Streams until the watch ends; `Err` when it ended in a write.
+    async fn stream(mut self, start: Start, out: &mut Writer) -> Result<Ending, Ending> {
         let mut subscription = match start {
             Start::Initial {
                 objects,
@@ -152,7 +154,7 @@ impl Watch {
         }
         let (queue, mut frames) = mpsc::channel(self.queue_size);
         let signals = Arc::new(Signals::default());
-        self.cache.hub.join(Join {
+        let _membership = self.cache.hub.join(Join {
             filter: self.filter.clone(),
             predicates: self.predicates,
             subscription,
@@ -167,13 +169,18 @@ impl Watch {
         frames: &mut mpsc::Receiver<Arc<Frame>>,
         signals: &Signals,
         out: &mut Writer,
-    ) -> Result<Ending, Gone> {
+    ) -> Result<Ending, Ending> {
         let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
         let mut next_bookmark = self.bookmarks.map_or(far, |every| Instant::now() + every);
         let mut bookmark_due = false;
         loop {
             if signals.is_cut() {
                 return out.cut().await;
+            }
+            // Checked here too: a watcher never idle never reaches the
+            // select below.
+            if Instant::now() >= self.deadline {
+                return out.end(Ending::Timeout).await;
             }
             match frames.try_recv() {
                 Ok(frame) => {
@@ -215,7 +222,7 @@ impl Watch {
                     return out.end(Ending::Timeout).await;
                 }
                 () = shut_down(&mut self.shutdown) => return out.end(Ending::Shutdown).await,
-                _ = out.out.closed() => return Err(Gone),
+                _ = out.out.closed() => return Err(Ending::Client),
             }
         }
     }
@@ -235,8 +242,12 @@ fn fell_behind() -> Status {
 }
 
 /// Gathers lines into chunks for the connection and counts what is sent.
+/// Every write fails with the watch's ending once the client has gone, the
+/// deadline has passed or the server is shutting down.
 struct Writer {
     out: mpsc::Sender<Bytes>,
+    deadline: Instant,
+    shutdown: watch::Receiver<bool>,
     chunk: BytesMut,
     /// Events in `chunk`.
     events: u64,
@@ -253,7 +264,7 @@ struct Writer {
 }
 
 impl Writer {
-    async fn event(&mut self, frame: &Frame) -> Result<(), Gone> {
+    async fn event(&mut self, frame: &Frame) -> Result<(), Ending> {
         self.last = self.last.max(frame.position);
         self.events += 1;
         match self.rendering {
@@ -266,7 +277,7 @@ impl Writer {
         }
     }
 
-    async fn bookmark(&mut self, cache: &ServedResource, rv: u64, end: bool) -> Result<(), Gone> {
+    async fn bookmark(&mut self, cache: &ServedResource, rv: u64, end: bool) -> Result<(), Ending> {
         let rv = rv.max(self.last);
         self.last = rv;
         let line =
@@ -274,23 +285,23 @@ impl Writer {
         self.line(&line).await
     }
 
-    async fn error(&mut self, status: &Status) -> Result<(), Gone> {
+    async fn error(&mut self, status: &Status) -> Result<(), Ending> {
         self.line(&frame::error_line(status)).await?;
         self.flush().await
     }
 
     /// The ERROR of a watcher that fell behind, then the end.
-    async fn cut(&mut self) -> Result<Ending, Gone> {
+    async fn cut(&mut self) -> Result<Ending, Ending> {
         self.error(&fell_behind()).await?;
         Ok(Ending::Slow)
     }
 
-    async fn end(&mut self, ending: Ending) -> Result<Ending, Gone> {
+    async fn end(&mut self, ending: Ending) -> Result<Ending, Ending> {
         self.flush().await?;
         Ok(ending)
     }
 
-    async fn line(&mut self, line: &[u8]) -> Result<(), Gone> {
+    async fn line(&mut self, line: &[u8]) -> Result<(), Ending> {
         self.chunk.put_slice(line);
         if self.chunk.len() >= CHUNK {
             self.flush().await?;
@@ -298,13 +309,22 @@ impl Writer {
         Ok(())
     }
 
-    async fn flush(&mut self) -> Result<(), Gone> {
+    async fn flush(&mut self) -> Result<(), Ending> {
         if self.chunk.is_empty() {
             return Ok(());
         }
         let chunk = self.chunk.split().freeze();
-        self.events_sent.increment(std::mem::take(&mut self.events));
-        self.bytes_sent.increment(chunk.len() as u64);
-        self.out.send(chunk).await.map_err(|_| Gone)
+        let (events, bytes) = (std::mem::take(&mut self.events), chunk.len() as u64);
+        // A chunk the connection can take is sent even past the deadline:
+        // the last lines before a timeout or a shutdown reach the client.
+        tokio::select! {
+            biased;
+            sent = self.out.send(chunk) => sent.map_err(|_| Ending::Client)?,
+            () = sleep_until(self.deadline) => return Err(Ending::Timeout),
+            () = shut_down(&mut self.shutdown) => return Err(Ending::Shutdown),
+        }
+        self.events_sent.increment(events);
+        self.bytes_sent.increment(bytes);
+        Ok(())
     }
 }

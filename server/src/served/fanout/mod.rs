@@ -15,6 +15,12 @@
 //! others or the reflector. Nothing is coalesced: every event reaches every
 //! matching watcher, in the log's order.
 //!
+//! A watcher leaves the moment its watch ends: the [`Membership`] it holds
+//! tells the dispatcher when dropped, on the channel joins come by, which
+//! the dispatcher reads before events. No watcher lingers until an event
+//! finds its queue closed, so an event costs nothing for watchers that are
+//! gone.
+//!
 //! A watcher joins after replaying the log on its own subscription up to
 //! where it found no more events, and hands that subscription over. Log
 //! sequence numbers make the seam exact: the dispatcher delivers the events
@@ -25,7 +31,7 @@ pub(crate) mod frame;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use kubecache_reflector::{
@@ -38,7 +44,7 @@ use super::{Filter, Predicates};
 use frame::{Frame, decide};
 
 /// How often the dispatcher publishes the position bookmarks may carry
-/// while no event arrives, and drops the watchers whose clients are gone.
+/// while no event arrives.
 const TICK: Duration = Duration::from_secs(1);
 
 /// A watcher handed to the dispatcher.
@@ -77,37 +83,79 @@ impl Signals {
     }
 }
 
+/// What the dispatcher is told besides events.
+enum Message {
+    Join(u64, Join),
+    Leave(u64),
+}
+
 /// The handle of one resource's dispatcher.
 #[derive(Debug)]
 pub(crate) struct Hub {
-    joins: mpsc::UnboundedSender<Join>,
+    messages: mpsc::UnboundedSender<Message>,
     routed: Arc<AtomicU64>,
+    /// Watchers the dispatcher holds.
+    joined: Arc<AtomicUsize>,
+    /// The id of the next watcher to join.
+    next: AtomicU64,
+}
+
+/// A watcher's place at its dispatcher: dropping it takes the watcher out.
+#[derive(Debug)]
+pub(crate) struct Membership {
+    id: u64,
+    messages: mpsc::UnboundedSender<Message>,
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        let _ = self.messages.send(Message::Leave(self.id));
+    }
 }
 
 impl Hub {
     /// Starts the dispatcher of `reader`'s events; it runs until the hub is
     /// dropped or the store is closed.
     pub fn start(reader: &StoreReader, indexes: Arc<[IndexSpec]>) -> Hub {
-        let (joins, rx) = mpsc::unbounded_channel();
+        let (messages, rx) = mpsc::unbounded_channel();
         let routed = Arc::new(AtomicU64::new(reader.current_resource_version()));
+        let joined = Arc::new(AtomicUsize::new(0));
         let (_, subscription) = reader.snapshot_and_subscribe();
         let dispatcher = Dispatcher {
             reader: reader.clone(),
             subscription,
-            joins: rx,
+            messages: rx,
             routed: routed.clone(),
+            joined: joined.clone(),
             routes: Routes::new(indexes),
             watchers: Vec::new(),
             free: Vec::new(),
+            slots: HashMap::new(),
         };
         tokio::spawn(dispatcher.run());
-        Hub { joins, routed }
+        Hub {
+            messages,
+            routed,
+            joined,
+            next: AtomicU64::new(0),
+        }
     }
 
-    /// Hands a watcher to the dispatcher. If the dispatcher is gone (the
+    /// Hands a watcher to the dispatcher, which holds it until the returned
+    /// membership is dropped (or it is cut). If the dispatcher is gone (the
     /// store closed), the watcher's queue closes at once.
-    pub fn join(&self, join: Join) {
-        let _ = self.joins.send(join);
+    pub fn join(&self, join: Join) -> Membership {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let _ = self.messages.send(Message::Join(id, join));
+        Membership {
+            id,
+            messages: self.messages.clone(),
+        }
+    }
+
+    /// How many watchers the dispatcher holds.
+    pub fn joined(&self) -> usize {
+        self.joined.load(Ordering::Relaxed)
     }
 
     /// A resourceVersion through which every event has been queued to every
@@ -131,6 +179,8 @@ struct Watcher {
     /// found twice (by new and previous state) is offered it once.
     offered: u64,
     route: RouteKey,
+    /// Its membership's id.
+    id: u64,
 }
 
 impl Watcher {
@@ -238,12 +288,15 @@ impl Routes {
 struct Dispatcher {
     reader: StoreReader,
     subscription: Subscription,
-    joins: mpsc::UnboundedReceiver<Join>,
+    messages: mpsc::UnboundedReceiver<Message>,
     routed: Arc<AtomicU64>,
+    joined: Arc<AtomicUsize>,
     routes: Routes,
-    /// Watchers by id; `None` marks a free slot (listed in `free`).
+    /// Watchers by slot; `None` marks a free slot (listed in `free`).
     watchers: Vec<Option<Watcher>>,
     free: Vec<usize>,
+    /// The slot of each membership id.
+    slots: HashMap<u64, usize>,
 }
 
 impl Dispatcher {
@@ -253,8 +306,13 @@ impl Dispatcher {
         loop {
             tokio::select! {
                 biased;
-                join = self.joins.recv() => match join {
-                    Some(join) => self.join(join),
+                message = self.messages.recv() => match message {
+                    Some(Message::Join(id, join)) => self.join(id, join),
+                    Some(Message::Leave(id)) => {
+                        if let Some(slot) = self.slots.get(&id) {
+                            self.remove(*slot);
+                        }
+                    }
                     None => return,
                 },
                 event = self.subscription.recv() => match event {
@@ -266,7 +324,7 @@ impl Dispatcher {
                     Err(RecvError::Lagged { .. }) => self.cut_all(),
                     Err(RecvError::Closed) => return,
                 },
-                _ = tick.tick() => self.sweep(),
+                _ = tick.tick() => {}
             }
             self.publish();
         }
@@ -281,9 +339,10 @@ impl Dispatcher {
         }
     }
 
-    fn join(&mut self, mut join: Join) {
+    fn join(&mut self, id: u64, mut join: Join) {
         let here = self.subscription.sequence();
         let mut watcher = Watcher {
+            id,
             route: RouteKey::of(&join.filter, &self.routes.indexes),
             filter: join.filter,
             predicates: join.predicates,
@@ -314,13 +373,15 @@ impl Dispatcher {
             }
         }
         watcher.from = watcher.from.max(here);
-        let id = self.free.pop().unwrap_or_else(|| {
+        let slot = self.free.pop().unwrap_or_else(|| {
             self.watchers.push(None);
             self.watchers.len() - 1
         });
-        self.routes.add(watcher.route.clone(), id);
+        self.routes.add(watcher.route.clone(), slot);
+        self.slots.insert(id, slot);
         watcher.signals.joined.store(true, Ordering::Release);
-        self.watchers[id] = Some(watcher);
+        self.watchers[slot] = Some(watcher);
+        self.joined.store(self.slots.len(), Ordering::Relaxed);
     }
 
     fn dispatch(&mut self, event: &Event, sequence: u64, candidates: &mut Vec<usize>) {
@@ -360,22 +421,12 @@ impl Dispatcher {
         }
     }
 
-    fn remove(&mut self, id: usize) {
-        if let Some(watcher) = self.watchers[id].take() {
-            self.routes.remove(&watcher.route, id);
-            self.free.push(id);
-        }
-    }
-
-    /// Drops the watchers whose clients have gone.
-    fn sweep(&mut self) {
-        for id in 0..self.watchers.len() {
-            if self.watchers[id]
-                .as_ref()
-                .is_some_and(|w| w.queue.is_closed())
-            {
-                self.remove(id);
-            }
+    fn remove(&mut self, slot: usize) {
+        if let Some(watcher) = self.watchers[slot].take() {
+            self.routes.remove(&watcher.route, slot);
+            self.slots.remove(&watcher.id);
+            self.free.push(slot);
+            self.joined.store(self.slots.len(), Ordering::Relaxed);
         }
     }
 
