@@ -39,7 +39,7 @@ use super::error::{ApiError, not_ready};
 use super::offload;
 use super::path::ResourcePath;
 use crate::http::table::{self, Rendering, TableMeta};
-use crate::served::{Candidates, ClientKey, Filter, Predicates};
+use crate::served::{Candidates, Filter, Owner, Predicates};
 use crate::served::{ServedResource, ServedResources};
 
 /// The header that says which resourceVersion a response was served at.
@@ -126,7 +126,7 @@ pub async fn serve(
         )
         .await;
     }
-    list(caches, cache, &filter, &params, rendering, caller.writer).await
+    list(caches, cache, &filter, &params, rendering, caller.owner).await
 }
 
 /// The `predicates` query parameter.
@@ -144,7 +144,7 @@ async fn list(
     filter: &Filter,
     params: &CollectionParams,
     rendering: Rendering,
-    client: Option<ClientKey>,
+    owner: Option<Owner>,
 ) -> Result<Response, ApiError> {
     let wait = caches.settings.read_wait;
     let (snapshot, before) = match (&params.continue_token, params.resource_version) {
@@ -175,7 +175,7 @@ async fn list(
         }
     };
     let page = Page {
-        client,
+        owner,
         limit: params.limit,
         after: params
             .continue_token
@@ -199,11 +199,11 @@ fn continued(cache: &ServedResource, rv: u64) -> Option<Snapshot> {
     })
 }
 
-/// One page of `client`'s list: at most `limit` objects (0: all) after `after`,
+/// One page of `owner`'s list: at most `limit` objects (0: all) after `after`,
 /// `before` objects of the list having been served before it (`None` when
 /// not known: an inconsistent continuation).
 struct Page {
-    client: Option<ClientKey>,
+    owner: Option<Owner>,
     limit: usize,
     after: Option<ObjectKey>,
     before: Option<usize>,
@@ -271,7 +271,7 @@ impl Page {
                 };
                 meta.remaining = Some(total.saturating_sub(served));
             }
-            cache.pages.hold(self.client, snapshot);
+            cache.pages.hold(self.owner, snapshot);
         }
         render(cache, meta, items, rendering)
     }

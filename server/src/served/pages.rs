@@ -9,7 +9,8 @@
 //! was written within the TTL. Expired snapshots are dropped on time by a
 //! sweeper, not on the next paginated request.
 //!
-//! Each client holds at most [`PER_CLIENT`] snapshots: its next list drops
+//! Each client (an [`Owner`]: its user, credential or address, as watch
+//! quotas count it) holds at most [`PER_CLIENT`] snapshots: its next list drops
 //! its own oldest, never another client's. Past [`TOTAL`] held at once (as
 //! many clients as that paginating together), the client holding the most
 //! gives up its oldest. A continue token whose snapshot is gone gets 410
@@ -22,7 +23,7 @@ use kubecache_reflector::Snapshot;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use super::ClientKey;
+use super::Owner;
 
 /// Lists one client may paginate at once (per resource).
 pub(crate) const PER_CLIENT: usize = 8;
@@ -41,7 +42,7 @@ pub(crate) struct HeldSnapshots {
 /// One list's snapshot: whose, and until when.
 #[derive(Debug)]
 struct Held {
-    client: Option<ClientKey>,
+    owner: Option<Owner>,
     snapshot: Snapshot,
     expires: Instant,
 }
@@ -58,21 +59,21 @@ impl HeldSnapshots {
         pages
     }
 
-    /// Keeps `snapshot` for the next pages of `client`'s list, for the TTL
+    /// Keeps `snapshot` for the next pages of `owner`'s list, for the TTL
     /// from when it was first held (by anyone).
-    pub(crate) fn hold(&self, client: Option<ClientKey>, snapshot: &Snapshot) {
+    pub(crate) fn hold(&self, owner: Option<Owner>, snapshot: &Snapshot) {
         let now = Instant::now();
         let rv = snapshot.resource_version();
         let mut held = self.held.lock();
         expire(&mut held, now);
         if held
             .iter()
-            .any(|h| h.client == client && h.snapshot.resource_version() == rv)
+            .any(|h| h.owner == owner && h.snapshot.resource_version() == rv)
         {
             return;
         }
-        if held.iter().filter(|h| h.client == client).count() >= PER_CLIENT {
-            drop_oldest_of(&mut held, client);
+        if held.iter().filter(|h| h.owner == owner).count() >= PER_CLIENT {
+            drop_oldest_of(&mut held, owner);
         }
         if held.len() >= TOTAL {
             let greediest = greediest(&held);
@@ -87,7 +88,7 @@ impl HeldSnapshots {
             .min()
             .unwrap_or(now + self.ttl);
         held.push(Held {
-            client,
+            owner,
             snapshot: snapshot.clone(),
             expires,
         });
@@ -127,12 +128,12 @@ fn expire(held: &mut Vec<Held>, now: Instant) {
     held.retain(|h| h.expires > now);
 }
 
-/// Drops the snapshot of `client` that expires first.
-fn drop_oldest_of(held: &mut Vec<Held>, client: Option<ClientKey>) {
+/// Drops the snapshot of `owner` that expires first.
+fn drop_oldest_of(held: &mut Vec<Held>, owner: Option<Owner>) {
     let oldest = held
         .iter()
         .enumerate()
-        .filter(|(_, h)| h.client == client)
+        .filter(|(_, h)| h.owner == owner)
         .min_by_key(|(_, h)| h.expires)
         .map(|(i, _)| i);
     if let Some(i) = oldest {
@@ -141,15 +142,15 @@ fn drop_oldest_of(held: &mut Vec<Held>, client: Option<ClientKey>) {
 }
 
 /// The client holding the most snapshots.
-fn greediest(held: &[Held]) -> Option<ClientKey> {
+fn greediest(held: &[Held]) -> Option<Owner> {
     let mut counts = std::collections::HashMap::new();
     for h in held {
-        *counts.entry(h.client).or_insert(0usize) += 1;
+        *counts.entry(h.owner).or_insert(0usize) += 1;
     }
     counts
         .into_iter()
         .max_by_key(|(_, n)| *n)
-        .and_then(|(client, _)| client)
+        .and_then(|(owner, _)| owner)
 }
 
 #[cfg(test)]
@@ -158,11 +159,12 @@ mod tests {
 
     use super::*;
     use crate::auth::{BearerToken, Credential};
+    use crate::served::ClientKey;
 
     const TTL: Duration = Duration::from_secs(300);
 
-    fn client(name: &str) -> Option<ClientKey> {
-        ClientKey::of(&Credential::Token(BearerToken::new(name)))
+    fn owner(name: &str) -> Option<Owner> {
+        ClientKey::of(&Credential::Token(BearerToken::new(name))).map(Owner::Client)
     }
 
     /// The store's snapshot once it is at `rv`.
@@ -179,13 +181,13 @@ mod tests {
     async fn a_client_s_lists_displace_only_its_own() {
         let (mut writer, reader) = store(StoreConfig::default());
         let pages = HeldSnapshots::start(TTL);
-        pages.hold(client("quiet"), &at(&mut writer, &reader, 1));
+        pages.hold(owner("quiet"), &at(&mut writer, &reader, 1));
         for rv in 2..=(PER_CLIENT as u64 + 2) {
-            pages.hold(client("busy"), &at(&mut writer, &reader, rv));
+            pages.hold(owner("busy"), &at(&mut writer, &reader, rv));
             tokio::time::advance(Duration::from_millis(1)).await;
         }
-        assert!(pages.find(1).is_some(), "the quiet client's list survives");
-        assert!(pages.find(2).is_none(), "the busy client's oldest went");
+        assert!(pages.find(1).is_some(), "the quiet owner's list survives");
+        assert!(pages.find(2).is_none(), "the busy owner's oldest went");
         assert!(pages.find(3).is_some());
         assert_eq!(pages.len(), PER_CLIENT + 1);
     }
@@ -195,12 +197,12 @@ mod tests {
         let (mut writer, reader) = store(StoreConfig::default());
         let pages = HeldSnapshots::start(TTL);
         let snapshot = at(&mut writer, &reader, 7);
-        pages.hold(client("a"), &snapshot);
+        pages.hold(owner("a"), &snapshot);
         tokio::time::advance(TTL - Duration::from_millis(1)).await;
         // Used again, and held by another client: neither extends it.
         assert!(pages.find(7).is_some());
-        pages.hold(client("a"), &snapshot);
-        pages.hold(client("b"), &snapshot);
+        pages.hold(owner("a"), &snapshot);
+        pages.hold(owner("b"), &snapshot);
         tokio::time::advance(Duration::from_millis(1)).await;
         assert!(pages.find(7).is_none());
     }
@@ -209,7 +211,7 @@ mod tests {
     async fn expired_snapshots_are_dropped_without_another_request() {
         let (mut writer, reader) = store(StoreConfig::default());
         let pages = HeldSnapshots::start(TTL);
-        pages.hold(client("a"), &at(&mut writer, &reader, 1));
+        pages.hold(owner("a"), &at(&mut writer, &reader, 1));
         pages.hold(None, &at(&mut writer, &reader, 2));
         tokio::time::sleep(TTL + TTL / 4).await;
         assert_eq!(pages.len(), 0);
@@ -222,7 +224,7 @@ mod tests {
         let mut rv = 0;
         let mut hold = |pages: &HeldSnapshots, who: &str| {
             rv += 1;
-            pages.hold(client(who), &at(&mut writer, &reader, rv));
+            pages.hold(owner(who), &at(&mut writer, &reader, rv));
             rv
         };
         let greedy_first = hold(&pages, "greedy");
@@ -230,7 +232,7 @@ mod tests {
             hold(&pages, "greedy");
         }
         let others: Vec<u64> = (PER_CLIENT..TOTAL)
-            .map(|i| hold(&pages, &format!("client-{i}")))
+            .map(|i| hold(&pages, &format!("owner-{i}")))
             .collect();
         assert_eq!(pages.len(), TOTAL);
         hold(&pages, "newcomer");
