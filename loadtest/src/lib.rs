@@ -3,3 +3,10 @@
 pub mod raw;
 pub mod run;
 pub mod sim;
+
+/// The defaults of a set of flags, as clap fills them in with no flag given.
+pub(crate) fn flag_defaults<T: clap::Args + clap::FromArgMatches>() -> T {
+    let command = T::augment_args(clap::Command::new("defaults"));
+    T::from_arg_matches(&command.get_matches_from(["defaults"]))
+        .expect("every flag has a default or is optional")
+}

@@ -946,6 +946,39 @@ async fn cut_watches_end_every_open_watch_without_a_clean_end() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn post_sim_cut_watches_cuts_them_from_outside_without_credentials() {
+    let (url, sim) = sim(SimConfig {
+        pods: 3,
+        policy: Some(Policy::admin_only("admin-token")),
+        ..SimConfig::default()
+    })
+    .await;
+    let response = client()
+        .get(format!(
+            "{url}/api/v1/pods?watch=1&resourceVersion={}",
+            sim.store().revision()
+        ))
+        .bearer_auth("admin-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let cut = client()
+        .post(format!("{url}/sim/cut-watches"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cut.status(), 204);
+    let body = tokio::time::timeout(Duration::from_secs(5), response.bytes())
+        .await
+        .expect("the watch ends at once");
+    assert!(
+        body.is_err(),
+        "the stream breaks rather than ending cleanly"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn with_a_serving_cost_each_body_takes_its_bytes_over_the_throughput_of_its_encoding_and_path()
  {
     const MB: f64 = 1e6;

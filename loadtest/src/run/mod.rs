@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
-pub use report::Report;
+pub use report::{Latency, OpReport, OpStats, Report};
 use targets::Targets;
 use watchers::{WatchFilter, Watcher};
 
@@ -116,13 +116,7 @@ pub struct Scenario {
 
 impl Default for Scenario {
     fn default() -> Self {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Defaults {
-            #[command(flatten)]
-            scenario: Scenario,
-        }
-        Defaults::parse_from(["defaults"]).scenario
+        crate::flag_defaults()
     }
 }
 
@@ -232,7 +226,7 @@ pub async fn run(scenario: Scenario) -> anyhow::Result<Report> {
     progress.abort();
     eprintln!();
     drop(stalled);
-    let reference = reference.finish().await?;
+    let (reference, reference_resumes) = reference.finish().await?;
     let mut results = Vec::new();
     for watcher in watchers {
         results.push(watcher.finish().await);
@@ -242,6 +236,7 @@ pub async fn run(scenario: Scenario) -> anyhow::Result<Report> {
             load_time.as_secs_f64(),
             &writes,
             &reference,
+            reference_resumes,
             cutoff,
             results,
         )

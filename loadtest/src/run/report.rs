@@ -85,6 +85,18 @@ impl OpStats {
         }
     }
 
+    /// The results over `seconds` of measuring.
+    pub fn report(mut self, seconds: f64) -> OpReport {
+        OpReport {
+            op: self.name,
+            per_sec: self.latencies_us.len() as f64 / seconds,
+            latency: Latency::of(&mut self.latencies_us),
+            mb_per_sec: self.bytes as f64 / seconds / 1e6,
+            errors: self.errors,
+            first_errors: self.first_errors,
+        }
+    }
+
     /// Adds another worker's measurements.
     pub fn merge(&mut self, other: OpStats) {
         self.latencies_us.extend(other.latencies_us);
@@ -128,6 +140,9 @@ pub struct WatchReport {
     pub lag: Latency,
     /// Events of the API server's history checked (up to the cut-off).
     pub reference_events: usize,
+    /// Times the reference watch was resumed after the API server cut or
+    /// failed it (upstream faults).
+    pub reference_resumes: u64,
     /// Whether every watcher got exactly its events, in order.
     pub complete: bool,
     /// What went wrong, watcher by watcher (the first 20).
@@ -161,14 +176,7 @@ impl Report {
         let requests = requests
             .into_iter()
             .filter(|s| !s.latencies_us.is_empty() || s.errors > 0)
-            .map(|mut s| OpReport {
-                op: s.name,
-                per_sec: s.latencies_us.len() as f64 / seconds,
-                latency: Latency::of(&mut s.latencies_us),
-                mb_per_sec: s.bytes as f64 / seconds / 1e6,
-                errors: s.errors,
-                first_errors: s.first_errors,
-            })
+            .map(|s| s.report(seconds))
             .collect();
         Report {
             scenario: scenario.clone(),
@@ -192,6 +200,7 @@ pub(super) fn watch_report(
     seconds: f64,
     writes: &Writes,
     reference: &[ReferenceEvent],
+    reference_resumes: u64,
     cutoff: u64,
     watchers: Vec<WatchResult>,
 ) -> WatchReport {
@@ -239,6 +248,7 @@ pub(super) fn watch_report(
         mb_per_sec: bytes as f64 / seconds / 1e6,
         lag: Latency::of(&mut lags),
         reference_events: checked.len(),
+        reference_resumes,
         complete,
         failures,
     }

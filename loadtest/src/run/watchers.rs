@@ -181,21 +181,29 @@ impl ReferenceEvent {
 }
 
 /// The reference watch: every event of the resource, straight from the API
-/// server.
+/// server. When the API server cuts it or fails it (an upstream fault), it
+/// resumes from the last event it got, as a reflector would; it fails only
+/// after [`Reference::MAX_FAILURES`] attempts in a row without an event.
 pub struct Reference {
-    task: JoinHandle<anyhow::Result<Vec<ReferenceEvent>>>,
+    task: JoinHandle<anyhow::Result<(Vec<ReferenceEvent>, u64)>>,
     last: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Reference {
+    /// Failed attempts in a row (no event between them) before the
+    /// reference gives up.
+    pub const MAX_FAILURES: u32 = 20;
+
     /// Watches the API server from the targets' resourceVersion.
     pub async fn start(ctx: &Arc<RunContext>, targets: &Targets) -> anyhow::Result<Self> {
-        let url = format!(
-            "{}{}",
-            ctx.scenario.upstream,
-            WatchFilter::All.watch_path(&ctx.scenario.path, targets.resource_version)
-        );
-        let response = open(ctx, &url, ctx.scenario.upstream_token.as_deref()).await?;
+        let (upstream, path) = (ctx.scenario.upstream.clone(), ctx.scenario.path.clone());
+        let url = move |rv| format!("{upstream}{}", WatchFilter::All.watch_path(&path, rv));
+        let first = open(
+            ctx,
+            &url(targets.resource_version),
+            ctx.scenario.upstream_token.as_deref(),
+        )
+        .await?;
         let mut state: std::collections::HashMap<String, Arc<ObjectFacts>> = targets
             .objects
             .iter()
@@ -206,29 +214,60 @@ impl Reference {
         let seen = last.clone();
         let task = tokio::spawn(async move {
             let mut events = Vec::new();
-            read_lines(&ctx, response, |line| {
-                let event = parse_watch_line(line).context("reference watch")?;
-                match event.event_type {
-                    WatchEventType::Bookmark => return Ok(()),
-                    WatchEventType::Error => {
-                        bail!("reference watch ERROR: {}", String::from_utf8_lossy(line))
+            let (mut response, mut resumes, mut failures) = (Some(first), 0u64, 0u32);
+            loop {
+                let opened = match response.take() {
+                    Some(response) => Ok(response),
+                    None => {
+                        let rv = seen.load(Ordering::Acquire);
+                        open(&ctx, &url(rv), ctx.scenario.upstream_token.as_deref()).await
                     }
-                    _ => {}
-                }
-                let rv = event.resource_version()?;
-                let after = Arc::new(ObjectFacts::parse(event.object)?);
-                let key = format!("{}/{}", after.namespace, after.name);
-                let before = if event.event_type == WatchEventType::Deleted {
-                    state.remove(&key)
-                } else {
-                    state.insert(key, after.clone())
                 };
-                events.push(ReferenceEvent { rv, before, after });
-                seen.store(rv, Ordering::Release);
-                Ok(())
-            })
-            .await?;
-            Ok(events)
+                let outcome = match opened {
+                    Ok(response) => {
+                        read_lines(&ctx, response, |line| {
+                            let event = parse_watch_line(line).context("reference watch")?;
+                            match event.event_type {
+                                WatchEventType::Bookmark => return Ok(()),
+                                WatchEventType::Error => {
+                                    bail!(
+                                        "reference watch ERROR: {}",
+                                        String::from_utf8_lossy(line)
+                                    )
+                                }
+                                _ => {}
+                            }
+                            let rv = event.resource_version()?;
+                            let after = Arc::new(ObjectFacts::parse(event.object)?);
+                            let key = format!("{}/{}", after.namespace, after.name);
+                            let before = if event.event_type == WatchEventType::Deleted {
+                                state.remove(&key)
+                            } else {
+                                state.insert(key, after.clone())
+                            };
+                            events.push(ReferenceEvent { rv, before, after });
+                            seen.store(rv, Ordering::Release);
+                            failures = 0;
+                            Ok(())
+                        })
+                        .await
+                    }
+                    Err(e) => Err(e),
+                };
+                match outcome {
+                    Ok(()) => return Ok((events, resumes)),
+                    Err(e) if failures + 1 >= Self::MAX_FAILURES => {
+                        return Err(
+                            e.context(format!("reference watch: {failures} resumes failed"))
+                        );
+                    }
+                    Err(_) => {
+                        failures += 1;
+                        resumes += 1;
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
         });
         Ok(Reference { task, last })
     }
@@ -238,8 +277,9 @@ impl Reference {
         self.last.load(Ordering::Acquire)
     }
 
-    /// Waits for the reference to stop (after the run's stop flag).
-    pub async fn finish(self) -> anyhow::Result<Vec<ReferenceEvent>> {
+    /// Waits for the reference to stop (after the run's stop flag): its
+    /// events, and how many times it resumed.
+    pub async fn finish(self) -> anyhow::Result<(Vec<ReferenceEvent>, u64)> {
         self.task.await.context("reference watch task")?
     }
 }

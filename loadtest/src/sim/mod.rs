@@ -201,7 +201,7 @@ impl Sim {
     /// Cuts every open watch now (without a clean end of stream), as a
     /// dropped connection or an API-server restart would.
     pub fn cut_watches(&self) {
-        self.ctx.cuts.send_modify(|n| *n += 1);
+        self.ctx.cut_watches();
     }
 
     /// Disarms all faults.

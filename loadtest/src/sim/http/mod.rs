@@ -1,7 +1,8 @@
 //! The simulator's HTTP API: the Kubernetes paths for the served resources
 //! and their subresources, discovery, the review APIs, and `/sim/faults` to
-//! arm faults from outside the process. Every request but `/sim/faults`
-//! passes [`auth::guard`] first.
+//! arm faults and `/sim/cut-watches` to cut every open watch from outside
+//! the process. Every request but those under `/sim/` passes
+//! [`auth::guard`] first.
 
 mod auth;
 mod body;
@@ -59,6 +60,11 @@ impl Context {
     pub fn policy(&self) -> Option<Arc<Policy>> {
         self.policy.read().clone()
     }
+
+    /// Cuts every open watch now (without a clean end of stream).
+    pub fn cut_watches(&self) {
+        self.cuts.send_modify(|n| *n += 1);
+    }
 }
 
 /// How the simulator serves (the parts of the config the handlers read).
@@ -93,6 +99,7 @@ pub fn router(ctx: Arc<Context>) -> Router {
             any(reviews::subject_access_review),
         )
         .route("/sim/faults", post(arm_fault))
+        .route("/sim/cut-watches", post(cut_watches))
         .fallback(dispatch)
         .layer(axum::middleware::from_fn_with_state(
             ctx.clone(),
@@ -112,6 +119,11 @@ async fn arm_fault(State(ctx): State<Arc<Context>>, body: Bytes) -> Response {
             Wire::Json,
         ),
     }
+}
+
+async fn cut_watches(State(ctx): State<Arc<Context>>) -> StatusCode {
+    ctx.cut_watches();
+    StatusCode::NO_CONTENT
 }
 
 /// A request resolved to a served resource.
