@@ -4,6 +4,8 @@ pub mod raw;
 pub mod run;
 pub mod sim;
 
+pub mod chaos;
+
 /// The defaults of a set of flags, as clap fills them in with no flag given.
 pub(crate) fn flag_defaults<T: clap::Args + clap::FromArgMatches>() -> T {
     let command = T::augment_args(clap::Command::new("defaults"));

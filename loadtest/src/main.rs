@@ -30,6 +30,11 @@ enum Command {
     /// lists, index queries, writes to the API server) and check that every
     /// watcher got every event; exits non-zero on any loss or failure.
     Run(RunArgs),
+    /// Run the same well-behaved load (as `run`) twice: alone, then beside
+    /// hostile clients and upstream faults; report both phases, /healthz
+    /// and kubecache's RSS over time; exits non-zero on any loss or failure
+    /// of the well-behaved clients.
+    Chaos(kubecache_loadtest::chaos::Chaos),
 }
 
 #[derive(clap::Args)]
@@ -134,7 +139,25 @@ async fn main() -> anyhow::Result<()> {
         Command::Sim(args) => sim(args).await,
         Command::RawList(args) => raw_list(args).await,
         Command::Run(args) => run(args).await,
+        Command::Chaos(args) => chaos(args).await,
     }
+}
+
+async fn chaos(args: kubecache_loadtest::chaos::Chaos) -> anyhow::Result<()> {
+    let json = args.load.json.clone();
+    let report = kubecache_loadtest::chaos::chaos(args).await?;
+    print!("{report}");
+    if let Some(path) = json {
+        write_json(&path, &report)?;
+    }
+    anyhow::ensure!(report.ok(), "the chaos run failed: see above");
+    Ok(())
+}
+
+/// Writes a report as pretty JSON.
+fn write_json(path: &std::path::Path, report: &impl serde::Serialize) -> anyhow::Result<()> {
+    std::fs::write(path, serde_json::to_vec_pretty(report)?)
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -146,8 +169,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let report = kubecache_loadtest::run::run(scenario).await?;
     print!("{report}");
     if let Some(path) = json {
-        std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        write_json(&path, &report)?;
     }
     anyhow::ensure!(report.ok(), "the run failed: see above");
     Ok(())

@@ -1,0 +1,114 @@
+//! `kubecache-loadtest chaos`: can hostile clients and a failing API server
+//! starve well-behaved ones?
+//!
+//! One run, two phases with the same well-behaved load ([`crate::run`]:
+//! watchers checked for completeness against the API server's history,
+//! gets and lists measured): a *baseline* phase alone, then a *hostile*
+//! phase with the [`Hostile`] clients attacking kubecache and, when the
+//! upstream is the simulated API server, watch faults driven through its
+//! `/sim/` endpoints every few seconds. Throughout, `/healthz` is probed
+//! every 100 ms on a fresh connection (as a kubelet probes) and kubecache's
+//! RSS is sampled. The report compares the phases; any lost event or
+//! failed well-behaved request fails the run.
+
+mod faults;
+mod health;
+mod hostile;
+mod report;
+mod rss;
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::run::Scenario;
+pub use hostile::Hostile;
+pub use report::{ChaosReport, PhaseReport};
+pub use rss::{RssReport, slope_per_minute};
+
+/// A chaos run, from flags.
+#[derive(Debug, Clone, clap::Args, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Chaos {
+    /// The well-behaved load of each phase; its `--duration-secs` is the
+    /// hostile phase's length.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub load: Scenario,
+    /// Seconds of the baseline phase (default: `--duration-secs`).
+    #[arg(long)]
+    pub baseline_secs: Option<u64>,
+    /// The hostile clients of the hostile phase.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub hostile: Hostile,
+    /// Seconds between upstream watch faults in the hostile phase, driven
+    /// through the simulated API server's `/sim/` endpoints (0: none).
+    #[arg(long, default_value_t = 5)]
+    pub fault_interval_secs: u64,
+    /// kubecache's process id, to sample its RSS from `/proc`.
+    #[arg(long)]
+    pub kubecache_pid: Option<u32>,
+    /// kubecache's metrics URL, to sample `process_resident_memory_bytes`
+    /// instead (with `--token`).
+    #[arg(long, conflicts_with = "kubecache_pid")]
+    pub metrics_url: Option<String>,
+    /// Seconds between RSS samples.
+    #[arg(long, default_value_t = 5)]
+    pub rss_interval_secs: u64,
+    /// Seconds at the start of each phase left out of its RSS slope.
+    #[arg(long, default_value_t = 30)]
+    pub rss_warmup_secs: u64,
+}
+
+impl Default for Chaos {
+    fn default() -> Self {
+        crate::flag_defaults()
+    }
+}
+
+/// Runs the baseline phase, then the hostile one; the report says whether
+/// the well-behaved clients got everything in both.
+pub async fn chaos(config: Chaos) -> anyhow::Result<ChaosReport> {
+    let started = Instant::now();
+    let health = health::Prober::start(&config.load)?;
+    let rss = rss::Sampler::start(&config, started)?;
+    let mut phases = Vec::new();
+    for hostile in [false, true] {
+        let mut load = config.load.clone();
+        if !hostile {
+            load.duration_secs = config.baseline_secs.unwrap_or(load.duration_secs);
+        }
+        let start_secs = started.elapsed().as_secs_f64();
+        eprintln!(
+            "phase {}: {} s",
+            if hostile { "hostile" } else { "baseline" },
+            load.duration_secs
+        );
+        health.restart();
+        let attack = hostile
+            .then(|| hostile::Attack::start(&config))
+            .transpose()?;
+        let faults =
+            (hostile && config.fault_interval_secs > 0).then(|| faults::Driver::start(&config));
+        let run = crate::run::run(load).await;
+        eprintln!();
+        let end_secs = started.elapsed().as_secs_f64();
+        phases.push(PhaseReport {
+            name: if hostile { "hostile" } else { "baseline" },
+            start_secs,
+            end_secs,
+            healthz: health.restart().report(end_secs - start_secs),
+            hostile: attack.map(hostile::Attack::stop).unwrap_or_default(),
+            faults: faults.map(faults::Driver::stop).unwrap_or_default(),
+            failure: run.as_ref().err().map(|e| format!("{e:#}")),
+            run: run.ok(),
+        });
+    }
+    let rss = rss.finish(&phases, config.rss_warmup_secs as f64);
+    Ok(ChaosReport {
+        config,
+        phases,
+        rss,
+    })
+}

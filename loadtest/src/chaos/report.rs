@@ -1,0 +1,179 @@
+//! What a chaos run measured: the phases side by side, for people and as
+//! JSON, and the verdict.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use super::Chaos;
+use super::hostile::HostileReport;
+use super::rss::RssReport;
+use crate::run::{OpReport, Report};
+
+/// One phase.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseReport {
+    /// `baseline` or `hostile`.
+    pub name: &'static str,
+    /// Seconds since the run's start when the phase began.
+    pub start_secs: f64,
+    /// And when it ended.
+    pub end_secs: f64,
+    /// The well-behaved load's report (`None`: it could not run).
+    pub run: Option<Report>,
+    /// Why the well-behaved load could not run.
+    pub failure: Option<String>,
+    /// `/healthz` probes.
+    pub healthz: OpReport,
+    /// What the hostile clients met.
+    pub hostile: Vec<HostileReport>,
+    /// Upstream faults driven, by kind.
+    pub faults: BTreeMap<String, u64>,
+}
+
+impl PhaseReport {
+    /// Whether the well-behaved clients got everything: every request
+    /// answered, every event delivered, every probe healthy.
+    pub fn ok(&self) -> bool {
+        self.run.as_ref().is_some_and(Report::ok) && self.healthz.errors == 0
+    }
+
+    fn op(&self, op: &str) -> Option<&OpReport> {
+        self.run.as_ref()?.requests.iter().find(|r| r.op == op)
+    }
+}
+
+/// The whole chaos run.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChaosReport {
+    /// What was run.
+    pub config: Chaos,
+    /// Baseline, then hostile.
+    pub phases: Vec<PhaseReport>,
+    /// kubecache's RSS.
+    pub rss: RssReport,
+}
+
+impl ChaosReport {
+    /// Whether every phase passed.
+    pub fn ok(&self) -> bool {
+        self.phases.iter().all(PhaseReport::ok)
+    }
+}
+
+/// `p50 / p99` of a request kind, or `-`.
+fn percentiles(op: Option<&OpReport>) -> String {
+    op.filter(|o| o.latency.count > 0).map_or("-".into(), |o| {
+        format!("{:.1} / {:.1}", o.latency.p50_ms, o.latency.p99_ms)
+    })
+}
+
+fn megabytes(mb: Option<f64>) -> String {
+    mb.map_or("-".into(), |mb| format!("{mb:.0}"))
+}
+
+impl fmt::Display for ChaosReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{:<9} {:>6} {:>17} {:>17} {:>13} {:>15} {:>7} {:>9}",
+            "phase",
+            "s",
+            "get p50/p99 ms",
+            "list p50/p99 ms",
+            "lag p99 ms",
+            "healthz p99 ms",
+            "errors",
+            "complete"
+        )?;
+        for phase in &self.phases {
+            let watch = phase.run.as_ref().and_then(|r| r.watch.as_ref());
+            let errors: u64 = phase
+                .run
+                .iter()
+                .flat_map(|r| &r.requests)
+                .map(|r| r.errors)
+                .sum::<u64>()
+                + phase.healthz.errors;
+            writeln!(
+                f,
+                "{:<9} {:>6.0} {:>17} {:>17} {:>13} {:>15.1} {:>7} {:>9}",
+                phase.name,
+                phase.end_secs - phase.start_secs,
+                percentiles(phase.op("get")),
+                percentiles(phase.op("list")),
+                watch.map_or("-".into(), |w| format!("{:.1}", w.lag.p99_ms)),
+                phase.healthz.latency.p99_ms,
+                errors,
+                match (&phase.run, watch) {
+                    (None, _) => "NOT RUN",
+                    (Some(_), None) => "-",
+                    (Some(_), Some(w)) if w.complete => "yes",
+                    (Some(_), Some(_)) => "NO",
+                }
+            )?;
+        }
+        for phase in &self.phases {
+            writeln!(f, "\n{}:", phase.name)?;
+            match &phase.run {
+                Some(run) => write!(f, "{run}")?,
+                None => writeln!(
+                    f,
+                    "  the load could not run: {}",
+                    phase.failure.as_deref().unwrap_or_default()
+                )?,
+            }
+            for e in &phase.healthz.first_errors {
+                writeln!(f, "  healthz error: {e}")?;
+            }
+            for h in &phase.hostile {
+                let outcomes: Vec<String> = h
+                    .outcomes
+                    .iter()
+                    .map(|(o, n)| format!("{o} x{n}"))
+                    .collect();
+                writeln!(
+                    f,
+                    "  hostile {} ({}): {}",
+                    h.kind,
+                    h.clients,
+                    outcomes.join(", ")
+                )?;
+            }
+            for (fault, n) in &phase.faults {
+                writeln!(f, "  upstream fault x{n}: {fault}")?;
+            }
+        }
+        writeln!(
+            f,
+            "\nRSS ({} samples; slope after {} s of each phase):",
+            self.rss.samples.len(),
+            self.config.rss_warmup_secs
+        )?;
+        for p in &self.rss.phases {
+            writeln!(
+                f,
+                "  {:<9} first {} MB, last {} MB, max {} MB, slope {}",
+                p.phase,
+                megabytes(p.first_mb),
+                megabytes(p.last_mb),
+                megabytes(p.max_mb),
+                p.slope_mb_per_min
+                    .map_or("-".into(), |s| format!("{s:+.2} MB/min"))
+            )?;
+        }
+        for e in &self.rss.errors {
+            writeln!(f, "  RSS error: {e}")?;
+        }
+        writeln!(
+            f,
+            "\nverdict: {}",
+            if self.ok() {
+                "the well-behaved clients got every answer and every event in both phases"
+            } else {
+                "FAILED: see above"
+            }
+        )
+    }
+}
