@@ -1,0 +1,93 @@
+//! `kubecache-loadtest chaos` against kubecache, in short: well-behaved
+//! watchers and readers keep getting every event and every answer while
+//! hostile clients (non-readers, slowloris, giant selectors, table lists,
+//! held-page churn, reconnect storms, idle connections) attack kubecache
+//! and the API server cuts and fails its watches.
+
+mod common;
+
+use common::{Setup, serve};
+use kubecache_loadtest::chaos::{Chaos, Hostile, chaos};
+use kubecache_loadtest::run::Scenario;
+use kubecache_loadtest::sim::SimConfig;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_faults() {
+    let served = serve(Setup {
+        sim: SimConfig {
+            pods: 1_000,
+            ..SimConfig::default()
+        },
+        // Node watchers are answered from the cache, not passed through
+        // (where the API server's cuts would end them).
+        store: common::node_index(),
+        ..Setup::default()
+    })
+    .await;
+    let report = chaos(Chaos {
+        load: Scenario {
+            url: served.url.clone(),
+            upstream: served.sim.url().to_string(),
+            duration_secs: 4,
+            settle_secs: 2,
+            concurrency: 2,
+            gets: 1.0,
+            lists: 0.05,
+            list_limit: 200,
+            watchers: 12,
+            writes_per_sec: 50.0,
+            ..Scenario::default()
+        },
+        baseline_secs: Some(2),
+        hostile: Hostile {
+            non_readers: 2,
+            slowloris: 4,
+            giant_selectors: 1,
+            selector_requirements: 1_000,
+            table_lists: 1,
+            page_churners: 1,
+            reconnect_storms: 1,
+            idle_connections: 8,
+            hostile_rate: 5.0,
+            hold_secs: 2,
+        },
+        fault_interval_secs: 1,
+        kubecache_pid: Some(std::process::id()),
+        rss_interval_secs: 1,
+        rss_warmup_secs: 0,
+        ..Chaos::default()
+    })
+    .await
+    .unwrap();
+    assert!(report.ok(), "{report}");
+    let [baseline, hostile] = &report.phases[..] else {
+        panic!("two phases: {report}");
+    };
+    for phase in [baseline, hostile] {
+        let watch = phase.run.as_ref().and_then(|r| r.watch.as_ref());
+        assert!(
+            watch.is_some_and(|w| w.complete && w.deliveries > 0),
+            "{}: {report}",
+            phase.name
+        );
+    }
+    assert!(baseline.hostile.is_empty() && baseline.faults.is_empty());
+    // Every hostile kind acted, and the faults reached the API server's
+    // watches: the reference watch had to resume.
+    assert_eq!(hostile.hostile.len(), 7, "{report}");
+    assert!(
+        hostile.hostile.iter().all(|h| !h.outcomes.is_empty()),
+        "{report}"
+    );
+    assert!(
+        !hostile.faults.is_empty() && hostile.faults.keys().all(|f| !f.contains("failed")),
+        "{report}"
+    );
+    let resumes = hostile
+        .run
+        .as_ref()
+        .and_then(|r| r.watch.as_ref())
+        .map(|w| w.reference_resumes);
+    assert!(resumes.is_some_and(|n| n > 0), "{report}");
+    assert!(!report.rss.samples.is_empty(), "{report}");
+}
