@@ -22,9 +22,9 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::run::Scenario;
-pub use hostile::Hostile;
+pub use hostile::{Hostile, HostileReport};
 pub use report::{ChaosReport, PhaseReport};
-pub use rss::{RssReport, slope_per_minute};
+pub use rss::{PhaseRss, RssReport, slope_per_minute};
 
 /// A chaos run, from flags.
 #[derive(Debug, Clone, clap::Args, Serialize)]
