@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Setup, get, serve};
+use common::{Setup, get, names, serve};
 use kubecache_loadtest::sim::SimConfig;
 use kubecache_loadtest::sim::resources::ids;
 use kubecache_server::ServeSettings;
@@ -23,16 +23,6 @@ async fn offloaded(url: &str) -> f64 {
 
 fn json(body: &[u8]) -> Value {
     serde_json::from_slice(body).unwrap()
-}
-
-/// The names of a list's items.
-fn names(list: &Value) -> Vec<String> {
-    list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|item| item["metadata"]["name"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,31 +4,12 @@
 
 mod common;
 
-use common::{Setup, serve};
+use common::{Setup, get_as as list, names, serve};
 use kubecache_loadtest::sim::SimConfig;
 use serde_json::Value;
 
-/// GET `path` as the client of `token`: the code and the body as JSON.
-async fn list(url: &str, path: &str, token: &str) -> (u16, Value) {
-    let request = http::Request::get(path)
-        .header("authorization", format!("Bearer {token}"))
-        .body(http_body_util::Empty::<bytes::Bytes>::new())
-        .unwrap();
-    let (code, body) = common::send(url, request).await;
-    (code, serde_json::from_slice(&body).unwrap())
-}
-
 fn continue_token(list: &Value) -> String {
     list["metadata"]["continue"].as_str().unwrap().to_string()
-}
-
-fn names(list: &Value) -> Vec<String> {
-    list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|item| item["metadata"]["name"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,17 +11,7 @@ use std::time::Duration;
 use common::{Setup, serve};
 use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, SimConfig, ids};
 use kubecache_server::ServeSettings;
-use serde_json::{Value, json};
-
-/// GET `path` from `url` as the holder of `token`: code and JSON body.
-async fn read(url: &str, path: &str, token: &str) -> (u16, Value) {
-    let request = http::Request::get(path)
-        .header("authorization", format!("Bearer {token}"))
-        .body(http_body_util::Empty::<bytes::Bytes>::new())
-        .unwrap();
-    let (code, body) = common::send(url, request).await;
-    (code, serde_json::from_slice(&body).unwrap())
-}
+use serde_json::json;
 
 /// Reads waiting for their client's own write of pods, from `/metrics`.
 async fn waiting(url: &str) -> f64 {
@@ -74,7 +64,8 @@ async fn reads_wait_for_their_clients_write_and_only_theirs() {
     assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
 
     // Another client reads the cache as it is: without the write.
-    let (code, other) = read(&served.url, &format!("{object}?resourceVersion=0"), "other").await;
+    let (code, other) =
+        common::get_as(&served.url, &format!("{object}?resourceVersion=0"), "other").await;
     assert_eq!(code, 200);
     assert!(other["metadata"]["labels"].get("written").is_none());
 
@@ -85,9 +76,9 @@ async fn reads_wait_for_their_clients_write_and_only_theirs() {
     let url = served.url.clone();
     let mut get = tokio::spawn({
         let (url, object) = (url.clone(), object.clone());
-        async move { read(&url, &format!("{object}?resourceVersion=0"), "writer").await }
+        async move { common::get_as(&url, &format!("{object}?resourceVersion=0"), "writer").await }
     });
-    let mut listed = tokio::spawn(async move { read(&url, &list, "writer").await });
+    let mut listed = tokio::spawn(async move { common::get_as(&url, &list, "writer").await });
     tokio::select! {
         answer = &mut get => panic!("the get answered before the cache had the write: {:?}", answer.map(|(code, _)| code)),
         answer = &mut listed => panic!("the list answered before the cache had the write: {:?}", answer.map(|(code, _)| code)),

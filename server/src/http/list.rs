@@ -39,7 +39,7 @@ use super::error::{ApiError, not_ready};
 use super::offload;
 use super::path::ResourcePath;
 use crate::http::table::{self, Rendering, TableMeta};
-use crate::served::{Candidates, Filter, Owner, Predicates};
+use crate::served::{Filter, Owner, Predicates};
 use crate::served::{ServedResource, ServedResources};
 
 /// The header that says which resourceVersion a response was served at.
@@ -212,10 +212,7 @@ struct Page {
 impl Page {
     /// What serving the page costs: objects examined, and rows rendered.
     fn work(&self, filter: &Filter, snapshot: &Snapshot, rendering: Rendering) -> offload::Work {
-        let candidates = match filter.candidates(snapshot) {
-            Candidates::All => snapshot.len(),
-            Candidates::Index(lookup) => snapshot.index_len(lookup),
-        };
+        let candidates = filter.candidate_count(snapshot);
         let limit = if self.limit == 0 {
             usize::MAX
         } else {

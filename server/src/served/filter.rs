@@ -123,6 +123,15 @@ impl Filter {
             .map_or(Candidates::All, Candidates::Index)
     }
 
+    /// How many objects of `snapshot` [`Filter::select`] examines: its
+    /// candidates.
+    pub fn candidate_count(&self, snapshot: &Snapshot) -> usize {
+        match self.candidates(snapshot) {
+            Candidates::All => snapshot.len(),
+            Candidates::Index(lookup) => snapshot.index_len(lookup),
+        }
+    }
+
     /// The selected objects of `snapshot` in key order, after key `after`.
     pub fn select<'s>(
         &'s self,

@@ -23,7 +23,7 @@ use kubecache_wire::{FieldPathError, Status};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use filter::{Candidates, Filter};
+pub use filter::Filter;
 pub use predicates::Predicates;
 pub(crate) use quota::Owner;
 pub(crate) use scope::Scope;

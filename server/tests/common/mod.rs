@@ -205,6 +205,26 @@ pub async fn get(url: &str, path: &str) -> (u16, bytes::Bytes) {
     send(url, request).await
 }
 
+/// GET `path` from `url` as the holder of `token`: code and JSON body.
+pub async fn get_as(url: &str, path: &str, token: &str) -> (u16, serde_json::Value) {
+    let request = http::Request::get(path)
+        .header("authorization", format!("Bearer {token}"))
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let (code, body) = send(url, request).await;
+    (code, serde_json::from_slice(&body).unwrap())
+}
+
+/// The names of a list's items, in order.
+pub fn names(list: &serde_json::Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// Sends `request` to kubecache at `url`: status code and body.
 pub async fn send<B>(url: &str, request: http::Request<B>) -> (u16, bytes::Bytes)
 where
@@ -312,12 +332,26 @@ impl WatchLines {
     }
 
     /// The next `n` lines other than bookmarks (fewer if the stream ends).
-    pub async fn events(mut self, n: usize) -> Vec<serde_json::Value> {
+    pub async fn events(self, n: usize) -> Vec<serde_json::Value> {
+        self.events_counted(n, &tokio::sync::watch::Sender::new(0))
+            .await
+    }
+
+    /// The first `n` events, as [`WatchLines::events`], telling `counted`
+    /// how many have arrived as they do.
+    pub async fn events_counted(
+        mut self,
+        n: usize,
+        counted: &tokio::sync::watch::Sender<usize>,
+    ) -> Vec<serde_json::Value> {
         let mut events = Vec::new();
         while events.len() < n {
             match self.next().await {
                 Some(line) if line["type"] == "BOOKMARK" => {}
-                Some(line) => events.push(line),
+                Some(line) => {
+                    events.push(line);
+                    counted.send_replace(events.len());
+                }
                 None => break,
             }
         }

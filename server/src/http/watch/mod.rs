@@ -30,17 +30,31 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::response::Response;
 use futures::StreamExt;
-use kubecache_reflector::TooOld;
-use kubecache_wire::Status;
+use kubecache_reflector::{Snapshot, TooOld};
 use kubecache_wire::list_options::CollectionParams;
+use kubecache_wire::{CachedObject, Status};
 use rand::Rng;
 use tokio::time::Instant;
 
 use crate::http::table::Rendering;
-use crate::http::{ApiError, json_response};
+use crate::http::{ApiError, json_response, offload};
 use crate::served::{Filter, Owner, Predicates};
 use crate::served::{ServedResource, ServedResources};
 use stream::{Start, Watch};
+
+/// The objects of `snapshot` that `filter` selects, the ones a watch starts
+/// with; off the async workers when that examines many objects.
+async fn selected(filter: &Filter, snapshot: &Snapshot) -> Vec<Arc<CachedObject>> {
+    let work = offload::Work {
+        examined: filter.candidate_count(snapshot),
+        rendered: 0,
+    };
+    if !offload::is_heavy(work) {
+        return filter.select(snapshot, None).cloned().collect();
+    }
+    let (filter, snapshot) = (filter.clone(), snapshot.clone());
+    offload::run(move || filter.select(&snapshot, None).cloned().collect()).await
+}
 
 /// Chunks buffered between a watcher and its connection.
 const CONNECTION_CHUNKS: usize = 4;
@@ -83,7 +97,7 @@ pub(crate) async fn serve(
             if initial {
                 let end = params.send_initial_events == Some(true) && params.allow_bookmarks;
                 Start::Initial {
-                    objects: filter.select(&snapshot, None).cloned().collect(),
+                    objects: selected(&filter, &snapshot).await,
                     end_bookmark: end.then_some(snapshot.resource_version()),
                     subscription,
                 }
