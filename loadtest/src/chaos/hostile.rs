@@ -30,12 +30,14 @@ pub struct Hostile {
     /// it (reconnecting when cut).
     #[arg(long, default_value_t = 50)]
     pub slowloris: usize,
-    /// Clients listing and watching with `--selector-requirements` label
-    /// requirements.
+    /// Clients listing and watching with the costliest label selector
+    /// kubecache accepts: `--selector-requirements` `notin` requirements
+    /// whose value sets fill a request target of about 56 KiB (hyper
+    /// refuses targets beyond 64 KiB before any selector is read).
     #[arg(long, default_value_t = 2)]
     pub giant_selectors: usize,
-    /// Label requirements of a giant selector.
-    #[arg(long, default_value_t = 5000)]
+    /// Label requirements of a giant selector (kubecache's default limit).
+    #[arg(long, default_value_t = 100)]
     pub selector_requirements: usize,
     /// Clients listing the whole collection as a Table (`kubectl get -A`).
     #[arg(long, default_value_t = 1)]
@@ -300,8 +302,7 @@ async fn slowloris(victim: Arc<Victim>, tally: Arc<Tally>) {
 
 /// Lists and watches with a selector of `requirements` label requirements.
 async fn giant_selector(victim: Arc<Victim>, tally: Arc<Tally>, requirements: usize) {
-    let selector: Vec<String> = (0..requirements).map(|k| format!("chaos-{k}!=x")).collect();
-    let selector: String = form_urlencoded::byte_serialize(selector.join(",").as_bytes()).collect();
+    let selector = giant(requirements, 56 * 1024);
     let mut tick = victim.ticker();
     for round in 0u64.. {
         tick.tick().await;
@@ -320,6 +321,26 @@ async fn giant_selector(victim: Arc<Victim>, tally: Arc<Tally>, requirements: us
         .await;
         tally.note(format!("{kind}: {outcome}"));
     }
+}
+
+/// A URL-encoded selector of `requirements` `notin` requirements (none of
+/// which an object's labels can fail) whose value sets fill about `bytes`.
+fn giant(requirements: usize, bytes: usize) -> String {
+    let per_requirement = bytes / requirements.max(1);
+    let requirements: Vec<String> = (0..requirements)
+        .map(|k| {
+            let mut values = vec![];
+            // Each value costs about its length plus an encoded comma.
+            let mut used = 0;
+            while used < per_requirement.saturating_sub(32) {
+                let value = format!("x{}", values.len());
+                used += value.len() + 3;
+                values.push(value);
+            }
+            format!("chaos-{k} notin ({})", values.join(","))
+        })
+        .collect();
+    form_urlencoded::byte_serialize(requirements.join(",").as_bytes()).collect()
 }
 
 /// Lists the whole collection as a Table.
@@ -427,5 +448,22 @@ fn authorized(victim: &Victim, request: reqwest::RequestBuilder) -> reqwest::Req
     match &victim.token {
         Some(token) => request.bearer_auth(token),
         None => request,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_giant_selector_is_as_large_as_a_request_target_may_be() {
+        let encoded = super::giant(100, 56 * 1024);
+        assert!(
+            (50_000..60_000).contains(&encoded.len()),
+            "{}",
+            encoded.len()
+        );
+        let decoded: String = form_urlencoded::parse(format!("s={encoded}").as_bytes())
+            .map(|(_, v)| v.into_owned())
+            .collect();
+        assert_eq!(decoded.matches(" notin (").count(), 100);
     }
 }
