@@ -38,6 +38,11 @@ use tokio::task::JoinHandle;
 /// before it kills the container; this leaves it a margin.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
+/// jemalloc returns what transients freed (see the dependency's comment in
+/// `Cargo.toml`); its background threads purge freed pages after 10 s.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
