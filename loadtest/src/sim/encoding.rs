@@ -34,7 +34,9 @@ impl Wire {
 }
 
 /// Picks the encoding from `Accept`: the first media type listed that can
-/// be served (q-values are ignored, as clients list in preference order).
+/// be served, in any case (q-values order nothing, as clients list in
+/// preference order, but `q=0` refuses a type, a wildcard included: RFC
+/// 9110, as kube-apiserver reads it).
 /// Table requests (`as=Table`) are not served, so they fall through to the
 /// next type, as kubectl expects. Errors carry the encoding the 406 Status
 /// itself should use.
@@ -43,14 +45,34 @@ pub fn negotiate(accept: Option<&str>, resource: &Resource) -> Result<Wire, (Sta
         return Ok(Wire::Json);
     };
     let mut wants_protobuf = false;
-    for entry in accept.split(',') {
-        let mut parts = entry.split(';').map(str::trim);
-        let media = parts.next().unwrap_or_default().to_ascii_lowercase();
-        if parts.any(|p| p.starts_with("as=")) {
+    let refused = |entry: &str| {
+        entry.split(';').skip(1).any(|p| {
+            p.trim()
+                .strip_prefix("q=")
+                .and_then(|q| q.trim().parse::<f32>().ok())
+                .is_some_and(|q| q <= 0.0)
+        })
+    };
+    let media_of = |entry: &str| {
+        let media = entry.split(';').next().unwrap_or_default();
+        media.trim().to_ascii_lowercase()
+    };
+    let json_refused = accept
+        .split(',')
+        .any(|entry| refused(entry) && media_of(entry) == JSON);
+    for entry in accept.split(',').filter(|entry| !refused(entry)) {
+        let media = media_of(entry);
+        if entry
+            .split(';')
+            .skip(1)
+            .any(|p| p.trim().starts_with("as="))
+        {
             continue;
         }
         match media.as_str() {
-            JSON | "application/*" | "*/*" => return Ok(Wire::Json),
+            JSON => return Ok(Wire::Json),
+            "application/*" | "*/*" if !json_refused => return Ok(Wire::Json),
+            "application/*" | "*/*" if resource.builtin => return Ok(Wire::Protobuf),
             PROTOBUF if resource.builtin => return Ok(Wire::Protobuf),
             PROTOBUF => wants_protobuf = true,
             _ => {}
@@ -108,9 +130,13 @@ pub fn object_to_proto(resource: &Resource, json: &[u8]) -> Result<Bytes, String
 
 /// A Status body in the given encoding.
 pub fn status_body(status: &Status, wire: Wire) -> Vec<u8> {
-    let json = status.to_json();
+    let mut json = status.to_json();
     match wire {
-        Wire::Json => json,
+        // Go's json.Encoder ends every body with a newline.
+        Wire::Json => {
+            json.push(b'\n');
+            json
+        }
         Wire::Protobuf => {
             let ty = protobuf::message_type("v1", "Status").expect("Status has a protobuf type");
             let raw = protobuf::json_to_proto(ty, &json).expect("Status encodes as protobuf");
@@ -152,6 +178,38 @@ mod tests {
             Wire::Json
         );
         assert_eq!(for_status(Some("text/html")), Wire::Json);
+    }
+
+    #[test]
+    fn media_types_match_in_any_case_and_q_0_refuses_one() {
+        let (pods, widgets) = (&RESOURCES[ids::PODS], &RESOURCES[ids::WIDGETS]);
+        assert_eq!(negotiate(Some("Application/JSON"), pods), Ok(Wire::Json));
+        assert_eq!(
+            negotiate(Some("APPLICATION/VND.KUBERNETES.PROTOBUF"), pods),
+            Ok(Wire::Protobuf)
+        );
+        assert_eq!(
+            negotiate(Some("application/json;q=0"), pods)
+                .unwrap_err()
+                .0
+                .code,
+            406
+        );
+        assert_eq!(
+            negotiate(Some("application/json;q=0, */*"), pods),
+            Ok(Wire::Protobuf)
+        );
+        assert_eq!(
+            negotiate(Some("application/json;q=0, */*"), widgets)
+                .unwrap_err()
+                .0
+                .code,
+            406
+        );
+        assert_eq!(
+            negotiate(Some("application/json;q=0.5"), pods),
+            Ok(Wire::Json)
+        );
     }
 
     #[test]

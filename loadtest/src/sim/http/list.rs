@@ -43,7 +43,13 @@ const CHUNK: usize = 256 * 1024;
 /// `GET` of a collection.
 pub async fn collection(ctx: &Arc<Context>, target: &Target, query: &str, wire: Wire) -> Response {
     let resource = &RESOURCES[target.resource];
-    let params = match CollectionParams::parse(query, resource, ctx.serve.watch_list) {
+    let parsed = if target.watch {
+        let name = target.name.as_deref();
+        CollectionParams::parse_watch_path(query, resource, ctx.serve.watch_list, name)
+    } else {
+        CollectionParams::parse(query, resource, ctx.serve.watch_list)
+    };
+    let params = match parsed {
         Ok(params) => params,
         Err(status) => return status_response(&status, wire),
     };

@@ -137,16 +137,20 @@ pub struct Target {
     pub name: Option<String>,
     /// The subresource (`status`, `log`, ...), if any.
     pub subresource: Option<String>,
+    /// A deprecated watch path (`/api/v1/watch/...`): a watch of the
+    /// collection, or of the object `name`.
+    pub watch: bool,
 }
 
 impl Target {
     /// The served resource a request is about: `None` for non-resource
     /// paths, resources not served, paths in the wrong scope
-    /// (`/api/v1/pods/p`, `/api/v1/namespaces/a/namespaces`), the
-    /// `/watch/` and `/proxy/` path prefixes, and paths deeper than a
-    /// subresource (except a pod's proxy path).
+    /// (`/api/v1/pods/p`, `/api/v1/namespaces/a/namespaces`), the `/proxy/`
+    /// path prefix, paths deeper than a subresource (except a pod's proxy
+    /// path) and watch paths of a subresource.
     pub fn of(info: &RequestInfo) -> Option<Target> {
-        if !info.is_resource || info.verb_in_path {
+        let watch = info.verb_in_path && info.verb == "watch";
+        if !info.is_resource || (info.verb_in_path && !watch) {
             return None;
         }
         let resource = super::resources::find(&info.api_group, &info.api_version, &info.resource)?;
@@ -155,7 +159,9 @@ impl Target {
         // authorization only.
         let name = info.parts.get(1).filter(|n| !n.is_empty()).cloned();
         let subresource = (!info.subresource.is_empty()).then(|| info.subresource.clone());
-        if info.parts.len() > 3 && subresource.as_deref() != Some("proxy") {
+        if info.parts.len() > 3 && subresource.as_deref() != Some("proxy")
+            || watch && subresource.is_some()
+        {
             return None;
         }
         let namespace = match (namespaced, info.namespace.as_str()) {
@@ -173,6 +179,7 @@ impl Target {
             namespace,
             name,
             subresource,
+            watch,
         })
     }
 }
@@ -225,6 +232,9 @@ async fn dispatch(
     };
     let has_name = target.name.is_some();
     match (target.subresource.as_deref(), &method, has_name) {
+        (None, &Method::GET, _) if target.watch => {
+            list::collection(&ctx, &target, &query, wire).await
+        }
         (None, &Method::GET, false) => list::collection(&ctx, &target, &query, wire).await,
         (None, &Method::GET, true) => list::get(&ctx, &target, wire),
         (None, &Method::POST, false) => call.create(&body),
@@ -399,7 +409,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(Target::of(&by_name).map(|t| t.name), Some(None));
-        assert_eq!(target("/api/v1/watch/pods"), None);
+        let t = target("/api/v1/watch/namespaces/ns1/pods/p1").unwrap();
+        assert_eq!(
+            (t.watch, t.namespace.as_deref(), t.name.as_deref()),
+            (true, Some("ns1"), Some("p1"))
+        );
+        assert!(target("/apis/example.com/v1/watch/widgets").unwrap().watch);
+        assert_eq!(target("/api/v1/watch/namespaces/ns1/pods/p1/status"), None);
+        assert_eq!(target("/api/v1/proxy/namespaces/ns1/pods/p1"), None);
         assert_eq!(target("/api/v1/namespaces/a/pods/p/log/more"), None);
     }
 }

@@ -61,9 +61,44 @@ impl CollectionParams {
     /// Reads a query string for `resource`; `watch_list` says whether the
     /// WatchList feature gate is on. The error is the Status to answer.
     pub fn parse(query: &str, resource: &Resource, watch_list: bool) -> Result<Self, Status> {
+        Self::parse_with(query, resource, watch_list, None)
+    }
+
+    /// Reads the query of a deprecated watch path (`/api/v1/watch/...`):
+    /// a watch whatever `watch` says, of the object `name` when the path
+    /// names one (kube-apiserver's `ListResource` with `forceWatch`: a
+    /// field selector, if given, must require that very name).
+    pub fn parse_watch_path(
+        query: &str,
+        resource: &Resource,
+        watch_list: bool,
+        name: Option<&str>,
+    ) -> Result<Self, Status> {
+        Self::parse_with(query, resource, watch_list, Some(name))
+    }
+
+    fn parse_with(
+        query: &str,
+        resource: &Resource,
+        watch_list: bool,
+        watch_path: Option<Option<&str>>,
+    ) -> Result<Self, Status> {
         let mut raw: HashMap<String, String> = HashMap::new();
         for (key, value) in form_urlencoded::parse(query.as_bytes()) {
             raw.entry(key.into_owned()).or_insert(value.into_owned());
+        }
+        if let Some(name) = watch_path {
+            raw.insert("watch".into(), "true".into());
+            if let Some(name) = name {
+                let selector = raw.entry("fieldSelector".into()).or_default();
+                if selector.is_empty() {
+                    *selector = format!("metadata.name={}", escape_field_value(name));
+                } else if FieldSelector::exact(selector, "metadata.name").as_deref() != Some(name) {
+                    return Err(Status::bad_request(
+                        "fieldSelector metadata.name doesn't match requested name",
+                    ));
+                }
+            }
         }
         let get = |key: &str| raw.get(key).map(String::as_str);
         let flag = |key: &str| get(key).map(|v| v != "0" && !v.eq_ignore_ascii_case("false"));
@@ -140,6 +175,18 @@ impl CollectionParams {
         self.labels.matches(|k| object.label(k))
             && self.fields.matches(|f| object.field(resource, f))
     }
+}
+
+/// A field selector's value with `\\`, `,` and `=` escaped.
+fn escape_field_value(value: &str) -> String {
+    let mut escaped = String::with_capacity(value.len());
+    for c in value.chars() {
+        if matches!(c, '\\' | ',' | '=') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
 }
 
 /// A Go `int64` parameter; unset or blank is 0.

@@ -2,6 +2,7 @@
 //! kube-apiserver reads it for authorization (`RequestInfoFactory` in
 //! `apiserver/pkg/endpoints/request/requestinfo.go`):
 //!
+//! - the path is percent-decoded first (Go's `URL.Path`), then split at `/`;
 //! - `/api/{version}/...` and `/apis/{group}/{version}/...` with something
 //!   after the version are resource requests; every other path is a
 //!   non-resource request whose verb is the lowercased method;
@@ -52,6 +53,8 @@ impl RequestInfo {
     /// Reads a request. The error (a `/watch` or `/proxy` segment with
     /// nothing after it) is what kube-apiserver answers with a 500.
     pub fn parse(method: &Method, path: &str, query: &str) -> Result<RequestInfo, String> {
+        // Go's `URL.Path`: percent-decoded before anything reads it.
+        let path = &*percent_encoding::percent_decode_str(path).decode_utf8_lossy();
         let mut info = RequestInfo {
             path: path.to_string(),
             verb: method.as_str().to_ascii_lowercase(),
@@ -282,6 +285,16 @@ mod tests {
         for (method, path, want) in cases {
             assert_eq!(summary(&info(method, path)), want, "{path}");
         }
+    }
+
+    #[test]
+    fn path_segments_are_percent_decoded() {
+        let i = info(Method::GET, "/api/v1/namespaces/billing%2Dprod/pods/p%31");
+        assert_eq!(
+            summary(&i),
+            (true, "get", "", "billing-prod", "pods", "p1", "")
+        );
+        assert_eq!(i.path, "/api/v1/namespaces/billing-prod/pods/p1");
     }
 
     #[test]
