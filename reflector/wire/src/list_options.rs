@@ -1,6 +1,10 @@
 //! Query parameters of list and watch requests, validated as kube-apiserver
 //! validates them (400 for values that do not parse, 422 for combinations it
-//! forbids). Shared by kubecache's server and the simulated API server.
+//! forbids). kubecache's server reads them here; the simulated API server
+//! has its own reader (the oracle does not share the server's misreadings).
+//!
+//! A parameter given twice counts once, with its first value, as
+//! kube-apiserver's query decoding reads it (Go's `url.Values.Get`).
 
 use std::time::Duration;
 
@@ -40,7 +44,8 @@ pub struct CollectionParams {
     pub version_match: VersionMatch,
     /// `allowWatchBookmarks`.
     pub allow_bookmarks: bool,
-    /// `timeoutSeconds`.
+    /// `timeoutSeconds`; `None` when unset or 0 (the server's default, as
+    /// kube-apiserver reads 0).
     pub timeout: Option<Duration>,
     /// `sendInitialEvents`.
     pub send_initial_events: Option<bool>,
@@ -50,6 +55,20 @@ impl CollectionParams {
     /// Parses and validates the query string of a list or watch of a
     /// resource whose field selectors may name `supported_fields`.
     pub fn parse(query: &str, supported_fields: &[&str]) -> Result<Self, Status> {
+        Self::parse_with(query, supported_fields, false)
+    }
+
+    /// [`CollectionParams::parse`] for the deprecated watch paths
+    /// (`/api/v1/watch/...`): a watch whatever the `watch` parameter says.
+    pub fn parse_watch_path(query: &str, supported_fields: &[&str]) -> Result<Self, Status> {
+        Self::parse_with(query, supported_fields, true)
+    }
+
+    fn parse_with(
+        query: &str,
+        supported_fields: &[&str],
+        watch_path: bool,
+    ) -> Result<Self, Status> {
         let mut params = CollectionParams {
             watch: false,
             labels: LabelSelector::default(),
@@ -63,7 +82,7 @@ impl CollectionParams {
             send_initial_events: None,
         };
         let mut raw_rv = None;
-        for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+        for (key, value) in first_values(query) {
             match key.as_ref() {
                 "watch" => params.watch = parse_bool(&key, &value)?,
                 "allowWatchBookmarks" => params.allow_bookmarks = parse_bool(&key, &value)?,
@@ -110,11 +129,12 @@ impl CollectionParams {
                     let secs: u64 = value.parse().map_err(|_| {
                         Status::bad_request(format!("timeoutSeconds: invalid value {value:?}"))
                     })?;
-                    params.timeout = Some(Duration::from_secs(secs));
+                    params.timeout = (secs > 0).then(|| Duration::from_secs(secs));
                 }
                 _ => {}
             }
         }
+        params.watch |= watch_path;
         if let Some(rv) = &raw_rv {
             params.resource_version = Some(parse_resource_version(rv)?);
         }
@@ -199,7 +219,15 @@ fn invalid(reason: &str, field: &str, detail: impl Into<String>) -> Status {
     Status::invalid("meta.k8s.io", "ListOptions", reason, field, detail)
 }
 
-/// Go's `strconv.ParseBool`, which the API server uses for query booleans.
+/// The parameters of a query string, each key with its first value only
+/// (later repetitions are dropped), in order.
+pub fn first_values(
+    query: &str,
+) -> impl Iterator<Item = (std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>)> {
+    let mut seen = std::collections::HashSet::new();
+    form_urlencoded::parse(query.as_bytes()).filter(move |(key, _)| seen.insert(key.clone()))
+}
+
 /// The `resourceVersion` of a query string (a get, a `/v1` lookup): `None`
 /// when absent or empty.
 ///
@@ -207,25 +235,36 @@ fn invalid(reason: &str, field: &str, detail: impl Into<String>) -> Status {
 ///
 /// 400 when it is not a number.
 pub fn resource_version(query: &str) -> Result<Option<u64>, Status> {
-    form_urlencoded::parse(query.as_bytes())
-        .filter(|(key, value)| key == "resourceVersion" && !value.is_empty())
-        .last()
+    first_values(query)
+        .find(|(key, _)| key == "resourceVersion")
+        .filter(|(_, value)| !value.is_empty())
         .map(|(_, value)| parse_resource_version(&value))
         .transpose()
 }
 
+/// A resourceVersion as kube-apiserver's storage reads it, Go's
+/// `strconv.ParseUint`: decimal digits only (no sign, no blanks), with its
+/// 400 worded as kube-apiserver words it.
 fn parse_resource_version(value: &str) -> Result<u64, Status> {
-    value
-        .parse()
-        .map_err(|_| Status::bad_request(format!("invalid resource version: {value:?}")))
+    let why = if !value.bytes().all(|b| b.is_ascii_digit()) {
+        "invalid syntax"
+    } else if let Ok(rv) = value.parse() {
+        return Ok(rv);
+    } else {
+        "value out of range"
+    };
+    Err(Status::bad_request(format!(
+        "invalid resource version: resourceVersion: Invalid value: {value:?}: strconv.ParseUint: parsing {value:?}: {why}"
+    )))
 }
 
 /// Whether a query string asks for a watch (`watch=1`, `watch=true`, …).
 pub fn is_watch(query: &str) -> bool {
-    form_urlencoded::parse(query.as_bytes())
+    first_values(query)
         .any(|(key, value)| key == "watch" && matches!(parse_bool(&key, &value), Ok(true)))
 }
 
+/// Go's `strconv.ParseBool`, which the API server uses for query booleans.
 fn parse_bool(key: &str, value: &str) -> Result<bool, Status> {
     match value {
         "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
@@ -360,5 +399,75 @@ mod tests {
         assert_eq!(parse("resourceVersion=abc").unwrap_err().code, 400);
         assert_eq!(parse("fieldSelector=spec.foo%3Dbar").unwrap_err().code, 400);
         assert_eq!(parse("resourceVersionMatch=Exact").unwrap_err().code, 422);
+    }
+
+    #[test]
+    fn timeout_seconds_zero_means_the_default_timeout() {
+        assert_eq!(parse("watch=1&timeoutSeconds=0").unwrap().timeout, None);
+        assert_eq!(
+            parse("watch=1&timeoutSeconds=7").unwrap().timeout,
+            Some(Duration::from_secs(7))
+        );
+    }
+
+    #[test]
+    fn repeated_parameters_take_the_first_value() {
+        let params =
+            parse("limit=5&limit=9&watch=0&watch=1&labelSelector=a%3D1&labelSelector=b").unwrap();
+        assert_eq!(params.limit, 5);
+        assert!(!params.watch);
+        assert_eq!(params.labels.to_string(), "a=1");
+        assert_eq!(
+            resource_version("resourceVersion=7&resourceVersion=9").unwrap(),
+            Some(7)
+        );
+        assert_eq!(
+            resource_version("resourceVersion=&resourceVersion=9").unwrap(),
+            None
+        );
+        assert!(!is_watch("watch=false&watch=true"));
+        assert!(is_watch("watch=true&watch=false"));
+    }
+
+    #[test]
+    fn a_resource_version_is_decimal_digits_only() {
+        for value in ["+5", "-5", " 5", "5 ", "0x5", "5.0"] {
+            let query = format!(
+                "resourceVersion={}",
+                form_urlencoded::byte_serialize(value.as_bytes()).collect::<String>()
+            );
+            let status = parse(&query).unwrap_err();
+            assert_eq!(status.code, 400, "{value:?}");
+            assert_eq!(
+                status.message,
+                format!(
+                    "invalid resource version: resourceVersion: Invalid value: {value:?}: strconv.ParseUint: parsing {value:?}: invalid syntax"
+                )
+            );
+            assert_eq!(resource_version(&query).unwrap_err().code, 400);
+        }
+        assert!(
+            parse("resourceVersion=18446744073709551616")
+                .unwrap_err()
+                .message
+                .ends_with("value out of range")
+        );
+        assert_eq!(
+            parse("resourceVersion=0042").unwrap().resource_version,
+            Some(42)
+        );
+    }
+
+    #[test]
+    fn a_watch_path_is_a_watch_whatever_the_parameter_says() {
+        let params = CollectionParams::parse_watch_path("watch=0", &[]).unwrap();
+        assert!(params.watch);
+        // Validated as a watch: resourceVersionMatch is forbidden there.
+        let status = CollectionParams::parse_watch_path(
+            "resourceVersion=5&resourceVersionMatch=NotOlderThan",
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(status.code, 422);
     }
 }

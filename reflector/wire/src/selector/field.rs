@@ -120,6 +120,18 @@ impl FieldSelector {
         Ok(Self { requirements })
     }
 
+    /// `metadata.name=name`: the one object named `name` (apimachinery's
+    /// `fields.OneTermEqualSelector`).
+    pub fn named(name: &str) -> Self {
+        Self {
+            requirements: vec![FieldRequirement {
+                field: "metadata.name".into(),
+                operator: FieldOperator::Equals,
+                value: name.into(),
+            }],
+        }
+    }
+
     /// Whether the selector selects everything (it has no requirement).
     pub fn is_empty(&self) -> bool {
         self.requirements.is_empty()
