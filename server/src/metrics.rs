@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::Response;
-use http_body_util::BodyExt;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::auth::Auth;
@@ -159,14 +158,41 @@ pub(crate) async fn track(request: Request, next: Next) -> Response {
     metrics::histogram!("kubecache_http_request_duration_seconds", "route" => route, "verb" => verb)
         .record(started.elapsed().as_secs_f64());
     let bytes = metrics::counter!("kubecache_http_response_bytes_total", "route" => route);
-    response.map(|body| {
-        axum::body::Body::new(body.map_frame(move |frame| {
-            if let Some(data) = frame.data_ref() {
-                bytes.increment(data.len() as u64);
-            }
-            frame
-        }))
-    })
+    response.map(|body| axum::body::Body::new(Counted { body, bytes }))
+}
+
+/// A response body that counts its bytes as they are sent. Unlike a mapped
+/// body, it keeps the body's size hint: a body of known length goes out
+/// with its `Content-Length`, not chunked.
+struct Counted {
+    body: axum::body::Body,
+    bytes: metrics::Counter,
+}
+
+impl axum::body::HttpBody for Counted {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.body).poll_frame(cx);
+        if let std::task::Poll::Ready(Some(Ok(frame))) = &polled
+            && let Some(data) = frame.data_ref()
+        {
+            self.bytes.increment(data.len() as u64);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// The verb of a request with `method` and `query`, as the API server's

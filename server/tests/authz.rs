@@ -585,14 +585,51 @@ async fn a_read_is_authorized_on_the_parameters_it_is_served_with() {
     assert_eq!(code, 200, "her pod, by name");
     let list: serde_json::Value = serde_json::from_slice(&body.unwrap()).unwrap();
     assert_eq!(list["items"].as_array().unwrap().len(), 1);
-    // A later parameter replaces an earlier one when the request is served:
-    // authorized on the same, so a second, empty selector or a second
-    // `watch` is judged as what it asks for.
-    for path in [
-        format!("{named}&fieldSelector="),
-        format!("{named}&watch=true"),
+    // The first of repeated parameters counts, as kube-apiserver reads
+    // them, both when the request is authorized and when it is served: a
+    // second selector or `watch` changes nothing, a first one is judged as
+    // what it asks for, as the API server judges it.
+    let selector = format!("fieldSelector=metadata.name%3D{mine}");
+    for (path, want) in [
+        (format!("{named}&fieldSelector="), 200),
+        (format!("{named}&watch=false&watch=true"), 200),
+        (format!("{base}?fieldSelector=&{selector}"), 403),
+        (format!("{base}?watch=true&watch=false&{selector}"), 403),
     ] {
         let (code, _) = read(&served.url, &path, Some("carol-token")).await;
-        assert_eq!(code, 403, "GET {path}");
+        let (sim, _) = read(served.sim.url(), &path, Some("carol-token")).await;
+        assert_eq!((code, sim), (want, want), "GET {path}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn percent_encoded_paths_and_watch_paths_are_authorized_as_the_api_server_reads_them() {
+    let served = served(AuthSettings::default()).await;
+    let encoded = NAMESPACE.replace('-', "%2D");
+    assert_ne!(encoded, NAMESPACE, "the namespace has a dash to encode");
+    let paths = [
+        format!("/api/v1/namespaces/{encoded}/pods"),
+        format!("/api/v1/namespaces/{encoded}/configmaps?limit=3"),
+        format!("/api/v1/watch/namespaces/{encoded}/pods?timeoutSeconds=1"),
+        format!("/api/v1/watch/namespaces/{NAMESPACE}/pods?timeoutSeconds=1"),
+        "/api/v1/watch/pods?timeoutSeconds=1".into(),
+        format!(
+            "/api/v1/namespaces/{NAMESPACE}/pods?limit=2&labelSelector=app&labelSelector=nothing"
+        ),
+    ];
+    let mut seen = std::collections::BTreeSet::new();
+    for token in ["alice-token", "bob-token", "eve-token"] {
+        for path in &paths {
+            let (want, want_body) = read(served.sim.url(), path, Some(token)).await;
+            let (got, got_body) = read(&served.url, path, Some(token)).await;
+            assert_eq!(got, want, "{token} GET {path}");
+            // The 403's message names the namespace as authorization read
+            // it: decoded.
+            if want == 403 {
+                assert_eq!(got_body, want_body, "{token} GET {path}");
+            }
+            seen.insert(want);
+        }
+    }
+    assert!(seen.contains(&200) && seen.contains(&403), "{seen:?}");
 }

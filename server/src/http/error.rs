@@ -18,12 +18,11 @@ impl From<Status> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.0.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut response = (
-            code,
-            [(header::CONTENT_TYPE, "application/json")],
-            self.0.to_json(),
-        )
-            .into_response();
+        // Go's json.Encoder ends every body with a newline.
+        let mut body = self.0.to_json();
+        body.push(b'\n');
+        let mut response =
+            (code, [(header::CONTENT_TYPE, "application/json")], body).into_response();
         if let Some(secs) = self.0.details.as_ref().and_then(|d| d.retry_after_seconds) {
             response
                 .headers_mut()

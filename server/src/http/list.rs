@@ -32,7 +32,7 @@ use kubecache_reflector::{IndexLookup, Snapshot, TryRecvError};
 use kubecache_wire::list_options::{
     CollectionParams, ContinueToken, VersionMatch, expired_continue,
 };
-use kubecache_wire::{CachedObject, ObjectKey, Status};
+use kubecache_wire::{CachedObject, FieldSelector, ObjectKey, Status};
 
 use super::Caller;
 use super::error::{ApiError, not_ready};
@@ -48,23 +48,43 @@ pub const RESOURCE_VERSION_HEADER: &str = "x-kubecache-resource-version";
 /// Size of the chunks a list body is streamed in.
 const CHUNK: usize = 256 * 1024;
 
-/// The list/watch parameters of `query` on `cache`, with at most
-/// `max_requirements` selector requirements.
+/// The list/watch parameters of `query` on the collection of `target`,
+/// with at most `max_requirements` selector requirements. A deprecated
+/// watch path that names an object watches it alone, as kube-apiserver
+/// narrows it: by `metadata.name`.
 ///
 /// # Errors
 ///
 /// 400 or 422 for what does not parse, is not supported or selects by too
 /// many requirements.
 pub fn collection_params(
-    cache: &ServedResource,
+    target: &ResourcePath,
     query: &str,
     max_requirements: usize,
 ) -> Result<CollectionParams, Status> {
+    let cache = &target.cache;
     // The fields of the cache's own selector may be named too: every cached
     // object meets those requirements (`serve` drops them before filtering).
     let mut supported = Filter::supported_fields(&cache.indexes);
     supported.extend(cache.scope.field_paths());
-    let params = CollectionParams::parse(query, &supported)?;
+    let mut params = if target.watch {
+        CollectionParams::parse_watch_path(query, &supported)?
+    } else {
+        CollectionParams::parse(query, &supported)?
+    };
+    if let (true, Some(name)) = (target.watch, &target.name) {
+        if params.fields.is_empty() {
+            params.fields = FieldSelector::named(name);
+        } else if !params
+            .fields
+            .equalities()
+            .any(|(field, value)| field == "metadata.name" && value == name)
+        {
+            return Err(Status::bad_request(
+                "fieldSelector metadata.name doesn't match requested name",
+            ));
+        }
+    }
     let requirements = params.labels.requirements().len() + params.fields.requirements().len();
     if requirements > max_requirements {
         return Err(Status::bad_request(format!(
@@ -94,7 +114,7 @@ pub async fn serve(
     cache
         .read_your_writes(caller.writer, caches.settings.read_wait)
         .await?;
-    let (Some(mut params), None) = (params, &target.name) else {
+    let Some(mut params) = params else {
         let name = target.name.as_deref().unwrap_or_default();
         return get(
             caches,
@@ -290,7 +310,14 @@ fn render(
                 continue_token: meta.continue_token,
                 remaining: meta.remaining,
             };
-            let table = table::render(&cache.resource.kind, version, include, &meta, &items);
+            let table = table::render(
+                &cache.resource,
+                version,
+                include,
+                &meta,
+                &items,
+                chrono::Utc::now(),
+            );
             json_response(Body::from(table), resource_version)
         }
     }
@@ -402,11 +429,16 @@ async fn get(
     let body = match rendering {
         Rendering::Json => object.json.clone(),
         Rendering::Table { version, include } => table::render(
-            &cache.resource.kind,
+            &cache.resource,
             version,
             include,
-            &TableMeta::default(),
+            // A table of one object is at the object's resourceVersion.
+            &TableMeta {
+                resource_version: Some(object.resource_version),
+                ..TableMeta::default()
+            },
             std::slice::from_ref(object),
+            chrono::Utc::now(),
         ),
     };
     Ok(json_response(Body::from(body), snapshot.resource_version()))

@@ -4,6 +4,8 @@
 //! endpoints.
 //!
 //! Every error is a Kubernetes `Status` ([`ApiError`]), whatever the route.
+//! Large answers from the caches are gzipped for clients that accept it,
+//! as kube-apiserver gzips them (see [`gzip`]).
 //!
 //! What kubecache answers from its caches is authorized first (see
 //! [`crate::auth`]): resource reads as `get`/`list`/`watch` of the
@@ -12,6 +14,7 @@
 //! health endpoints are open.
 
 mod error;
+mod gzip;
 mod list;
 mod offload;
 mod path;
@@ -204,18 +207,22 @@ async fn kubernetes(State(shared): State<Arc<Shared>>, request: Request) -> Resp
     };
     // An object a selector-restricted cache does not hold may exist outside
     // its selectors: the API server knows.
-    let ask_upstream_on_miss = target.name.is_some() && target.cache.scope.selects();
+    let ask_upstream_on_miss =
+        target.name.is_some() && !target.watch && target.cache.scope.selects();
     let route = Endpoint(match &target.name {
         Some(_) => "get",
+        _ if target.watch => "watch",
         None if kubecache_wire::list_options::is_watch(parts.uri.query().unwrap_or("")) => "watch",
         None => "list",
     });
+    let gzip = route.0 != "watch" && gzip::accepted(&parts.headers);
     match from_cache(&shared, target, predicates, &parts, &credential).await {
         Err(ApiError(status)) if status.code == 404 && ask_upstream_on_miss => {
             let path = route::upstream_path(&parts.uri);
             let answer = pass_through(upstream, parts, body, &credential, &path, None, None).await;
             (Extension(Endpoint("passthrough")), answer).into_response()
         }
+        Ok(answer) if gzip => (Extension(route), gzip::large(answer).await).into_response(),
         answer => (Extension(route), answer).into_response(),
     }
 }
@@ -240,19 +247,19 @@ async fn from_cache(
     // do not parse are refused after authorization, as kube-apiserver's
     // request info ignores them (a plain `list`) and its handler refuses
     // them.
-    let params = match target.name {
-        Some(_) => None,
-        None => Some(list::collection_params(
-            &target.cache,
+    let collection = target.name.is_none() || target.watch;
+    let params = collection.then(|| {
+        list::collection_params(
+            &target,
             query,
             shared.caches.settings.max_selector_requirements,
-        )),
-    };
+        )
+    });
     let parsed = params.as_ref().and_then(|p| p.as_ref().ok());
     let attributes = Attributes::read(
         &target.cache.resource,
         target.namespace.as_deref(),
-        target.name.as_deref(),
+        target.name.as_deref().filter(|_| !collection),
         parsed.is_some_and(|p| p.watch),
         parsed.map(|p| &p.fields),
     );

@@ -1,6 +1,12 @@
 //! Paths of the Kubernetes API that name a cached resource: its collection,
 //! one object or one object's subresource, after an optional
 //! `/predicates/{list}` prefix.
+//!
+//! A path is read as kube-apiserver reads it (Go's `URL.Path`): percent-
+//! decoded first (`namespaces/billing%2Dprod/pods` is namespace
+//! `billing-prod`), then split at `/`. The deprecated watch paths
+//! (`/api/v1/watch/namespaces/a/pods`, `/apis/G/V/watch/...`) are watches
+//! of the collection, or of the one object they name.
 
 use std::sync::Arc;
 
@@ -20,6 +26,9 @@ pub struct ResourcePath {
     pub name: Option<String>,
     /// The subresource (`status`, `scale`, `log` ...) of the object.
     pub subresource: Option<String>,
+    /// A deprecated watch path (`/api/v1/watch/...`): a watch of the
+    /// collection, narrowed to `name` when the path names one.
+    pub watch: bool,
 }
 
 /// Splits off a `/predicates/{list}` prefix: `(predicates, rest of the path)`.
@@ -39,24 +48,33 @@ pub fn strip_predicates(path: &str) -> Result<(Predicates, &str), Status> {
 }
 
 /// Parses a path (without the predicates prefix); `None` for a path that
-/// names no cached resource.
+/// names no cached resource (or does not decode to UTF-8).
 pub fn parse(caches: &ServedResources, path: &str) -> Option<ResourcePath> {
+    let path = percent_encoding::percent_decode_str(path)
+        .decode_utf8()
+        .ok()?;
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, version, rest) = match segments.as_slice() {
         ["api", version, rest @ ..] => ("", *version, rest),
         ["apis", group, version, rest @ ..] => (*group, *version, rest),
         _ => return None,
     };
+    let (watch, rest) = match rest {
+        ["watch", rest @ ..] => (true, rest),
+        rest => (false, rest),
+    };
     // `namespace`, then `plural`, then up to a name and a subresource.
     let found = |namespace: Option<&str>, plural: &str, tail: &[&str]| {
         let cache = caches.find(group, version, plural)?.clone();
         let namespaced = namespace.is_some();
         let scoped = namespaced == cache.resource.namespaced || tail.is_empty() && !namespaced;
-        (scoped && tail.len() <= 2).then(|| ResourcePath {
+        let most = if watch { 1 } else { 2 };
+        (scoped && tail.len() <= most).then(|| ResourcePath {
             cache,
             namespace: namespace.map(Into::into),
             name: tail.first().map(|name| (*name).into()),
             subresource: tail.get(1).map(|sub| (*sub).into()),
+            watch,
         })
     };
     let in_namespace = match rest {

@@ -84,7 +84,7 @@ fn answerable(target: &ResourcePath, query: &str) -> bool {
     if target.subresource.is_some() {
         return false;
     }
-    if target.name.is_some() {
+    if target.name.is_some() && !target.watch {
         return cache.scope.holds_namespace(namespace);
     }
     // Selectors that do not parse get the cache's 400, worded as the API
@@ -100,12 +100,12 @@ fn answerable(target: &ResourcePath, query: &str) -> bool {
             .is_ok()
 }
 
-/// `labelSelector` and `fieldSelector` of a query (the last of each, as the
+/// `labelSelector` and `fieldSelector` of a query (the first of each, as the
 /// API server reads them).
 fn selectors(query: &str) -> Result<(LabelSelector, FieldSelector), SelectorError> {
     let mut labels = LabelSelector::default();
     let mut fields = FieldSelector::default();
-    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+    for (key, value) in kubecache_wire::list_options::first_values(query) {
         match &*key {
             "labelSelector" => labels = LabelSelector::parse(&value)?,
             "fieldSelector" => fields = FieldSelector::parse(&value)?,

@@ -1,25 +1,41 @@
-//! Server-side printing: `meta.k8s.io` `Table` answers for kubectl.
+//! Server-side printing: `meta.k8s.io` `Table` answers for kubectl, byte
+//! for byte as kube-apiserver v1.28 writes them.
 //!
 //! `kubectl get` asks for
 //! `Accept: application/json;as=Table;v=v1;g=meta.k8s.io, …, application/json`
-//! and prints the columns the server chooses. kubecache renders the columns
-//! kube-apiserver renders for pods (`NAME READY STATUS RESTARTS AGE`, and
-//! `IP NODE NOMINATED NODE READINESS GATES` for `-o wide`), config maps
-//! (`NAME DATA AGE`), and `NAME AGE` for every other kind (what the API
-//! server shows for a custom resource without printer columns).
+//! and prints the columns the server chooses. kubecache renders, for the
+//! built-in kinds it has a printer for (see [`printers`]), the columns and
+//! cells of kube-apiserver's printers (every column, the `-o wide` ones
+//! with priority 1), with their definitions as kube-apiserver v1.28 serves
+//! them (`columns.json`, recorded from it); for any other kind `Name` and
+//! `Age`. Each row carries, as `includeObject` asks, the object's
+//! `PartialObjectMetadata` (the default), the whole object, or nothing
+//! (`"object":null`). Ages are relative to the moment the answer is
+//! rendered, written as apimachinery's `duration.HumanDuration`.
+//!
+//! Watches (`kubectl get -w`) send one one-row Table per event; only the
+//! first carries `columnDefinitions` (later ones `null`), and a bookmark is
+//! a Table of one row printed from an empty object, as kube-apiserver
+//! sends them.
 //!
 //! Tables are for people: each row parses its object once, which costs
-//! about as much as the JSON path's whole answer. Watches render a
-//! one-row table per event for their one watcher (`kubectl get -w`).
+//! about as much as the JSON path's whole answer.
 
-use std::sync::Arc;
+mod json;
+mod printers;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+use bytes::Bytes;
 use chrono::{DateTime, Utc};
+use kubecache_reflector::upstream::ApiResource;
 use kubecache_wire::{CachedObject, Status};
 use serde::Deserialize;
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
+
+use json::Json;
 
 /// How a list, get or watch is rendered, from the `Accept` header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,27 +63,25 @@ pub(crate) enum IncludeObject {
 impl Rendering {
     /// The first media range of `accept` that kubecache serves: a table
     /// (`as=Table;g=meta.k8s.io;v=v1` or `v1beta1`) or JSON. `None` when
-    /// none is served (e.g. protobuf only).
+    /// none is served (e.g. protobuf only). Media types match in any case;
+    /// a range with `q=0` is refused, and JSON refused so is not served for
+    /// a wildcard either (RFC 9110's "not acceptable", as kube-apiserver
+    /// reads it).
     pub(crate) fn negotiate(accept: Option<&str>, query: &str) -> Result<Option<Self>, Status> {
         let Some(accept) = accept else {
             return Ok(Some(Rendering::Json));
         };
-        for range in accept.split(',') {
-            let mut parts = range.split(';').map(str::trim);
-            let media = parts.next().unwrap_or("");
-            if !matches!(media, "" | "*/*" | "application/*" | "application/json") {
-                continue;
+        let ranges: Vec<MediaRange> = accept.split(',').map(MediaRange::parse).collect();
+        let json_refused = ranges
+            .iter()
+            .any(|r| r.refused && r.media == "application/json" && r.as_.is_none());
+        for range in ranges.iter().filter(|r| !r.refused) {
+            match range.media.as_str() {
+                "application/json" => {}
+                "" | "*/*" | "application/*" if !json_refused => {}
+                _ => continue,
             }
-            let (mut as_, mut group, mut version) = (None, None, None);
-            for param in parts {
-                match param.split_once('=') {
-                    Some(("as", v)) => as_ = Some(v),
-                    Some(("g", v)) => group = Some(v),
-                    Some(("v", v)) => version = Some(v),
-                    _ => {}
-                }
-            }
-            match (as_, group, version) {
+            match (range.as_, range.group, range.version) {
                 (None, _, _) => return Ok(Some(Rendering::Json)),
                 (Some("Table"), Some("meta.k8s.io"), Some(v @ ("v1" | "v1beta1"))) => {
                     let version = if v == "v1" { "v1" } else { "v1beta1" };
@@ -83,9 +97,43 @@ impl Rendering {
     }
 }
 
-/// The `includeObject` query parameter.
+/// One media range of an `Accept` header.
+struct MediaRange<'a> {
+    /// The media type, lowercased.
+    media: String,
+    as_: Option<&'a str>,
+    group: Option<&'a str>,
+    version: Option<&'a str>,
+    /// `q=0`: the client refuses this type.
+    refused: bool,
+}
+
+impl<'a> MediaRange<'a> {
+    fn parse(range: &'a str) -> Self {
+        let mut parts = range.split(';').map(str::trim);
+        let mut parsed = MediaRange {
+            media: parts.next().unwrap_or("").to_ascii_lowercase(),
+            as_: None,
+            group: None,
+            version: None,
+            refused: false,
+        };
+        for param in parts {
+            match param.split_once('=').map(|(k, v)| (k.trim(), v.trim())) {
+                Some(("as", v)) => parsed.as_ = Some(v),
+                Some(("g", v)) => parsed.group = Some(v),
+                Some(("v", v)) => parsed.version = Some(v),
+                Some(("q", v)) => parsed.refused = v.parse::<f32>().is_ok_and(|q| q <= 0.0),
+                _ => {}
+            }
+        }
+        parsed
+    }
+}
+
+/// The `includeObject` query parameter (its first value).
 fn include_object(query: &str) -> Result<IncludeObject, Status> {
-    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+    for (key, value) in kubecache_wire::list_options::first_values(query) {
         if key == "includeObject" {
             return match &*value {
                 "None" => Ok(IncludeObject::None),
@@ -100,7 +148,8 @@ fn include_object(query: &str) -> Result<IncludeObject, Status> {
     Ok(IncludeObject::Metadata)
 }
 
-/// `metadata` of a `Table` answer (a list's, or empty).
+/// `metadata` of a `Table` answer: a list's, or the one object's
+/// resourceVersion.
 #[derive(Default)]
 pub(crate) struct TableMeta {
     pub resource_version: Option<u64>,
@@ -108,444 +157,255 @@ pub(crate) struct TableMeta {
     pub remaining: Option<usize>,
 }
 
-/// A `Table` of `objects` of `kind`.
+/// A `Table` of `objects` of `resource`, ages relative to `now`, with the
+/// trailing newline of Go's `json.Encoder`.
 pub(crate) fn render(
-    kind: &str,
+    resource: &ApiResource,
     version: &str,
     include: IncludeObject,
     meta: &TableMeta,
     objects: &[Arc<CachedObject>],
+    now: DateTime<Utc>,
 ) -> Bytes {
-    let mut metadata = serde_json::Map::new();
+    let mut out = Json::default();
+    out.raw(r#"{"kind":"Table","apiVersion":"meta.k8s.io/"#);
+    out.raw(version);
+    out.raw(r#"","metadata":{"#);
+    let mut fields = Vec::new();
     if let Some(rv) = meta.resource_version {
-        metadata.insert("resourceVersion".into(), rv.to_string().into());
+        fields.push(("resourceVersion", Value::from(rv.to_string())));
     }
     if let Some(token) = &meta.continue_token {
-        metadata.insert("continue".into(), token.clone().into());
+        fields.push(("continue", Value::from(token.clone())));
     }
     if let Some(remaining) = meta.remaining {
-        metadata.insert("remainingItemCount".into(), remaining.into());
+        fields.push(("remainingItemCount", Value::from(remaining)));
     }
-    let now = Utc::now();
-    let rows: Vec<Value> = objects
-        .iter()
-        .map(|object| row(kind, include, &object.json, now))
-        .collect();
-    let table = json!({
-        "kind": "Table",
-        "apiVersion": format!("meta.k8s.io/{version}"),
-        "metadata": metadata,
-        "columnDefinitions": columns(kind),
-        "rows": rows,
-    });
-    Bytes::from(table.to_string())
+    for (i, (key, value)) in fields.iter().enumerate() {
+        if i > 0 {
+            out.raw(",");
+        }
+        out.string(key);
+        out.raw(":");
+        out.value(value);
+    }
+    out.raw(r#"},"columnDefinitions":"#);
+    out.raw(columns(resource));
+    out.raw(r#","rows":["#);
+    let (printer, _) = printers::find(resource);
+    for (i, object) in objects.iter().enumerate() {
+        if i > 0 {
+            out.raw(",");
+        }
+        row(&mut out, printer, include, &object.json, now);
+    }
+    out.raw("]}\n");
+    out.into_bytes()
 }
 
-/// A watch line `{"type":…,"object":TABLE}` of one object.
+/// A watch line `{"type":…,"object":TABLE}` of one object (its JSON),
+/// ages relative to `now`; with the column definitions only when `first`.
 pub(crate) fn event_line(
     event_type: &str,
-    kind: &str,
+    resource: &ApiResource,
     version: &str,
     include: IncludeObject,
     object_json: &[u8],
+    first: bool,
+    now: DateTime<Utc>,
 ) -> Bytes {
-    let table = json!({
-        "kind": "Table",
-        "apiVersion": format!("meta.k8s.io/{version}"),
-        "metadata": {},
-        "columnDefinitions": columns(kind),
-        "rows": [row(kind, include, object_json, Utc::now())],
-    });
-    let mut line = BytesMut::new();
-    line.put_slice(format!(r#"{{"type":"{event_type}","object":"#).as_bytes());
-    line.put_slice(table.to_string().as_bytes());
-    line.put_slice(b"}\n");
-    line.freeze()
-}
-
-/// The column definitions of `kind` (priority 1: only with `-o wide`).
-fn columns(kind: &str) -> Value {
-    let column = |name: &str, type_: &str, format: &str, priority: u8, description: &str| json!({"name": name, "type": type_, "format": format, "description": description, "priority": priority});
-    let name = column(
-        "Name",
-        "string",
-        "name",
-        0,
-        "Name must be unique within a namespace.",
-    );
-    let age = column(
-        "Age",
-        "string",
-        "",
-        0,
-        "CreationTimestamp is a timestamp representing the server time when this object was created.",
-    );
-    match kind {
-        "Pod" => json!([
-            name,
-            column(
-                "Ready",
-                "string",
-                "",
-                0,
-                "The aggregate readiness state of this pod for accepting traffic."
-            ),
-            column(
-                "Status",
-                "string",
-                "",
-                0,
-                "The aggregate status of the containers in this pod."
-            ),
-            column(
-                "Restarts",
-                "string",
-                "",
-                0,
-                "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."
-            ),
-            age,
-            column(
-                "IP",
-                "string",
-                "",
-                1,
-                "IP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated."
-            ),
-            column(
-                "Node",
-                "string",
-                "",
-                1,
-                "NodeName is a request to schedule this pod onto a specific node."
-            ),
-            column(
-                "Nominated Node",
-                "string",
-                "",
-                1,
-                "nominatedNodeName is set only when this pod preempts other pods on the node."
-            ),
-            column(
-                "Readiness Gates",
-                "string",
-                "",
-                1,
-                "If specified, all readiness gates will be evaluated for pod readiness."
-            ),
-        ]),
-        "ConfigMap" => json!([
-            name,
-            column(
-                "Data",
-                "integer",
-                "",
-                0,
-                "Data contains the configuration data."
-            ),
-            age,
-        ]),
-        _ => json!([name, age]),
-    }
-}
-
-/// What a row needs of any object.
-#[derive(Deserialize)]
-struct Object<'a> {
-    #[serde(borrow)]
-    metadata: &'a RawValue,
-    #[serde(default)]
-    spec: Option<PodSpec>,
-    #[serde(default)]
-    status: Option<PodStatus>,
-    #[serde(default)]
-    data: Option<serde_json::Map<String, Value>>,
-    #[serde(default, rename = "binaryData")]
-    binary_data: Option<serde_json::Map<String, Value>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct Metadata {
-    #[serde(default)]
-    name: String,
-    creation_timestamp: Option<String>,
-    deletion_timestamp: Option<String>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct PodSpec {
-    containers: Vec<Value>,
-    init_containers: Vec<Value>,
-    node_name: Option<String>,
-    readiness_gates: Vec<ReadinessGate>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct ReadinessGate {
-    condition_type: String,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct PodStatus {
-    phase: Option<String>,
-    reason: Option<String>,
-    #[serde(rename = "podIP")]
-    pod_ip: Option<String>,
-    nominated_node_name: Option<String>,
-    conditions: Vec<Condition>,
-    container_statuses: Vec<ContainerStatus>,
-    init_container_statuses: Vec<ContainerStatus>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct Condition {
-    #[serde(rename = "type")]
-    type_: String,
-    status: String,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct ContainerStatus {
-    ready: bool,
-    restart_count: i64,
-    started: Option<bool>,
-    state: ContainerState,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct ContainerState {
-    waiting: Option<StateReason>,
-    running: Option<Value>,
-    terminated: Option<StateReason>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct StateReason {
-    reason: String,
-    exit_code: i64,
-    signal: i64,
-}
-
-/// One row: cells and, as asked, the object.
-fn row(kind: &str, include: IncludeObject, json: &[u8], now: DateTime<Utc>) -> Value {
-    let Ok(object) = serde_json::from_slice::<Object>(json) else {
-        return json!({"cells": ["<unknown>"]});
-    };
-    let meta: Metadata = serde_json::from_str(object.metadata.get()).unwrap_or_default();
-    let age = age(meta.creation_timestamp.as_deref(), now);
-    let cells = match kind {
-        "Pod" => pod_cells(&object, &meta, age),
-        "ConfigMap" => {
-            let data = object.data.as_ref().map_or(0, |d| d.len())
-                + object.binary_data.as_ref().map_or(0, |d| d.len());
-            json!([meta.name, data, age])
-        }
-        _ => json!([meta.name, age]),
-    };
-    let object = match include {
-        IncludeObject::None => Value::Null,
-        IncludeObject::Metadata => json!({
-            "kind": "PartialObjectMetadata",
-            "apiVersion": "meta.k8s.io/v1",
-            "metadata": object.metadata,
-        }),
-        IncludeObject::Object => serde_json::from_slice(json).unwrap_or(Value::Null),
-    };
-    if object.is_null() {
-        json!({"cells": cells})
-    } else {
-        json!({"cells": cells, "object": object})
-    }
-}
-
-/// The pod columns, as kube-apiserver's `printPod` computes them.
-fn pod_cells(object: &Object, meta: &Metadata, age: String) -> Value {
-    let spec = object.spec.as_ref();
-    let default_status = PodStatus::default();
-    let status = object.status.as_ref().unwrap_or(&default_status);
-    let containers = spec.map_or(0, |s| s.containers.len());
-    let init_containers = spec.map_or(0, |s| s.init_containers.len());
-    let mut restarts = 0;
-    let mut ready = 0;
-    let mut reason = status
-        .reason
-        .clone()
-        .or_else(|| status.phase.clone())
+    let resource_version = serde_json::from_slice::<Head>(object_json)
+        .map(|head| head.metadata.resource_version)
         .unwrap_or_default();
-    let mut initializing = false;
-    for (i, container) in status.init_container_statuses.iter().enumerate() {
-        restarts += container.restart_count;
-        let state = &container.state;
-        match (&state.terminated, &state.waiting) {
-            (Some(t), _) if t.exit_code == 0 => continue,
-            _ if container.started == Some(true) && state.running.is_some() => continue,
-            (Some(t), _) => {
-                reason = if !t.reason.is_empty() {
-                    format!("Init:{}", t.reason)
-                } else if t.signal != 0 {
-                    format!("Init:Signal:{}", t.signal)
-                } else {
-                    format!("Init:ExitCode:{}", t.exit_code)
-                };
-            }
-            (None, Some(w)) if !w.reason.is_empty() && w.reason != "PodInitializing" => {
-                reason = format!("Init:{}", w.reason);
-            }
-            _ => reason = format!("Init:{i}/{init_containers}"),
-        }
-        initializing = true;
-        break;
-    }
-    let initialized = status
-        .conditions
-        .iter()
-        .any(|c| c.type_ == "Initialized" && c.status == "True");
-    if !initializing || initialized {
-        restarts = 0;
-        let mut running = false;
-        for container in status.container_statuses.iter().rev() {
-            restarts += container.restart_count;
-            let state = &container.state;
-            if let Some(w) = state.waiting.as_ref().filter(|w| !w.reason.is_empty()) {
-                reason = w.reason.clone();
-            } else if let Some(t) = &state.terminated {
-                reason = if !t.reason.is_empty() {
-                    t.reason.clone()
-                } else if t.signal != 0 {
-                    format!("Signal:{}", t.signal)
-                } else {
-                    format!("ExitCode:{}", t.exit_code)
-                };
-            } else if container.ready && state.running.is_some() {
-                running = true;
-                ready += 1;
-            }
-        }
-        if reason == "Completed" && running {
-            let pod_ready = status
-                .conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True");
-            reason = if pod_ready { "Running" } else { "NotReady" }.into();
-        }
-    }
-    if meta.deletion_timestamp.is_some() {
-        reason = if status.reason.as_deref() == Some("NodeLost") {
-            "Unknown".into()
-        } else {
-            "Terminating".into()
-        };
-    }
-    let none = || "<none>".to_string();
-    let gates = spec.map_or(&[][..], |s| &s.readiness_gates[..]);
-    let readiness_gates = if gates.is_empty() {
-        none()
+    let mut out = Json::default();
+    event_head(
+        &mut out,
+        event_type,
+        resource,
+        version,
+        &resource_version,
+        first,
+    );
+    row(
+        &mut out,
+        printers::find(resource).0,
+        include,
+        object_json,
+        now,
+    );
+    out.raw("]}}\n");
+    out.into_bytes()
+}
+
+/// A `BOOKMARK` line at `resource_version` in a Table watch: one row
+/// printed from an empty object; `initial_events_end` marks the end of a
+/// streaming list's initial events.
+pub(crate) fn bookmark_line(
+    resource: &ApiResource,
+    version: &str,
+    include: IncludeObject,
+    resource_version: u64,
+    initial_events_end: bool,
+    first: bool,
+) -> Bytes {
+    let annotations = if initial_events_end {
+        r#","annotations":{"k8s.io/initial-events-end":"true"}"#
     } else {
-        let met = gates
+        ""
+    };
+    let object = format!(
+        r#"{{"kind":"{}","apiVersion":"{}","metadata":{{"resourceVersion":"{resource_version}","creationTimestamp":null{annotations}}}}}"#,
+        resource.kind,
+        resource.api_version()
+    );
+    let mut out = Json::default();
+    let rv = resource_version.to_string();
+    event_head(&mut out, "BOOKMARK", resource, version, &rv, first);
+    row(
+        &mut out,
+        printers::find(resource).0,
+        include,
+        object.as_bytes(),
+        DateTime::UNIX_EPOCH,
+    );
+    out.raw("]}}\n");
+    out.into_bytes()
+}
+
+/// `{"type":…,"object":{"kind":"Table",…,"rows":[` of a watch line.
+fn event_head(
+    out: &mut Json,
+    event_type: &str,
+    resource: &ApiResource,
+    version: &str,
+    resource_version: &str,
+    first: bool,
+) {
+    out.raw(r#"{"type":"#);
+    out.string(event_type);
+    out.raw(r#","object":{"kind":"Table","apiVersion":"meta.k8s.io/"#);
+    out.raw(version);
+    out.raw(r#"","metadata":{"resourceVersion":"#);
+    out.string(resource_version);
+    out.raw(r#"},"columnDefinitions":"#);
+    out.raw(if first { columns(resource) } else { "null" });
+    out.raw(r#","rows":["#);
+}
+
+/// What a row reads of every object besides its printer's fields.
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(borrow)]
+    metadata: HeadMeta<'a>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct HeadMeta<'a> {
+    #[serde(default, borrow)]
+    resource_version: std::borrow::Cow<'a, str>,
+}
+
+/// One row: `cells`, the printer's `conditions` if any, and the object as
+/// `include` asks.
+fn row(
+    out: &mut Json,
+    printer: printers::Printer,
+    include: IncludeObject,
+    json: &[u8],
+    now: DateTime<Utc>,
+) {
+    #[derive(Deserialize)]
+    struct Metadata<'a> {
+        #[serde(borrow)]
+        metadata: Option<&'a RawValue>,
+    }
+    let object: Value = serde_json::from_slice(json).unwrap_or(Value::Null);
+    let printed = printer(&object, now);
+    out.raw(r#"{"cells":["#);
+    for (i, cell) in printed.cells.iter().enumerate() {
+        if i > 0 {
+            out.raw(",");
+        }
+        out.value(cell);
+    }
+    out.raw("]");
+    if let Some(conditions) = printed.conditions {
+        out.raw(r#","conditions":"#);
+        out.value(&conditions);
+    }
+    out.raw(r#","object":"#);
+    match include {
+        IncludeObject::None => out.raw("null"),
+        IncludeObject::Object => out.raw_bytes(json),
+        IncludeObject::Metadata => {
+            out.raw(r#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#);
+            let metadata = serde_json::from_slice::<Metadata>(json)
+                .ok()
+                .and_then(|m| m.metadata);
+            out.raw(metadata.map_or("{}", RawValue::get));
+            out.raw("}");
+        }
+    }
+    out.raw("}");
+}
+
+/// The `columnDefinitions` JSON of `resource`'s printer: kube-apiserver's,
+/// or `Name` and `Age` for a kind without one.
+fn columns(resource: &ApiResource) -> &'static str {
+    #[derive(Deserialize)]
+    struct Column {
+        name: String,
+        #[serde(rename = "type")]
+        type_: String,
+        format: String,
+        description: String,
+        priority: i32,
+    }
+    static COLUMNS: LazyLock<HashMap<String, String>> = LazyLock::new(|| {
+        let all: HashMap<String, Vec<Column>> =
+            serde_json::from_str(include_str!("columns.json")).expect("columns.json parses");
+        let render = |columns: &[&Column]| {
+            let mut out = Json::default();
+            out.raw("[");
+            for (i, column) in columns.iter().enumerate() {
+                if i > 0 {
+                    out.raw(",");
+                }
+                out.raw(r#"{"name":"#);
+                out.string(&column.name);
+                out.raw(r#","type":"#);
+                out.string(&column.type_);
+                out.raw(r#","format":"#);
+                out.string(&column.format);
+                out.raw(r#","description":"#);
+                out.string(&column.description);
+                out.raw(&format!(r#","priority":{}}}"#, column.priority));
+            }
+            out.raw("]");
+            String::from_utf8(out.into_bytes().to_vec()).expect("UTF-8")
+        };
+        let mut rendered: HashMap<String, String> = all
             .iter()
-            .filter(|g| {
-                status
-                    .conditions
-                    .iter()
-                    .any(|c| c.type_ == g.condition_type && c.status == "True")
-            })
-            .count();
-        format!("{met}/{}", gates.len())
-    };
-    json!([
-        meta.name,
-        format!("{ready}/{containers}"),
-        reason,
-        restarts.to_string(),
-        age,
-        status
-            .pod_ip
-            .clone()
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(none),
-        spec.and_then(|s| s.node_name.clone())
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(none),
-        status
-            .nominated_node_name
-            .clone()
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(none),
-        readiness_gates,
-    ])
+            .map(|(kind, columns)| (kind.clone(), render(&columns.iter().collect::<Vec<_>>())))
+            .collect();
+        let pod = &all["Pod"];
+        rendered.insert(String::new(), render(&[&pod[0], &pod[4]]));
+        rendered
+    });
+    let key = printers::find(resource).1.unwrap_or_default();
+    COLUMNS.get(key).map_or("[]", String::as_str)
 }
 
-/// The age column: `now - created` as kubectl writes durations
-/// (`duration.HumanDuration` in apimachinery), `<unknown>` without one.
-fn age(created: Option<&str>, now: DateTime<Utc>) -> String {
-    let Some(created) = created.and_then(|c| DateTime::parse_from_rfc3339(c).ok()) else {
-        return "<unknown>".into();
-    };
-    human_duration((now - created.with_timezone(&Utc)).num_seconds())
-}
-
-fn human_duration(seconds: i64) -> String {
-    if seconds < -1 {
-        return "<invalid>".into();
-    }
-    if seconds < 0 {
-        return "0s".into();
-    }
-    if seconds < 120 {
-        return format!("{seconds}s");
-    }
-    let minutes = seconds / 60;
-    if minutes < 10 {
-        return match seconds % 60 {
-            0 => format!("{minutes}m"),
-            s => format!("{minutes}m{s}s"),
-        };
-    }
-    if minutes < 180 {
-        return format!("{minutes}m");
-    }
-    let hours = seconds / 3600;
-    if hours < 8 {
-        return match minutes % 60 {
-            0 => format!("{hours}h"),
-            m => format!("{hours}h{m}m"),
-        };
-    }
-    if hours < 48 {
-        return format!("{hours}h");
-    }
-    if hours < 24 * 8 {
-        return match hours % 24 {
-            0 => format!("{}d", hours / 24),
-            h => format!("{}d{h}h", hours / 24),
-        };
-    }
-    if hours < 24 * 365 * 2 {
-        return format!("{}d", hours / 24);
-    }
-    if hours < 24 * 365 * 8 {
-        return match (hours / 24) % 365 {
-            0 => format!("{}y", hours / 24 / 365),
-            d => format!("{}y{d}d", hours / 24 / 365),
-        };
-    }
-    format!("{}y", hours / 24 / 365)
-}
+#[cfg(test)]
+mod golden;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn the_first_served_media_range_wins() {
+    fn the_first_served_media_range_wins_in_any_case_and_q_0_is_refused() {
         let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
         assert_eq!(
             Rendering::negotiate(Some(kubectl), "").unwrap(),
@@ -562,6 +422,29 @@ mod tests {
             Rendering::negotiate(Some("application/vnd.kubernetes.protobuf"), "").unwrap(),
             None
         );
+        assert_eq!(
+            Rendering::negotiate(Some("Application/JSON"), "").unwrap(),
+            Some(Rendering::Json)
+        );
+        assert_eq!(
+            Rendering::negotiate(Some("application/json;q=0"), "").unwrap(),
+            None
+        );
+        assert_eq!(
+            Rendering::negotiate(Some("application/json;q=0, */*"), "").unwrap(),
+            None
+        );
+        assert_eq!(
+            Rendering::negotiate(
+                Some("application/json;q=0, application/json;as=Table;v=v1;g=meta.k8s.io"),
+                ""
+            )
+            .unwrap(),
+            Some(Rendering::Table {
+                version: "v1",
+                include: IncludeObject::Metadata
+            })
+        );
         let metadata_only = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io";
         assert_eq!(Rendering::negotiate(Some(metadata_only), "").unwrap(), None);
         assert_eq!(
@@ -573,64 +456,24 @@ mod tests {
     }
 
     #[test]
-    fn durations_read_as_kubectl_writes_them() {
-        for (seconds, want) in [
-            (-5, "<invalid>"),
-            (5, "5s"),
-            (119, "119s"),
-            (125, "2m5s"),
-            (600, "10m"),
-            (3 * 3600 + 60, "3h1m"),
-            (30 * 3600, "30h"),
-            (3 * 86400 + 3600, "3d1h"),
-            (40 * 86400, "40d"),
-            (800 * 86400, "2y70d"),
+    fn durations_read_as_go_s_human_duration_writes_them() {
+        for (millis, want) in [
+            (-2_500, "<invalid>"),
+            (-1_500, "0s"),
+            (5_900, "5s"),
+            (119_999, "119s"),
+            (125_000, "2m5s"),
+            (600_000, "10m"),
+            (179 * 60_000, "179m"),
+            ((3 * 3600 + 60) * 1000, "3h1m"),
+            (30 * 3600 * 1000, "30h"),
+            ((3 * 86400 + 3600) * 1000, "3d1h"),
+            (40 * 86400 * 1000, "40d"),
+            (800 * 86400 * 1000, "2y70d"),
+            (3000 * 86400 * 1000, "8y"),
         ] {
-            assert_eq!(human_duration(seconds), want, "{seconds}s");
+            let got = printers::human_duration(chrono::TimeDelta::milliseconds(millis));
+            assert_eq!(got, want, "{millis}ms");
         }
-    }
-
-    fn pod_row(pod: Value) -> Vec<Value> {
-        let json = serde_json::to_vec(&pod).unwrap();
-        let row = row("Pod", IncludeObject::Metadata, &json, Utc::now());
-        assert_eq!(row["object"]["metadata"]["name"], pod["metadata"]["name"]);
-        row["cells"].as_array().unwrap().clone()
-    }
-
-    #[test]
-    fn pod_cells_follow_kubectls_status_rules() {
-        let created = (Utc::now() - chrono::Duration::hours(74)).to_rfc3339();
-        let running = pod_row(json!({
-            "metadata": {"name": "a", "creationTimestamp": created},
-            "spec": {"containers": [{}, {}], "nodeName": "n1"},
-            "status": {"phase": "Running", "podIP": "10.0.0.1", "containerStatuses": [
-                {"ready": true, "restartCount": 2, "state": {"running": {}}},
-                {"ready": false, "restartCount": 1, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
-            ]}
-        }));
-        assert_eq!(running[0], "a");
-        assert_eq!(running[1], "1/2");
-        assert_eq!(running[2], "CrashLoopBackOff");
-        assert_eq!(running[3], "3");
-        assert_eq!(running[4], "3d2h");
-        assert_eq!(running[5], "10.0.0.1");
-        assert_eq!(running[6], "n1");
-        assert_eq!(running[7], "<none>");
-        let init = pod_row(json!({
-            "metadata": {"name": "b"},
-            "spec": {"containers": [{}], "initContainers": [{}, {}]},
-            "status": {"phase": "Pending", "initContainerStatuses": [
-                {"state": {"terminated": {"exitCode": 0}}},
-                {"state": {"waiting": {"reason": "PodInitializing"}}}
-            ]}
-        }));
-        assert_eq!(init[2], "Init:1/2");
-        assert_eq!(init[4], "<unknown>");
-        let deleting = pod_row(json!({
-            "metadata": {"name": "c", "deletionTimestamp": "2020-01-01T00:00:00Z"},
-            "spec": {"containers": [{}]},
-            "status": {"phase": "Running"}
-        }));
-        assert_eq!(deleting[2], "Terminating");
     }
 }

@@ -6,7 +6,9 @@
 //!   changes; `0`: the same without waiting;
 //! - `resourceVersion=N`: the changes after `N`, replayed from the event
 //!   log; when the log no longer covers `N`, one `ERROR` event with a 410
-//!   `Expired` Status (the client relists);
+//!   `Expired` Status (the client relists). `N` newer than the cache is
+//!   answered at once (200) as kube-apiserver answers it: the changes after
+//!   `N` come once the cache has them, and bookmarks never go below `N`;
 //! - `sendInitialEvents=true` (streaming list): the `ADDED` events of the
 //!   state at `N` or later (unset: consistent), then a `BOOKMARK` annotated
 //!   `k8s.io/initial-events-end` when bookmarks are allowed, then changes;
@@ -15,8 +17,8 @@
 //! A watcher sees an object `ADDED` when it starts matching its selectors
 //! and `DELETED` when it stops. Bookmarks (with `allowWatchBookmarks`) come
 //! every bookmark interval and once when the timeout ends the stream;
-//! `timeoutSeconds` defaults to a random 30–60 minutes, as kube-apiserver's
-//! `--min-request-timeout` spreads reconnections. Change predicates (see
+//! `timeoutSeconds` (unset or 0) defaults to a random 30–60 minutes, as
+//! kube-apiserver's `--min-request-timeout` spreads reconnections. Change predicates (see
 //! [`crate::Predicates`]) drop `MODIFIED` events that change nothing the
 //! watcher asked about.
 //!
@@ -76,15 +78,20 @@ pub(crate) async fn serve(
 ) -> Result<Response, ApiError> {
     let slot = owner.map(|o| caches.watch_quota.take(o)).transpose()?;
     let wait = caches.settings.read_wait;
-    match params.resource_version {
-        None => cache.freshness.consistent(wait).await?,
-        Some(0) => {}
-        Some(rv) => cache.freshness.not_older_than(rv, wait).await?,
-    }
     let from = params.resource_version.filter(|&rv| rv > 0);
     // Without sendInitialEvents, the legacy rule: the current state first
     // unless a resourceVersion to resume from is given.
     let initial = params.send_initial_events.unwrap_or(from.is_none());
+    match params.resource_version {
+        None => cache.freshness.consistent(wait).await?,
+        Some(0) => {}
+        // The state at `rv` or later is sent first: it must be there.
+        Some(rv) if initial => cache.freshness.not_older_than(rv, wait).await?,
+        // Resuming from `rv` waits for nothing: events after `rv` come
+        // when the cache has them (a resourceVersion newer than the cache,
+        // from another replica, is no error).
+        Some(_) => {}
+    }
     let start = match from {
         Some(rv) if !initial => match cache.reader.subscribe_from(rv) {
             Ok(subscription) => Start::After(subscription),
@@ -117,6 +124,7 @@ pub(crate) async fn serve(
         shutdown: caches.shutting_down(),
         queue_size: settings.watcher_queue,
         rendering,
+        from: from.filter(|_| !initial).unwrap_or_default(),
     };
     let (out, chunks) = tokio::sync::mpsc::channel(CONNECTION_CHUNKS);
     let served_at = cache.reader.current_resource_version();

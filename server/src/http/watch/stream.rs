@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use kubecache_reflector::upstream::ApiResource;
 use kubecache_reflector::{Subscription, TryRecvError};
 use kubecache_wire::{CachedObject, Status};
 use tokio::sync::{mpsc, watch};
@@ -85,6 +86,10 @@ pub(crate) struct Watch {
     pub queue_size: usize,
     /// JSON objects, or one-row tables (`kubectl get -w`).
     pub rendering: Rendering,
+    /// The resourceVersion the watch resumes from (0: none): no event at
+    /// or before it is sent (the cache may not have reached it when the
+    /// watch starts), no bookmark goes below it.
+    pub from: u64,
 }
 
 impl Watch {
@@ -101,9 +106,11 @@ impl Watch {
             events: 0,
             events_sent: metrics::counter!("kubecache_watch_events_sent_total", "resource" => resource.clone()),
             bytes_sent: metrics::counter!("kubecache_watch_bytes_sent_total", "resource" => resource.clone()),
-            last: 0,
+            last: self.from,
+            after: self.from,
             rendering: self.rendering,
-            kind: self.cache.resource.kind.clone(),
+            resource: self.cache.resource.clone(),
+            table_sent: false,
         };
         let (Ok(ending) | Err(ending)) = self.stream(start, &mut writer).await;
         cache.watchers.fetch_sub(1, Ordering::Relaxed);
@@ -128,7 +135,7 @@ impl Watch {
                     .await?;
                 }
                 if let Some(rv) = end_bookmark {
-                    out.bookmark(&self.cache, rv, true).await?;
+                    out.bookmark(rv, true).await?;
                 }
                 subscription
             }
@@ -196,7 +203,7 @@ impl Watch {
             if bookmark_due && signals.is_joined() {
                 bookmark_due = false;
                 let rv = self.cache.hub.routed();
-                out.bookmark(&self.cache, rv, false).await?;
+                out.bookmark(rv, false).await?;
             }
             out.flush().await?;
             tokio::select! {
@@ -217,7 +224,7 @@ impl Watch {
                     }
                     if self.bookmarks.is_some() && signals.is_joined() && frames.is_empty() {
                         let rv = self.cache.hub.routed();
-                        out.bookmark(&self.cache, rv, false).await?;
+                        out.bookmark(rv, false).await?;
                     }
                     return out.end(Ending::Timeout).await;
                 }
@@ -258,30 +265,53 @@ struct Writer {
     /// The resourceVersion of the last event or bookmark written: bookmarks
     /// never go back before it.
     last: u64,
+    /// Events at or before this resourceVersion are not sent.
+    after: u64,
     rendering: Rendering,
-    /// The resource's kind, for tables.
-    kind: String,
+    /// The resource, for tables.
+    resource: ApiResource,
+    /// Whether a table has been sent: only the first carries the column
+    /// definitions.
+    table_sent: bool,
 }
 
 impl Writer {
     async fn event(&mut self, frame: &Frame) -> Result<(), Ending> {
+        if frame.position <= self.after {
+            return Ok(());
+        }
         self.last = self.last.max(frame.position);
         self.events += 1;
         match self.rendering {
             Rendering::Json => self.line(&frame.line).await,
             Rendering::Table { version, include } => {
-                let kind = frame.kind.as_str();
-                let line = table::event_line(kind, &self.kind, version, include, &frame.object);
+                let first = !std::mem::replace(&mut self.table_sent, true);
+                let line = table::event_line(
+                    frame.kind.as_str(),
+                    &self.resource,
+                    version,
+                    include,
+                    &frame.object,
+                    first,
+                    chrono::Utc::now(),
+                );
                 self.line(&line).await
             }
         }
     }
 
-    async fn bookmark(&mut self, cache: &ServedResource, rv: u64, end: bool) -> Result<(), Ending> {
+    async fn bookmark(&mut self, rv: u64, end: bool) -> Result<(), Ending> {
         let rv = rv.max(self.last);
         self.last = rv;
-        let line =
-            frame::bookmark_line(&cache.resource.kind, &cache.resource.api_version(), rv, end);
+        let line = match self.rendering {
+            Rendering::Json => {
+                frame::bookmark_line(&self.resource.kind, &self.resource.api_version(), rv, end)
+            }
+            Rendering::Table { version, include } => {
+                let first = !std::mem::replace(&mut self.table_sent, true);
+                table::bookmark_line(&self.resource, version, include, rv, end, first)
+            }
+        };
         self.line(&line).await
     }
 

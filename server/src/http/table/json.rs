@@ -1,0 +1,102 @@
+//! JSON written as Go's `encoding/json` writes it, which is what
+//! kube-apiserver's answers are made of: `<`, `>` and `&` escaped as
+//! `\u003c`, `\u003e`, `\u0026`, U+2028 and U+2029 escaped, control
+//! characters as `\u00XX` but for `\n`, `\r` and `\t` (Go 1.21), object keys
+//! in the order given (the callers follow the Go structs' field order).
+
+use bytes::{Bytes, BytesMut};
+use serde_json::Value;
+
+/// A JSON text being written.
+#[derive(Default)]
+pub(super) struct Json(BytesMut);
+
+impl Json {
+    /// Text already in JSON.
+    pub fn raw(&mut self, text: &str) {
+        self.0.extend_from_slice(text.as_bytes());
+    }
+
+    /// Bytes already in JSON.
+    pub fn raw_bytes(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+
+    /// A string, quoted and escaped.
+    pub fn string(&mut self, text: &str) {
+        let out = &mut self.0;
+        out.extend_from_slice(b"\"");
+        let mut start = 0;
+        for (at, c) in text.char_indices() {
+            let escaped: Option<&str> = match c {
+                '"' => Some("\\\""),
+                '\\' => Some("\\\\"),
+                '\n' => Some("\\n"),
+                '\r' => Some("\\r"),
+                '\t' => Some("\\t"),
+                '<' | '>' | '&' | '\u{2028}' | '\u{2029}' | '\0'..='\u{1f}' => None,
+                _ => continue,
+            };
+            out.extend_from_slice(&text.as_bytes()[start..at]);
+            match escaped {
+                Some(escaped) => out.extend_from_slice(escaped.as_bytes()),
+                None => out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes()),
+            }
+            start = at + c.len_utf8();
+        }
+        out.extend_from_slice(&text.as_bytes()[start..]);
+        out.extend_from_slice(b"\"");
+    }
+
+    /// Any value; object keys in their order in `value`.
+    pub fn value(&mut self, value: &Value) {
+        match value {
+            Value::String(text) => self.string(text),
+            Value::Array(items) => {
+                self.raw("[");
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        self.raw(",");
+                    }
+                    self.value(item);
+                }
+                self.raw("]");
+            }
+            Value::Object(fields) => {
+                self.raw("{");
+                for (i, (key, item)) in fields.iter().enumerate() {
+                    if i > 0 {
+                        self.raw(",");
+                    }
+                    self.string(key);
+                    self.raw(":");
+                    self.value(item);
+                }
+                self.raw("}");
+            }
+            // Numbers print as Go prints them for the cells' types (int64,
+            // and float64's shortest form, which serde_json shares).
+            other => self.raw(&other.to_string()),
+        }
+    }
+
+    /// The text written.
+    pub fn into_bytes(self) -> Bytes {
+        self.0.freeze()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_are_escaped_as_go_escapes_them() {
+        let mut out = Json::default();
+        out.string("<none> & \"x\"\\\n\t\u{1}\u{2028}é");
+        assert_eq!(
+            std::str::from_utf8(&out.into_bytes()).unwrap(),
+            r#""\u003cnone\u003e \u0026 \"x\"\\\n\t\u0001\u2028é""#
+        );
+    }
+}

@@ -1,0 +1,291 @@
+//! The corners of the protocol where a careless client meets kube-apiserver's
+//! exact behaviour: each answered by kubecache as the simulated API server
+//! (and the real one, see the golden corpus) answers it.
+
+mod common;
+
+use std::io::Read as _;
+
+use common::{Setup, WatchLines, describe, exchange, get, resource_version, serve};
+use kubecache_loadtest::sim::ids;
+use serde_json::{Value, json};
+
+const PODS: &str = "/api/v1/pods";
+
+/// GET `path` from `url` with `headers`: the whole response.
+async fn get_with(url: &str, path: &str, headers: &[(&str, &str)]) -> http::Response<bytes::Bytes> {
+    let mut request = http::Request::get(path);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    exchange(
+        url,
+        request
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap(),
+    )
+    .await
+}
+
+/// Relabels the `n` first pods of the sim, one write each.
+fn relabel(served: &common::Served, n: usize, value: &str) {
+    for pod in served.sim.state(ids::PODS).iter().take(n) {
+        let patch = json!({"metadata": {"labels": {"protocol-test": value}}});
+        served
+            .sim
+            .store()
+            .merge_patch(ids::PODS, &pod.namespace, &pod.name, &patch)
+            .unwrap();
+    }
+}
+
+/// The events (bookmarks left out) of every line.
+fn described(lines: &[Value]) -> Vec<String> {
+    lines
+        .iter()
+        .filter(|line| line["type"] != "BOOKMARK")
+        .map(describe)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_with_timeout_seconds_0_is_open_as_with_no_timeout() {
+    let served = serve(Setup::default()).await;
+    let rv = resource_version(&served.url, PODS).await;
+    let path = format!("{PODS}?watch=1&resourceVersion={rv}&timeoutSeconds=0");
+    let reference = WatchLines::open(served.sim.url(), &path).await;
+    let watch = WatchLines::open(&served.url, &path).await;
+    assert_eq!((watch.code, reference.code), (200, 200));
+    relabel(&served, 3, "a");
+    // A watch ended at once would have no event to give.
+    let want: Vec<String> = reference.events(3).await.iter().map(describe).collect();
+    let got: Vec<String> = watch.events(3).await.iter().map(describe).collect();
+    assert_eq!(want.len(), 3);
+    assert_eq!(got, want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_from_a_resource_version_newer_than_the_cache_is_200_and_waits_for_it() {
+    let served = serve(Setup::default()).await;
+    let ahead = served.sim.store().revision() + 3;
+    let path =
+        format!("{PODS}?watch=1&resourceVersion={ahead}&allowWatchBookmarks=true&timeoutSeconds=3");
+    let reference = WatchLines::open(served.sim.url(), &path).await;
+    // Answered before the cache (or the API server) reaches `ahead`: no
+    // write has been made yet.
+    let watch = WatchLines::open(&served.url, &path).await;
+    assert_eq!((watch.code, reference.code), (200, 200));
+    relabel(&served, 6, "b");
+    let (want, got) = tokio::join!(reference.collect(), watch.collect());
+    // The writes after `ahead` only, in order.
+    assert_eq!(described(&want).len(), 3, "{want:?}");
+    assert_eq!(described(&got), described(&want));
+    for bookmark in got.iter().filter(|line| line["type"] == "BOOKMARK") {
+        let at: u64 = bookmark["object"]["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(at >= ahead, "a bookmark below the watch's start: {at}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_segments_are_percent_decoded() {
+    let served = serve(Setup::default()).await;
+    let pod = served.sim.state(ids::PODS)[5].clone();
+    let encode = |segment: &str| segment.replace('-', "%2D");
+    let (ns, name) = (encode(&pod.namespace), encode(&pod.name));
+    assert_ne!(ns, pod.namespace, "a namespace with a dash");
+    for (plain, encoded) in [
+        (
+            format!("/api/v1/namespaces/{}/pods", pod.namespace),
+            format!("/api/v1/namespaces/{ns}/pods"),
+        ),
+        (
+            format!("/api/v1/namespaces/{}/pods/{}", pod.namespace, pod.name),
+            format!("/api/v1/namespaces/{ns}/pods/{name}"),
+        ),
+    ] {
+        let (code, want) = get(&served.url, &plain).await;
+        assert_eq!(code, 200);
+        let (code, got) = get(&served.url, &encoded).await;
+        assert_eq!(code, 200, "{encoded}");
+        assert_eq!(got, want, "{encoded}");
+        let (code, sim) = get(served.sim.url(), &encoded).await;
+        assert_eq!(code, 200, "the sim: {encoded}");
+        let names = |body: &[u8]| {
+            let value: Value = serde_json::from_slice(body).unwrap();
+            match value["items"].as_array() {
+                Some(items) => items
+                    .iter()
+                    .map(|i| i["metadata"]["name"].clone())
+                    .collect(),
+                None => vec![value["metadata"]["name"].clone()],
+            }
+        };
+        assert_eq!(names(&got), names(&sim), "{encoded}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_query_parameters_take_the_first_value() {
+    let served = serve(Setup::default()).await;
+    let state = served.sim.state(ids::PODS);
+    let first = &state[0].namespace;
+    for path in [
+        format!("{PODS}?limit=3&limit=500"),
+        format!(
+            "{PODS}?fieldSelector=metadata.namespace%3D{first}&fieldSelector=metadata.namespace%3Dnone"
+        ),
+        format!("{PODS}?labelSelector=nothing-has-this&labelSelector="),
+        format!("{PODS}?resourceVersionMatch=&resourceVersionMatch=Exact&limit=4"),
+    ] {
+        let (want_code, want) = get(served.sim.url(), &path).await;
+        let (code, got) = get(&served.url, &path).await;
+        assert_eq!((code, want_code), (200, 200), "{path}");
+        let names = |body: &[u8]| {
+            let list: Value = serde_json::from_slice(body).unwrap();
+            common::names(&list)
+        };
+        assert_eq!(names(&got), names(&want), "{path}");
+    }
+    let (_, limited) = get(&served.url, &format!("{PODS}?limit=3&limit=500")).await;
+    let limited: Value = serde_json::from_slice(&limited).unwrap();
+    assert_eq!(common::names(&limited).len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_version_with_a_sign_is_the_api_servers_400() {
+    let served = serve(Setup::default()).await;
+    for path in [
+        format!("{PODS}?resourceVersion=%2B5"),
+        format!("{PODS}?resourceVersion=-5&watch=1"),
+        format!("{PODS}?resourceVersion=%205&limit=1"),
+    ] {
+        let (want_code, want) = get(served.sim.url(), &path).await;
+        let (code, got) = get(&served.url, &path).await;
+        assert_eq!((code, want_code), (400, 400), "{path}");
+        let status = |body: &[u8]| serde_json::from_slice::<Value>(body).unwrap();
+        assert_eq!(status(&got), status(&want), "{path}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn media_types_match_in_any_case_and_q_0_refuses_one() {
+    let served = serve(Setup::default()).await;
+    let path = format!("{PODS}?limit=1");
+    for (accept, want) in [
+        ("Application/JSON", 200),
+        ("application/json;q=0.5", 200),
+        ("application/json;q=0", 406),
+        ("text/html, APPLICATION/json", 200),
+    ] {
+        let sim = get_with(served.sim.url(), &path, &[("accept", accept)]).await;
+        let got = get_with(&served.url, &path, &[("accept", accept)]).await;
+        assert_eq!(sim.status().as_u16(), want, "the sim: {accept}");
+        assert_eq!(got.status().as_u16(), want, "{accept}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deprecated_watch_paths_are_watches() {
+    let served = serve(Setup::default()).await;
+    let pod = served.sim.state(ids::PODS)[7].clone();
+    let ns = &pod.namespace;
+    for path in [
+        "/api/v1/watch/pods?timeoutSeconds=1&watch=0".to_string(),
+        format!("/api/v1/watch/namespaces/{ns}/pods?timeoutSeconds=1"),
+        format!(
+            "/api/v1/watch/namespaces/{ns}/pods/{}?timeoutSeconds=1",
+            pod.name
+        ),
+    ] {
+        let reference = WatchLines::open(served.sim.url(), &path).await;
+        let watch = WatchLines::open(&served.url, &path).await;
+        assert_eq!((watch.code, reference.code), (200, 200), "{path}");
+        let (want, got) = tokio::join!(reference.collect(), watch.collect());
+        assert!(!want.is_empty(), "{path}");
+        assert_eq!(described(&got), described(&want), "{path}");
+    }
+    let one = format!(
+        "/api/v1/watch/namespaces/{ns}/pods/{}?timeoutSeconds=1",
+        pod.name
+    );
+    let lines = WatchLines::open(&served.url, &one).await.collect().await;
+    assert_eq!(described(&lines).len(), 1, "the one object named");
+    // A field selector of another name contradicts the path.
+    let path = format!(
+        "/api/v1/watch/namespaces/{ns}/pods/{}?fieldSelector=metadata.name%3Dother",
+        pod.name
+    );
+    let (want_code, want) = get(served.sim.url(), &path).await;
+    let (code, got) = get(&served.url, &path).await;
+    assert_eq!((code, want_code), (400, 400));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&got).unwrap(),
+        serde_json::from_slice::<Value>(&want).unwrap()
+    );
+}
+
+fn gunzip(body: &[u8]) -> Vec<u8> {
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(body)
+        .read_to_end(&mut plain)
+        .expect("a gzip body");
+    plain
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_over_128_kib_are_gzipped_for_clients_that_accept_gzip() {
+    let served = serve(Setup::default()).await;
+    let rv = resource_version(&served.url, PODS).await;
+    let gzip = [("accept-encoding", "gzip")];
+    let large = format!("{PODS}?resourceVersion={rv}&resourceVersionMatch=NotOlderThan");
+    let plain = get_with(&served.url, &large, &[]).await;
+    assert!(plain.body().len() > 128 * 1024, "a large list");
+    assert!(plain.headers().get("content-encoding").is_none());
+    let compressed = get_with(&served.url, &large, &gzip).await;
+    assert_eq!(compressed.status(), 200);
+    assert_eq!(compressed.headers()["content-encoding"], "gzip");
+    assert_eq!(compressed.headers()["vary"], "Accept-Encoding");
+    assert!(compressed.body().len() < plain.body().len() / 3);
+    assert_eq!(gunzip(compressed.body()), plain.body().to_vec());
+    // Tables too: the same rule for every answer of a read.
+    let table = [
+        ("accept-encoding", "gzip"),
+        ("accept", "application/json;as=Table;v=v1;g=meta.k8s.io"),
+    ];
+    let compressed = get_with(&served.url, &large, &table).await;
+    assert_eq!(compressed.headers()["content-encoding"], "gzip");
+    let table: Value = serde_json::from_slice(&gunzip(compressed.body())).unwrap();
+    assert_eq!(table["kind"], "Table");
+
+    // Small answers go as they are, with their length.
+    let small = format!("{PODS}?limit=2");
+    let answer = get_with(&served.url, &small, &gzip).await;
+    assert!(answer.headers().get("content-encoding").is_none());
+    assert_eq!(
+        answer.headers()["content-length"],
+        answer.body().len().to_string().as_str()
+    );
+    // Watches never.
+    let watch = format!("{PODS}?watch=1&timeoutSeconds=1");
+    let answer = get_with(&served.url, &watch, &gzip).await;
+    assert!(answer.headers().get("content-encoding").is_none());
+    assert!(answer.body().len() > 128 * 1024, "every pod ADDED");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_of_known_length_has_a_content_length() {
+    let served = serve(Setup::default()).await;
+    let pod = served.sim.state(ids::PODS)[0].clone();
+    let path = format!("/api/v1/namespaces/{}/pods/{}", pod.namespace, pod.name);
+    let answer = get_with(&served.url, &path, &[]).await;
+    assert_eq!(answer.status(), 200);
+    assert_eq!(
+        answer.headers()["content-length"],
+        answer.body().len().to_string().as_str()
+    );
+    assert!(answer.headers().get("transfer-encoding").is_none());
+}
