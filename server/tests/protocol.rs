@@ -289,3 +289,90 @@ async fn an_answer_of_known_length_has_a_content_length() {
     );
     assert!(answer.headers().get("transfer-encoding").is_none());
 }
+
+const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/apiserver-golden");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_asked_for_in_protobuf_only_is_the_api_servers_406() {
+    let served = serve(Setup::default()).await;
+    let accept = "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io";
+    let answer = get_with(&served.url, PODS, &[("accept", accept)]).await;
+    assert_eq!(answer.status(), 406);
+    assert_eq!(answer.headers()["content-type"], "application/json");
+    let want = std::fs::read(format!("{CORPUS}/table/pods.table.protobuf-request.txt")).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(answer.body()),
+        String::from_utf8_lossy(&want)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_tables_list_get_and_watch_with_column_definitions_once() {
+    let served = serve(Setup::default()).await;
+    let kubectl = [(
+        "accept",
+        "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json",
+    )];
+    let pod = served.sim.state(ids::PODS)[3].clone();
+    let path = format!("/api/v1/namespaces/{}/pods/{}", pod.namespace, pod.name);
+    let answer = get_with(&served.url, &path, &kubectl).await;
+    assert_eq!(answer.status(), 200);
+    assert!(answer.body().ends_with(b"}\n"), "the trailing newline");
+    let table: Value = serde_json::from_slice(answer.body()).unwrap();
+    assert_eq!(
+        table["metadata"]["resourceVersion"].as_str().unwrap(),
+        pod.revision.to_string(),
+        "a single object's table is at its resourceVersion"
+    );
+    let names: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "Name",
+            "Ready",
+            "Status",
+            "Restarts",
+            "Age",
+            "IP",
+            "Node",
+            "Nominated Node",
+            "Readiness Gates"
+        ]
+    );
+    let row = &table["rows"][0];
+    assert_eq!(row["cells"][0], pod.name.as_str());
+    assert_eq!(row["object"]["kind"], "PartialObjectMetadata");
+
+    // kubectl get -w: the first event has the definitions, the others null.
+    let rv = resource_version(&served.url, PODS).await;
+    let mut request = http::Request::get(format!(
+        "{PODS}?watch=1&resourceVersion={rv}&timeoutSeconds=2"
+    ));
+    request = request.header(kubectl[0].0, kubectl[0].1);
+    let mut request = request
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let mut sender = common::open(&served.url, &mut request).await;
+    let response = sender.send_request(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    relabel(&served, 2, "table");
+    use http_body_util::BodyExt;
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let lines: Vec<Value> = body
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let events: Vec<&Value> = lines.iter().filter(|l| l["type"] == "MODIFIED").collect();
+    assert_eq!(events.len(), 2, "{lines:?}");
+    assert!(lines[0]["object"]["columnDefinitions"].is_array());
+    for line in &lines[1..] {
+        assert!(line["object"]["columnDefinitions"].is_null(), "{line}");
+        assert_eq!(line["object"]["kind"], "Table");
+    }
+}

@@ -241,8 +241,12 @@ async fn from_cache(
         .headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok());
-    let rendering = Rendering::negotiate(accept, query)?
-        .ok_or_else(|| error::not_acceptable(accept.unwrap_or_default()))?;
+    let Some(rendering) = Rendering::negotiate(accept, query)? else {
+        if let Some(refused) = table::refused_in_protobuf(accept) {
+            return Ok(refused);
+        }
+        return Err(error::not_acceptable(accept.unwrap_or_default()));
+    };
     // Authorized on the very parameters it is served with. Parameters that
     // do not parse are refused after authorization, as kube-apiserver's
     // request info ignores them (a plain `list`) and its handler refuses

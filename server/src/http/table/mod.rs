@@ -97,6 +97,31 @@ impl Rendering {
     }
 }
 
+/// The 406 for a Table asked for in protobuf only (a Table has no protobuf
+/// form), as kube-apiserver words and writes it: indented JSON, without a
+/// trailing newline. `None` when `accept` asks for no such thing.
+pub(crate) fn refused_in_protobuf(accept: Option<&str>) -> Option<axum::response::Response> {
+    let asks = accept?.split(',').map(MediaRange::parse).any(|range| {
+        range.media == "application/vnd.kubernetes.protobuf" && range.as_ == Some("Table")
+    });
+    if !asks {
+        return None;
+    }
+    let status = Status::failure(
+        406,
+        "NotAcceptable",
+        "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+    );
+    let body = serde_json::to_vec_pretty(&status).expect("a Status serializes");
+    let mut response = axum::response::Response::new(axum::body::Body::from(body));
+    *response.status_mut() = axum::http::StatusCode::NOT_ACCEPTABLE;
+    response.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    Some(response)
+}
+
 /// One media range of an `Accept` header.
 struct MediaRange<'a> {
     /// The media type, lowercased.
