@@ -107,8 +107,10 @@ fn check(file: &str, resource: &ApiResource, include: IncludeObject, objects: &[
     if include == IncludeObject::Metadata {
         for (row, object) in rows.iter().zip(objects) {
             let object: Value = serde_json::from_slice(object).unwrap();
+            let meta = |m: &Value| (m["name"].clone(), m["resourceVersion"].clone());
             assert_eq!(
-                row["object"]["metadata"], object["metadata"],
+                meta(&row["object"]["metadata"]),
+                meta(&object["metadata"]),
                 "{file}: the objects are the state the table shows"
             );
         }
@@ -197,6 +199,25 @@ fn pod_tables_are_the_api_servers_with_restart_ages_and_each_include_object() {
 #[test]
 fn tables_of_every_printed_kind_are_the_api_servers() {
     let kinds = [
+        (
+            "daemonsets",
+            resource("apps", "v1", "daemonsets", "DaemonSet", true),
+        ),
+        ("events", resource("", "v1", "events", "Event", true)),
+        (
+            "events.events.k8s.io",
+            resource("events.k8s.io", "v1", "events", "Event", true),
+        ),
+        (
+            "horizontalpodautoscalers",
+            resource(
+                "autoscaling",
+                "v2",
+                "horizontalpodautoscalers",
+                "HorizontalPodAutoscaler",
+                true,
+            ),
+        ),
         (
             "deployments",
             resource("apps", "v1", "deployments", "Deployment", true),
@@ -435,4 +456,36 @@ fn a_table_watch_is_the_api_servers_column_definitions_once_then_rows_and_bookma
             "line {i}"
         );
     }
+}
+
+#[test]
+fn resource_quota_rows_are_the_api_servers() {
+    // Only rows whose object's recorded list is the table's state are
+    // compared: the other quota's usage moved on between the two.
+    let quotas = resource("", "v1", "resourcequotas", "ResourceQuota", true);
+    let file = "table/resourcequotas.table.json";
+    let (now, _) = recorded(file);
+    let table = corpus_json(file);
+    let mut compared = 0;
+    for (object, want) in items("lists/resourcequotas.list.json")
+        .iter()
+        .zip(table["rows"].as_array().unwrap())
+    {
+        let value: Value = serde_json::from_slice(object).unwrap();
+        if value["metadata"] != want["object"]["metadata"] {
+            continue;
+        }
+        let one = render(
+            &quotas,
+            "v1",
+            IncludeObject::Metadata,
+            &TableMeta::default(),
+            &[cached(&quotas, object)],
+            now,
+        );
+        let got: Value = serde_json::from_slice(&one).unwrap();
+        assert_eq!(&got["rows"][0], want);
+        compared += 1;
+    }
+    assert_eq!(compared, 1);
 }

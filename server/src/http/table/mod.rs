@@ -218,11 +218,12 @@ pub(crate) fn render(
     out.raw(columns(resource));
     out.raw(r#","rows":["#);
     let (printer, _) = printers::find(resource);
+    let hidden = printers::internal_annotations(resource);
     for (i, object) in objects.iter().enumerate() {
         if i > 0 {
             out.raw(",");
         }
-        row(&mut out, printer, include, &object.json, now);
+        row(&mut out, (printer, hidden), include, &object.json, now);
     }
     out.raw("]}\n");
     out.into_bytes()
@@ -251,13 +252,9 @@ pub(crate) fn event_line(
         &resource_version,
         first,
     );
-    row(
-        &mut out,
-        printers::find(resource).0,
-        include,
-        object_json,
-        now,
-    );
+    let printer = printers::find(resource).0;
+    let hidden = printers::internal_annotations(resource);
+    row(&mut out, (printer, hidden), include, object_json, now);
     out.raw("]}}\n");
     out.into_bytes()
 }
@@ -286,9 +283,10 @@ pub(crate) fn bookmark_line(
     let mut out = Json::default();
     let rv = resource_version.to_string();
     event_head(&mut out, "BOOKMARK", resource, version, &rv, first);
+    let printer = (printers::find(resource).0, &[][..]);
     row(
         &mut out,
-        printers::find(resource).0,
+        printer,
         include,
         object.as_bytes(),
         DateTime::UNIX_EPOCH,
@@ -332,10 +330,11 @@ struct HeadMeta<'a> {
 }
 
 /// One row: `cells`, the printer's `conditions` if any, and the object as
-/// `include` asks.
+/// `include` asks; its metadata without the `hidden` annotations (see
+/// [`printers::internal_annotations`]).
 fn row(
     out: &mut Json,
-    printer: printers::Printer,
+    (printer, hidden): (printers::Printer, &[&str]),
     include: IncludeObject,
     json: &[u8],
     now: DateTime<Utc>,
@@ -365,10 +364,30 @@ fn row(
         IncludeObject::Object => out.raw_bytes(json),
         IncludeObject::Metadata => {
             out.raw(r#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#);
-            let metadata = serde_json::from_slice::<Metadata>(json)
-                .ok()
-                .and_then(|m| m.metadata);
-            out.raw(metadata.map_or("{}", RawValue::get));
+            let shown = |key: &String| !hidden.contains(&key.as_str());
+            match object
+                .pointer("/metadata/annotations")
+                .and_then(Value::as_object)
+            {
+                Some(annotations) if !annotations.keys().all(shown) => {
+                    let mut metadata = object["metadata"].clone();
+                    let annotations = metadata["annotations"].as_object_mut().expect("an object");
+                    annotations.retain(|key, _| shown(key));
+                    if annotations.is_empty() {
+                        metadata
+                            .as_object_mut()
+                            .expect("an object")
+                            .shift_remove("annotations");
+                    }
+                    out.value(&metadata);
+                }
+                _ => {
+                    let metadata = serde_json::from_slice::<Metadata>(json)
+                        .ok()
+                        .and_then(|m| m.metadata);
+                    out.raw(metadata.map_or("{}", RawValue::get));
+                }
+            }
             out.raw("}");
         }
     }

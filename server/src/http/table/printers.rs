@@ -2,10 +2,10 @@
 //! them (`pkg/printers/internalversion/printers.go`), from the object's
 //! JSON. Every column is printed, as the API server prints them (kubectl
 //! shows the priority-1 ones with `-o wide`). A kind without a printer here
-//! gets `Name` and `Age`, as today for custom resources without printer
-//! columns. Kinds whose printer is not written yet (Event, the
-//! HorizontalPodAutoscaler, the ResourceQuota, custom resources' own
-//! columns) print as a kind without one.
+//! gets `Name` and `Age`: custom resources (their own printer columns live
+//! in their CustomResourceDefinition, which kubecache does not read) and
+//! the built-in kinds nobody caches (certificate signing requests,
+//! persistent volumes ...).
 
 use chrono::{DateTime, Utc};
 use kubecache_reflector::upstream::ApiResource;
@@ -45,6 +45,13 @@ pub(super) fn find(resource: &ApiResource) -> (Printer, Option<&'static str>) {
             }
             ("", "Node") => Some(("Node", node)),
             ("", "LimitRange") => Some(("LimitRange", created_at)),
+            ("", "ResourceQuota") => Some(("ResourceQuota", resource_quota)),
+            ("", "Event") => Some(("Event", event)),
+            ("events.k8s.io", "Event") => Some(("events.k8s.io/Event", event)),
+            ("autoscaling", "HorizontalPodAutoscaler") => Some((
+                "autoscaling/HorizontalPodAutoscaler",
+                horizontal_pod_autoscaler,
+            )),
             ("apps", "Deployment") => Some(("apps/Deployment", deployment)),
             ("apps", "ReplicaSet") => Some(("apps/ReplicaSet", replica_set)),
             ("apps", "StatefulSet") => Some(("apps/StatefulSet", stateful_set)),
@@ -1023,5 +1030,240 @@ fn pod(object: &Value, now: DateTime<Utc>) -> Printed {
             readiness_gates.into(),
         ],
         conditions: row_conditions,
+    }
+}
+
+/// `printResourceQuota`: `resource: used/hard` of each hard limit, sorted
+/// by name, `limits.*` in the LIMIT column and the others in REQUEST.
+fn resource_quota(object: &Value, now: DateTime<Utc>) -> Printed {
+    let hard = object
+        .pointer("/status/hard")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let mut names: Vec<&String> = hard.keys().collect();
+    names.sort();
+    let (mut requests, mut limits) = (Vec::new(), Vec::new());
+    for name in names {
+        let used = object
+            .pointer(&format!(
+                "/status/used/{}",
+                name.replace('~', "~0").replace('/', "~1")
+            ))
+            .and_then(Value::as_str)
+            .unwrap_or("0");
+        let entry = format!("{name}: {used}/{}", hard[name].as_str().unwrap_or("0"));
+        let column = match name.split_once('.') {
+            Some(("limits", _)) => &mut limits,
+            _ => &mut requests,
+        };
+        column.push(entry);
+    }
+    vec![
+        name(object),
+        age(object, now),
+        requests.join(", ").into(),
+        limits.join(", ").into(),
+    ]
+    .into()
+}
+
+/// `printEvent`, for core/v1 and events.k8s.io/v1 alike (the API server
+/// prints both from the same internal Event): last and first seen (the
+/// series' last observation, the event time when no timestamp is set),
+/// type, reason, object, subobject, source, message, count, name.
+fn event(object: &Value, now: DateTime<Utc>) -> Printed {
+    // core/v1's field, or events.k8s.io/v1's.
+    let field = |core: &str, events: &str| {
+        object
+            .get(core)
+            .filter(|v| !v.is_null())
+            .or_else(|| object.get(events).filter(|v| !v.is_null()))
+    };
+    let some_time =
+        |value: Option<&Value>| value.and_then(Value::as_str).is_some_and(|t| !t.is_empty());
+    let first_timestamp = field("firstTimestamp", "deprecatedFirstTimestamp");
+    let first = if some_time(first_timestamp) {
+        since(first_timestamp, now)
+    } else {
+        since(object.get("eventTime"), now)
+    };
+    let last_timestamp = field("lastTimestamp", "deprecatedLastTimestamp");
+    let mut last = if some_time(last_timestamp) {
+        since(last_timestamp, now)
+    } else {
+        first.clone()
+    };
+    let mut count = field("count", "deprecatedCount")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    if let Some(series) = object.get("series").filter(|s| s.is_object()) {
+        last = since(series.get("lastObservedTime"), now);
+        count = int(series, "/count");
+    } else if count == 0 {
+        count = 1;
+    }
+    let regarding = field("involvedObject", "regarding")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let kind = text(&regarding, "/kind").to_lowercase();
+    let target = match text(&regarding, "/name") {
+        "" => kind,
+        name => format!("{kind}/{name}"),
+    };
+    let source = field("source", "deprecatedSource")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let or = |a: &str, b: &str| {
+        if a.is_empty() {
+            b.to_string()
+        } else {
+            a.to_string()
+        }
+    };
+    let component = or(
+        text(&source, "/component"),
+        field("reportingComponent", "reportingController")
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+    );
+    let instance = or(text(&source, "/host"), text(object, "/reportingInstance"));
+    let source = if instance.is_empty() {
+        component
+    } else {
+        format!("{component}, {instance}")
+    };
+    let message = field("message", "note")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    vec![
+        last.into(),
+        text(object, "/type").into(),
+        text(object, "/reason").into(),
+        target.into(),
+        text(&regarding, "/fieldPath").into(),
+        source.into(),
+        message.trim().into(),
+        first.into(),
+        count.into(),
+        name(object),
+    ]
+    .into()
+}
+
+/// `printHorizontalPodAutoscaler`: its target, metrics (`current/target`
+/// of the first two, then ` + N more...`), replica bounds and count.
+fn horizontal_pod_autoscaler(object: &Value, now: DateTime<Utc>) -> Printed {
+    let reference = format!(
+        "{}/{}",
+        text(object, "/spec/scaleTargetRef/kind"),
+        text(object, "/spec/scaleTargetRef/name")
+    );
+    let min = match object.pointer("/spec/minReplicas").and_then(Value::as_i64) {
+        Some(min) => min.to_string(),
+        None => "<unset>".into(),
+    };
+    vec![
+        name(object),
+        reference.into(),
+        hpa_metrics(object).into(),
+        min.into(),
+        int(object, "/spec/maxReplicas").into(),
+        int(object, "/status/currentReplicas").into(),
+        age(object, now),
+    ]
+    .into()
+}
+
+/// `formatHPAMetrics`.
+fn hpa_metrics(object: &Value) -> String {
+    let specs = list(object, "/spec/metrics");
+    if specs.is_empty() {
+        return "<none>".into();
+    }
+    let statuses = list(object, "/status/currentMetrics");
+    let entries: Vec<String> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            // The source of metric `i`, in the spec and in the status.
+            let source = |key: &str| spec.get(key).cloned().unwrap_or(Value::Null);
+            let current = |key: &str, field: &str| {
+                statuses
+                    .get(i)
+                    .and_then(|status| status.get(key))
+                    .and_then(|status| status.pointer(&format!("/current/{field}")))
+            };
+            let quantity =
+                |value: Option<&Value>| value.and_then(Value::as_str).unwrap_or("0").to_string();
+            let unknown = "<unknown>".to_string();
+            match text(spec, "/type") {
+                kind @ ("External" | "Object") => {
+                    let key = if kind == "External" {
+                        "external"
+                    } else {
+                        "object"
+                    };
+                    let target = source(key);
+                    match target.pointer("/target/averageValue") {
+                        Some(average) => format!(
+                            "{}/{} (avg)",
+                            current(key, "averageValue").map_or(unknown, |v| quantity(Some(v))),
+                            quantity(Some(average))
+                        ),
+                        None => format!(
+                            "{}/{}",
+                            current(key, "value").map_or(unknown, |v| quantity(Some(v))),
+                            quantity(target.pointer("/target/value"))
+                        ),
+                    }
+                }
+                "Pods" => format!(
+                    "{}/{}",
+                    current("pods", "averageValue").map_or(unknown, |v| quantity(Some(v))),
+                    quantity(source("pods").pointer("/target/averageValue"))
+                ),
+                kind @ ("Resource" | "ContainerResource") => {
+                    let key = if kind == "Resource" {
+                        "resource"
+                    } else {
+                        "containerResource"
+                    };
+                    let target = source(key);
+                    match target.pointer("/target/averageValue") {
+                        Some(average) => format!(
+                            "{}/{}",
+                            current(key, "averageValue").map_or(unknown, |v| quantity(Some(v))),
+                            quantity(Some(average))
+                        ),
+                        None => {
+                            let current = current(key, "averageUtilization")
+                                .and_then(Value::as_i64)
+                                .map_or(unknown, |u| format!("{u}%"));
+                            let target = target
+                                .pointer("/target/averageUtilization")
+                                .and_then(Value::as_i64)
+                                .map_or("<auto>".to_string(), |u| format!("{u}%"));
+                            format!("{current}/{target}")
+                        }
+                    }
+                }
+                _ => "<unknown type>".into(),
+            }
+        })
+        .collect();
+    match entries.len() {
+        n if n > 2 => format!("{} + {} more...", entries[..2].join(", "), n - 2),
+        _ => entries.join(", "),
+    }
+}
+
+/// Annotations that live in another field of the API server's internal
+/// object, so that its tables' `PartialObjectMetadata` lacks them: a
+/// DaemonSet's template generation (`spec.templateGeneration` inside).
+pub(super) fn internal_annotations(resource: &ApiResource) -> &'static [&'static str] {
+    match (resource.group.as_str(), resource.kind.as_str()) {
+        ("apps", "DaemonSet") => &["deprecated.daemonset.template.generation"],
+        _ => &[],
     }
 }
