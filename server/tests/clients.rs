@@ -132,10 +132,27 @@ async fn kubectl_gets_prints_tables_and_watches_through_kubecache() {
             (row[0], row[1]),
             (pod.namespace.as_str(), pod.name.as_str())
         );
-        assert_eq!(row.len(), 6, "{row:?}");
         let value: serde_json::Value = serde_json::from_slice(&pod.json).unwrap();
         let containers = value["spec"]["containers"].as_array().unwrap().len();
         assert!(row[2].ends_with(&format!("/{containers}")), "{row:?}");
+        // RESTARTS: the count, with the last restart's age when there was
+        // one (`3 (27d ago)`, as kube-apiserver prints it).
+        let statuses = value["status"]["containerStatuses"].as_array();
+        let restarts: i64 = statuses
+            .into_iter()
+            .flatten()
+            .map(|s| s["restartCount"].as_i64().unwrap_or(0))
+            .sum();
+        let cell = row[4..row.len() - 1].join(" ");
+        if restarts == 0 {
+            assert_eq!(cell, "0", "{row:?}");
+        } else {
+            let restarted = format!("{restarts} (");
+            assert!(
+                cell.starts_with(&restarted) && cell.ends_with(" ago)"),
+                "{row:?}"
+            );
+        }
     }
     let wide = run(&["get", "pods", "-A", "-o", "wide"]).await.unwrap();
     assert!(wide.lines().next().unwrap().contains("NODE"));
