@@ -144,7 +144,7 @@ pub(crate) fn render(caches: &ServedResources, auth: &Auth) -> String {
 /// latency is its time to the first byte (the response head).
 pub(crate) async fn track(request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let verb = verb(request.method(), request.uri().query().unwrap_or(""));
+    let verb = verb(request.method(), request.uri());
     let response = next.run(request).await;
     let route = response
         .extensions()
@@ -195,10 +195,16 @@ impl axum::body::HttpBody for Counted {
     }
 }
 
-/// The verb of a request with `method` and `query`, as the API server's
-/// metrics name it.
-pub(crate) fn verb(method: &axum::http::Method, query: &str) -> &'static str {
-    let watch = kubecache_wire::list_options::is_watch(query);
+/// The verb of a request with `method` to `uri`, as the API server's
+/// metrics name it: `WATCH` for `watch=true` and the deprecated `/watch/`
+/// paths.
+pub(crate) fn verb(method: &axum::http::Method, uri: &axum::http::Uri) -> &'static str {
+    let segments: Vec<&str> = uri.path().trim_start_matches('/').split('/').collect();
+    let watch_path = matches!(
+        segments.as_slice(),
+        ["api", _, "watch", ..] | ["apis", _, _, "watch", ..]
+    );
+    let watch = watch_path || kubecache_wire::list_options::is_watch(uri.query().unwrap_or(""));
     match *method {
         _ if watch => "WATCH",
         axum::http::Method::GET => "GET",
@@ -361,4 +367,36 @@ fn describe() {
         Unit::Bytes,
         "Resident memory of the kubecache process."
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::Method;
+
+    #[test]
+    fn watches_are_counted_as_watch_whether_asked_by_parameter_or_by_path() {
+        let verb_of = |method: Method, uri: &str| verb(&method, &uri.parse().unwrap());
+        assert_eq!(verb_of(Method::GET, "/api/v1/pods?watch=1"), "WATCH");
+        assert_eq!(verb_of(Method::GET, "/api/v1/watch/pods"), "WATCH");
+        assert_eq!(
+            verb_of(
+                Method::GET,
+                "/apis/apps/v1/watch/namespaces/a/deployments/d"
+            ),
+            "WATCH"
+        );
+        assert_eq!(
+            verb_of(Method::GET, "/api/v1/namespaces/a/pods/watch"),
+            "GET"
+        );
+        assert_eq!(
+            verb_of(Method::GET, "/api/v1/pods?watch=false&watch=1"),
+            "GET"
+        );
+        assert_eq!(
+            verb_of(Method::DELETE, "/api/v1/namespaces/a/pods/p"),
+            "DELETE"
+        );
+    }
 }

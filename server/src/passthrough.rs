@@ -118,7 +118,7 @@ impl PassThrough {
         credential: &Credential,
         path: &str,
     ) -> Result<Response, Status> {
-        let verb = crate::metrics::verb(&parts.method, parts.uri.query().unwrap_or_default());
+        let verb = crate::metrics::verb(&parts.method, &parts.uri);
         let started = Instant::now();
         let answer = self.send(parts, body, credential, path).await;
         let code = match &answer {
