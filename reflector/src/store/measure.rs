@@ -65,6 +65,7 @@ fn realistic_pod(i: usize, rv: u64, status: &str) -> Arc<CachedObject> {
         fields: vec![Some(node.into_boxed_str())].into(),
         json: Bytes::copy_from_slice(json.as_bytes()),
         type_meta_len: 31,
+        encodings: Default::default(),
     })
 }
 

@@ -36,6 +36,7 @@ fn object(
         fields: vec![node.map(Into::into)].into(),
         json: Bytes::from(json),
         type_meta_len: 31,
+        encodings: Default::default(),
     })
 }
 

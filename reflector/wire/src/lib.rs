@@ -8,6 +8,7 @@
 //! No I/O: no HTTP client, no server, no store.
 
 mod decode;
+mod encodings;
 pub mod list_options;
 mod object;
 pub mod protobuf;
@@ -18,6 +19,10 @@ pub use decode::{
     Bookmark, ChangeType, DecodeError, FieldPath, FieldPathError, ListBody, Transform,
     WatchEventType, WatchLine, decode_object, parse_list, parse_resource_version, parse_watch_line,
     peek_object_key, with_resource_version,
+};
+pub use encodings::{
+    EncodedBytes, Encodings, METADATA_API_VERSION, METADATA_JSON_PREFIX, encoded_bytes,
+    partial_object_metadata,
 };
 pub use object::{CachedObject, ObjectKey};
 pub use selector::{

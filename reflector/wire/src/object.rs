@@ -6,6 +6,8 @@ use std::fmt;
 
 use bytes::Bytes;
 
+use crate::encodings::Encodings;
+
 /// Namespace and name; ordered like etcd keys (`namespace/name`), which is
 /// the order of list responses.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -76,6 +78,9 @@ pub struct CachedObject {
     /// list items can leave it out as the API server does for built-in
     /// kinds (`{` + `json[type_meta_len..]`).
     pub type_meta_len: usize,
+    /// Its other encodings, made on first use (see [`Encodings`]); not in
+    /// [`size`](Self::size): [`encoded_bytes`](crate::encoded_bytes) counts them.
+    pub encodings: Encodings,
 }
 
 impl CachedObject {

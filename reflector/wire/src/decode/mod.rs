@@ -39,6 +39,7 @@ mod watch;
 pub use error::DecodeError;
 pub use list::{ListBody, parse_list};
 
+pub(crate) use object::metadata_span;
 pub use object::{decode_object, parse_resource_version, peek_object_key, with_resource_version};
 pub use path::{FieldPath, FieldPathError};
 pub use transform::Transform;

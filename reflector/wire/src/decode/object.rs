@@ -110,6 +110,24 @@ pub fn with_resource_version(raw: &[u8], rv: u64) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// Where the top-level `metadata` object of `raw` lies (its braces
+/// included), found by scanning up to it; `None` when `raw` has no
+/// `metadata` object (or is malformed before it).
+pub(crate) fn metadata_span(raw: &[u8]) -> Option<std::ops::Range<usize>> {
+    let mut sc = Scanner::new(raw);
+    sc.skip_ws();
+    sc.enter_object(1).ok()?;
+    let mut first = true;
+    while let Some(key) = sc.next_key(&mut first).ok()? {
+        let is_metadata = &*key.name(raw).ok()? == b"metadata";
+        let span = sc.skip_value(1).ok()?;
+        if is_metadata && raw.get(span.start) == Some(&b'{') {
+            return Some(span.start..span.end);
+        }
+    }
+    None
+}
+
 /// Calls `visit` with the name and value span of each entry of the
 /// top-level `metadata` object of `raw`, until it breaks; the rest of the
 /// document is not read.
@@ -235,6 +253,7 @@ fn decode(
         fields: reads.fields.into(),
         json: Bytes::from(out),
         type_meta_len,
+        encodings: Default::default(),
     })
 }
 

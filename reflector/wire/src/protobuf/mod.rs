@@ -193,6 +193,15 @@ pub fn proto_to_json_into(
     decode::decode(ty.message(), proto, prefix, out)
 }
 
+/// A message whose only field is `tag`, holding the message `inner`: e.g.
+/// `PartialObjectMetadata{metadata: ObjectMeta}` from the encoded
+/// `ObjectMeta`.
+pub fn wrap_message(tag: u32, inner: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(wire::bytes_field_len(tag, inner.len()));
+    wire::put_bytes_field(&mut out, tag, inner);
+    out
+}
+
 impl Unknown<'_> {
     /// The JSON form of the enveloped object, with its `kind` and `apiVersion`
     /// first. `None` if the schema has no message for the kind.

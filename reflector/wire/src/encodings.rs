@@ -1,0 +1,223 @@
+//! The encodings of an object other than its JSON: its protobuf message and
+//! its `PartialObjectMetadata` (JSON and protobuf), as the API server answers
+//! clients that ask for them.
+//!
+//! Each is made from the object's JSON on first use and kept beside it
+//! ([`Encodings`], in the [`CachedObject`]), so that every list, get and
+//! watch of one object version shares one encoding, as they share its JSON.
+//! Objects nobody asks for in protobuf never pay for it.
+//!
+//! Memory: at most one protobuf message and one metadata message per object
+//! version held (the store's, and the older versions that held list pages
+//! and the event log keep alive), dropped with it. A protobuf message is
+//! about 60% of its JSON; a metadata message is the size of the object's
+//! metadata. [`encoded_bytes`] says what they hold at the moment, process
+//! wide. The metadata JSON is not kept: it is a slice of the object's JSON
+//! between a fixed prefix and a `}`, and only the position of that slice is
+//! cached.
+
+use std::ops::Range;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::Bytes;
+
+use crate::CachedObject;
+use crate::protobuf::{self, MessageType, ProtoError};
+
+/// `apiVersion` of `PartialObjectMetadata` and its list.
+pub const METADATA_API_VERSION: &str = "meta.k8s.io/v1";
+
+/// What goes before an object's `metadata` in its `PartialObjectMetadata`
+/// JSON; a `}` goes after.
+pub const METADATA_JSON_PREFIX: &[u8] =
+    br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#;
+
+/// Bytes held by the protobuf messages and the metadata messages of every
+/// object alive.
+static PROTOBUF_BYTES: AtomicUsize = AtomicUsize::new(0);
+static METADATA_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// The bytes the encodings made on demand hold now, process wide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncodedBytes {
+    /// Objects' protobuf messages.
+    pub protobuf: usize,
+    /// Objects' `PartialObjectMetadata` protobuf messages.
+    pub metadata_protobuf: usize,
+}
+
+/// The bytes the encodings made on demand hold now, process wide.
+pub fn encoded_bytes() -> EncodedBytes {
+    EncodedBytes {
+        protobuf: PROTOBUF_BYTES.load(Ordering::Relaxed),
+        metadata_protobuf: METADATA_BYTES.load(Ordering::Relaxed),
+    }
+}
+
+/// The encodings of one object version made so far. A clone starts empty
+/// (a clone is a new version, or a copy that makes its own), and two are
+/// always equal (they are a cache of the rest of the object).
+#[derive(Default)]
+pub struct Encodings {
+    protobuf: OnceLock<Bytes>,
+    metadata_protobuf: OnceLock<Bytes>,
+    /// Where `metadata` lies in the JSON; empty when it has none.
+    metadata: OnceLock<Range<u32>>,
+}
+
+impl Clone for Encodings {
+    fn clone(&self) -> Self {
+        Encodings::default()
+    }
+}
+
+impl PartialEq for Encodings {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Encodings {}
+
+impl Drop for Encodings {
+    fn drop(&mut self) {
+        if let Some(b) = self.protobuf.get() {
+            PROTOBUF_BYTES.fetch_sub(b.len(), Ordering::Relaxed);
+        }
+        if let Some(b) = self.metadata_protobuf.get() {
+            METADATA_BYTES.fetch_sub(b.len(), Ordering::Relaxed);
+        }
+    }
+}
+
+/// The value of `cell`, made by `make` if it has none yet (a failure is
+/// not kept: the next call tries again), counted in `counter`.
+fn get_or_make(
+    cell: &OnceLock<Bytes>,
+    counter: &AtomicUsize,
+    make: impl FnOnce() -> Result<Vec<u8>, ProtoError>,
+) -> Result<Bytes, ProtoError> {
+    if let Some(bytes) = cell.get() {
+        return Ok(bytes.clone());
+    }
+    let made = Bytes::from(make()?);
+    let mut won = false;
+    let bytes = cell.get_or_init(|| {
+        won = true;
+        made
+    });
+    if won {
+        counter.fetch_add(bytes.len(), Ordering::Relaxed);
+    }
+    Ok(bytes.clone())
+}
+
+impl CachedObject {
+    /// The object's protobuf message of type `ty` (no envelope), encoded
+    /// from its JSON on first use.
+    ///
+    /// # Errors
+    ///
+    /// What does not encode as `ty` (a field the schema does not know).
+    pub fn protobuf(&self, ty: MessageType) -> Result<Bytes, ProtoError> {
+        get_or_make(&self.encodings.protobuf, &PROTOBUF_BYTES, || {
+            protobuf::json_to_proto(ty, &self.json)
+        })
+    }
+
+    /// The object's `metadata` JSON (`{}` when it has none), a slice of its
+    /// JSON.
+    pub fn metadata(&self) -> Bytes {
+        let range = self.encodings.metadata.get_or_init(|| {
+            crate::decode::metadata_span(&self.json)
+                .and_then(|r| Some(u32::try_from(r.start).ok()?..u32::try_from(r.end).ok()?))
+                .unwrap_or(0..0)
+        });
+        if range.is_empty() {
+            return Bytes::from_static(b"{}");
+        }
+        self.json.slice(range.start as usize..range.end as usize)
+    }
+
+    /// The object as a `PartialObjectMetadata` in JSON: the pieces to write
+    /// one after the other.
+    pub fn metadata_json(&self) -> [Bytes; 3] {
+        [
+            Bytes::from_static(METADATA_JSON_PREFIX),
+            self.metadata(),
+            Bytes::from_static(b"}"),
+        ]
+    }
+
+    /// The object as a `PartialObjectMetadata` protobuf message (no
+    /// envelope), encoded on first use.
+    ///
+    /// # Errors
+    ///
+    /// Metadata the `ObjectMeta` schema does not know.
+    pub fn metadata_protobuf(&self) -> Result<Bytes, ProtoError> {
+        get_or_make(&self.encodings.metadata_protobuf, &METADATA_BYTES, || {
+            let meta = protobuf::json_to_proto(object_meta(), &self.metadata())?;
+            Ok(protobuf::wrap_message(1, &meta))
+        })
+    }
+}
+
+/// The message type of `meta.k8s.io/v1` `PartialObjectMetadata`
+/// (`metadata=1 ObjectMeta`, nothing else).
+pub fn partial_object_metadata() -> MessageType {
+    static TYPE: OnceLock<MessageType> = OnceLock::new();
+    *TYPE.get_or_init(|| meta_v1("PartialObjectMetadata"))
+}
+
+fn object_meta() -> MessageType {
+    static TYPE: OnceLock<MessageType> = OnceLock::new();
+    *TYPE.get_or_init(|| meta_v1("ObjectMeta"))
+}
+
+fn meta_v1(name: &str) -> MessageType {
+    MessageType::from_full_name(&format!("k8s.io.apimachinery.pkg.apis.meta.v1.{name}"))
+        .expect("the schema has meta.k8s.io/v1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Transform, decode_object};
+
+    fn pod(json: &str) -> CachedObject {
+        decode_object(json.as_bytes(), "Pod", "v1", &Transform::default()).unwrap()
+    }
+
+    #[test]
+    fn metadata_is_the_objects_own_metadata_after_a_fixed_prefix() {
+        let object = pod(
+            r#"{"metadata":{"name":"a","namespace":"n","resourceVersion":"7","labels":{"x":"y"}},"spec":{"metadata":{}}}"#,
+        );
+        assert_eq!(
+            object.metadata_json().concat(),
+            br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","namespace":"n","resourceVersion":"7","labels":{"x":"y"}}}"#
+        );
+    }
+
+    #[test]
+    fn encodings_are_made_once_counted_while_alive_and_not_cloned() {
+        let ty = protobuf::message_type("v1", "Pod").unwrap();
+        let object = pod(r#"{"metadata":{"name":"a","namespace":"n","resourceVersion":"7"}}"#);
+        let first = object.protobuf(ty).unwrap();
+        let again = object.protobuf(ty).unwrap();
+        assert_eq!(first.as_ptr(), again.as_ptr(), "made once, then shared");
+        let meta = object.metadata_protobuf().unwrap();
+        let decoded = protobuf::proto_to_json(partial_object_metadata(), &meta).unwrap();
+        assert_eq!(
+            decoded,
+            br#"{"metadata":{"name":"a","namespace":"n","resourceVersion":"7"}}"#
+        );
+        let copy = object.clone();
+        assert!(copy.encodings.protobuf.get().is_none(), "a clone starts empty");
+        // Other tests run beside this one: the counter holds at least ours.
+        assert!(encoded_bytes().protobuf >= first.len());
+        assert!(encoded_bytes().metadata_protobuf >= meta.len());
+    }
+}
