@@ -130,18 +130,14 @@ pub fn object_to_proto(resource: &Resource, json: &[u8]) -> Result<Bytes, String
 
 /// A Status body in the given encoding.
 pub fn status_body(status: &Status, wire: Wire) -> Vec<u8> {
-    let mut json = status.to_json();
     match wire {
         // Go's json.Encoder ends every body with a newline.
         Wire::Json => {
+            let mut json = status.to_json();
             json.push(b'\n');
             json
         }
-        Wire::Protobuf => {
-            let ty = protobuf::message_type("v1", "Status").expect("Status has a protobuf type");
-            let raw = protobuf::json_to_proto(ty, &json).expect("Status encodes as protobuf");
-            protobuf::encode_unknown("v1", "Status", &raw)
-        }
+        Wire::Protobuf => status.to_protobuf(),
     }
 }
 

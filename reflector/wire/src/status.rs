@@ -220,6 +220,15 @@ impl Status {
     pub fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("a Status always serializes")
     }
+
+    /// The protobuf body: `k8s\0` + `runtime.Unknown` around the `Status`
+    /// message, as the API server answers a client that asked for protobuf.
+    pub fn to_protobuf(&self) -> Vec<u8> {
+        let ty = crate::protobuf::message_type("v1", "Status").expect("Status has a protobuf type");
+        let raw = crate::protobuf::json_to_proto(ty, &self.to_json())
+            .expect("a Status always encodes as protobuf");
+        crate::protobuf::encode_unknown("v1", "Status", &raw)
+    }
 }
 
 #[cfg(test)]

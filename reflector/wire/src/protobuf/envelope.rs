@@ -287,10 +287,37 @@ pub fn encode_list_unknown<B: AsRef<[u8]>>(
     items: &[B],
     out: &mut Vec<u8>,
 ) {
-    let len = list_len(meta, items);
-    out.reserve(unknown_len(api_version, list_kind, len));
-    start_unknown(api_version, list_kind, len, out);
-    write_list(meta, items, out);
+    out.reserve(unknown_len(api_version, list_kind, list_len(meta, items)));
+    encode_list_unknown_head(api_version, list_kind, meta, items, out);
+    for item in items {
+        encode_list_item(item.as_ref(), out);
+    }
+    encode_unknown_tail(out);
+}
+
+/// Appends the start of the list body [`encode_list_unknown`] writes, up to
+/// its first item: with [`encode_list_item`] for each of `items` and then
+/// [`encode_unknown_tail`], the same body, written as it is sent.
+pub fn encode_list_unknown_head<B: AsRef<[u8]>>(
+    api_version: &str,
+    list_kind: &str,
+    meta: &ListMeta<'_>,
+    items: &[B],
+    out: &mut Vec<u8>,
+) {
+    start_unknown(api_version, list_kind, list_len(meta, items), out);
+    put_key(out, 1, LEN);
+    put_varint(out, meta.encoded_len() as u64);
+    meta.write(out);
+}
+
+/// Appends one item of a list message (an encoded message, not an envelope).
+pub fn encode_list_item(item: &[u8], out: &mut Vec<u8>) {
+    put_bytes_field(out, 2, item);
+}
+
+/// Appends what ends a body after its `raw` (see [`encode_list_unknown_head`]).
+pub fn encode_unknown_tail(out: &mut Vec<u8>) {
     finish_unknown(out);
 }
 

@@ -95,8 +95,9 @@ use std::fmt;
 
 pub use envelope::{
     ListMeta, ListParts, MAGIC, Unknown, WatchEvent, WatchFrameDecoder, decode_list,
-    decode_unknown, encode_list, encode_list_unknown, encode_unknown, encode_unknown_into,
-    encode_watch_event, encode_watch_event_into,
+    decode_unknown, encode_list, encode_list_item, encode_list_unknown, encode_list_unknown_head,
+    encode_unknown, encode_unknown_into, encode_unknown_tail, encode_watch_event,
+    encode_watch_event_into,
 };
 pub use error::ProtoError;
 

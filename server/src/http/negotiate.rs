@@ -1,0 +1,387 @@
+//! Content negotiation: what a read of a cached resource is answered in,
+//! from its `Accept` header, as kube-apiserver negotiates
+//! (`apiserver/pkg/endpoints/handlers/negotiation` and `transformObject`).
+//! The one reader of `Accept` for lists, gets and watches.
+//!
+//! `Accept` is a comma-separated list of media ranges with parameters.
+//! Media types match case-insensitively; a range with `q=0` (or a `q` that
+//! does not parse, which Go reads as 0) is refused, the others are tried
+//! highest `q` first, in the order written among equals. The first range
+//! kubecache can serve wins:
+//! - `application/json` (also `*/*` and `application/*`): the objects in JSON;
+//! - `application/vnd.kubernetes.protobuf`: the objects in protobuf, for kinds
+//!   with a protobuf schema only (custom resources have none; kinds of
+//!   built-in groups the schema does not cover, such as
+//!   `CustomResourceDefinition`, neither: kubecache cannot encode them);
+//! - with `as=PartialObjectMetadata` or `as=PartialObjectMetadataList`,
+//!   `g=meta.k8s.io`, `v=v1`: the objects' metadata only, in JSON or in
+//!   protobuf, whatever the kind (custom resources included);
+//! - with `as=Table`, `g=meta.k8s.io`, `v=v1` or `v1beta1`: a Table, in JSON
+//!   only.
+//!
+//! A `stream` parameter other than `stream=watch` refuses the range, as other
+//! `as`/`g`/`v` values do. Nothing served: 406. As on the API server, a list
+//! asked for `as=PartialObjectMetadata` (or a get asked for
+//! `…MetadataList`) is a 406 once negotiated; a watch takes either (its
+//! events are single objects; the API server would send full objects
+//! encoded as metadata, which no client can read).
+//!
+//! Errors are encoded apart ([`error_wire`]): in the first range without
+//! `as` that is JSON or protobuf, as the API server negotiates its Status.
+
+use kubecache_wire::Status;
+use kubecache_wire::protobuf::MessageType;
+
+use super::table::{self, IncludeObject};
+
+/// `application/json`.
+pub(crate) const JSON: &str = "application/json";
+/// `application/vnd.kubernetes.protobuf`.
+pub(crate) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
+/// The encoding of a body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wire {
+    Json,
+    Protobuf,
+}
+
+impl Wire {
+    /// The `Content-Type` of a body in this encoding; `watch` for a watch
+    /// stream (JSON watches say plain `application/json`, as the API
+    /// server's do).
+    pub(crate) fn content_type(self, watch: bool) -> &'static str {
+        match (self, watch) {
+            (Wire::Json, _) => JSON,
+            (Wire::Protobuf, false) => PROTOBUF,
+            (Wire::Protobuf, true) => "application/vnd.kubernetes.protobuf;stream=watch",
+        }
+    }
+}
+
+/// How a list, get or watch is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rendering {
+    /// The objects.
+    Object(Wire),
+    /// `PartialObjectMetadata` (a list: `PartialObjectMetadataList`).
+    Metadata(Wire),
+    /// A `Table` of `meta.k8s.io/{version}`, JSON, rows carrying what
+    /// `includeObject` says.
+    Table {
+        version: &'static str,
+        include: IncludeObject,
+    },
+}
+
+impl Rendering {
+    /// The encoding of the body.
+    pub(crate) fn wire(self) -> Wire {
+        match self {
+            Rendering::Object(wire) | Rendering::Metadata(wire) => wire,
+            Rendering::Table { .. } => Wire::Json,
+        }
+    }
+}
+
+/// What is read: one object, a list, or a watch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Read {
+    Get,
+    List,
+    Watch,
+}
+
+/// The resource read, as negotiation needs it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Served<'a> {
+    /// Its protobuf message, `None` when it has none.
+    pub protobuf: Option<MessageType>,
+    /// Its kind and version, for the Go type named in 406 messages.
+    pub kind: &'a str,
+    pub version: &'a str,
+}
+
+/// One media range of `Accept`.
+struct Range<'a> {
+    /// `type/subtype`, lower case.
+    media: String,
+    params: Vec<(String, &'a str)>,
+    q: f32,
+}
+
+impl Range<'_> {
+    fn param(&self, key: &str) -> Option<&str> {
+        self.params.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+
+    /// `as`, `g` or `v` is given: a conversion is asked for.
+    fn converts(&self) -> bool {
+        ["as", "g", "v"].iter().any(|k| self.param(k).is_some())
+    }
+
+    /// The encoding of its media type, if kubecache has it.
+    fn wire(&self) -> Option<Wire> {
+        match self.media.as_str() {
+            JSON | "application/*" | "*/*" => Some(Wire::Json),
+            PROTOBUF => Some(Wire::Protobuf),
+            _ => None,
+        }
+    }
+}
+
+/// The media ranges of `accept` that are not refused (`q` > 0), highest
+/// `q` first.
+fn ranges(accept: &str) -> Vec<Range<'_>> {
+    let mut ranges: Vec<Range<'_>> = accept
+        .split(',')
+        .filter_map(|clause| {
+            let mut parts = clause.split(';');
+            let media = parts.next()?.trim().to_ascii_lowercase();
+            if media.is_empty() {
+                return None;
+            }
+            let mut range = Range {
+                media,
+                params: Vec::new(),
+                q: 1.0,
+            };
+            for param in parts {
+                let Some((key, value)) = param.split_once('=') else {
+                    continue;
+                };
+                let key = key.trim().to_ascii_lowercase();
+                let value = value.trim();
+                if key == "q" {
+                    range.q = value.parse().unwrap_or(0.0);
+                } else {
+                    range.params.push((key, value));
+                }
+            }
+            (range.q > 0.0).then_some(range)
+        })
+        .collect();
+    ranges.sort_by(|a, b| b.q.total_cmp(&a.q));
+    ranges
+}
+
+/// How to answer `read` of `served` for `accept` (`None`: no header, JSON)
+/// and the `includeObject` of `query`.
+///
+/// # Errors
+///
+/// 406 when no range can be served, or a metadata list or object is asked
+/// of the other; 400 for an unknown `includeObject`.
+pub(crate) fn negotiate(
+    accept: Option<&str>,
+    query: &str,
+    read: Read,
+    served: Served<'_>,
+) -> Result<Rendering, Status> {
+    let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
+        return Ok(Rendering::Object(Wire::Json));
+    };
+    for range in ranges(accept) {
+        let Some(wire) = range.wire() else { continue };
+        if range.param("stream").is_some_and(|s| s != "watch") {
+            continue;
+        }
+        if !range.converts() {
+            if wire == Wire::Json || served.protobuf.is_some() {
+                return Ok(Rendering::Object(wire));
+            }
+            continue;
+        }
+        if range.param("g") != Some("meta.k8s.io") {
+            continue;
+        }
+        match (range.param("as"), range.param("v"), wire) {
+            (Some("Table"), Some(v @ ("v1" | "v1beta1")), Wire::Json) => {
+                return Ok(Rendering::Table {
+                    version: if v == "v1" { "v1" } else { "v1beta1" },
+                    include: table::include_object(query)?,
+                });
+            }
+            (Some(as_ @ ("PartialObjectMetadata" | "PartialObjectMetadataList")), Some("v1"), _) => {
+                return metadata(as_ == "PartialObjectMetadataList", read, served)
+                    .map(|()| Rendering::Metadata(wire));
+            }
+            _ => {}
+        }
+    }
+    Err(not_acceptable(read))
+}
+
+/// Whether metadata asked `as` a list (or not) fits `read`: the API
+/// server's `asPartialObjectMetadata(List)` refuses the other with a 406
+/// naming the Go type it had.
+fn metadata(as_list: bool, read: Read, served: Served<'_>) -> Result<(), Status> {
+    let go_type = |list: &str| match served.protobuf {
+        Some(_) => format!("*{}.{}{list}", served.version, served.kind),
+        None => format!("*unstructured.Unstructured{list}"),
+    };
+    let message = match (read, as_list) {
+        (Read::Watch, _) | (Read::List, true) | (Read::Get, false) => return Ok(()),
+        (Read::List, false) => format!(
+            "you requested PartialObjectMetadata, but the requested object is a list ({})",
+            go_type("List")
+        ),
+        (Read::Get, true) => format!(
+            "you requested PartialObjectMetadataList, but the requested object is not a list ({})",
+            go_type("")
+        ),
+    };
+    Err(Status::failure(406, "NotAcceptable", message))
+}
+
+/// 406: nothing in `Accept` is served; worded as the API server words it,
+/// with the media types kubecache serves (the API server adds YAML).
+fn not_acceptable(read: Read) -> Status {
+    let types = if read == Read::Watch {
+        "application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
+    } else {
+        "application/json, application/vnd.kubernetes.protobuf"
+    };
+    Status::failure(
+        406,
+        "NotAcceptable",
+        format!("only the following media types are accepted: {types}"),
+    )
+}
+
+/// The encoding of an error Status for `accept`: the first range without a
+/// conversion that is JSON or protobuf (a Status has both), JSON when none.
+pub(crate) fn error_wire(accept: Option<&str>) -> Wire {
+    ranges(accept.unwrap_or_default())
+        .iter()
+        .filter(|range| !range.converts())
+        .find_map(Range::wire)
+        .unwrap_or(Wire::Json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POD: Served<'static> = Served {
+        protobuf: None,
+        kind: "Pod",
+        version: "v1",
+    };
+
+    fn pods() -> Served<'static> {
+        Served {
+            protobuf: kubecache_wire::protobuf::message_type("v1", "Pod"),
+            ..POD
+        }
+    }
+
+    fn widgets() -> Served<'static> {
+        Served {
+            protobuf: None,
+            kind: "Widget",
+            version: "v1",
+        }
+    }
+
+    fn list(accept: &str, served: Served<'_>) -> Result<Rendering, Status> {
+        negotiate(Some(accept), "", Read::List, served)
+    }
+
+    const PB_THEN_JSON: &str = "application/vnd.kubernetes.protobuf,application/json";
+    const KUBECTL: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+    const CLIENT_GO_METADATA_LIST: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json";
+
+    #[test]
+    fn protobuf_is_served_for_kinds_with_a_schema_and_custom_resources_fall_back_to_json() {
+        assert_eq!(list(PB_THEN_JSON, pods()), Ok(Rendering::Object(Wire::Protobuf)));
+        assert_eq!(list(PB_THEN_JSON, widgets()), Ok(Rendering::Object(Wire::Json)));
+        let refused = list(PROTOBUF, widgets()).unwrap_err();
+        assert_eq!((refused.code, refused.reason.as_str()), (406, "NotAcceptable"));
+        assert_eq!(
+            refused.message,
+            "only the following media types are accepted: application/json, application/vnd.kubernetes.protobuf"
+        );
+        assert_eq!(negotiate(None, "", Read::Get, widgets()), Ok(Rendering::Object(Wire::Json)));
+    }
+
+    #[test]
+    fn metadata_only_is_served_in_json_and_protobuf_for_every_kind() {
+        assert_eq!(
+            list(CLIENT_GO_METADATA_LIST, widgets()),
+            Ok(Rendering::Metadata(Wire::Protobuf))
+        );
+        let kube_rs = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+        assert_eq!(list(kube_rs, pods()), Ok(Rendering::Metadata(Wire::Json)));
+        let watch = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+        assert_eq!(
+            negotiate(Some(watch), "", Read::Watch, pods()),
+            Ok(Rendering::Metadata(Wire::Json))
+        );
+        assert_eq!(
+            negotiate(Some(watch), "", Read::Get, widgets()),
+            Ok(Rendering::Metadata(Wire::Json))
+        );
+    }
+
+    #[test]
+    fn metadata_of_the_wrong_shape_is_refused_as_the_api_server_refuses_it() {
+        let single = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io,application/json";
+        let refused = list(single, pods()).unwrap_err();
+        assert_eq!(
+            (refused.code, refused.message.as_str()),
+            (
+                406,
+                "you requested PartialObjectMetadata, but the requested object is a list (*v1.PodList)"
+            )
+        );
+        let refused = negotiate(Some(CLIENT_GO_METADATA_LIST), "", Read::Get, widgets()).unwrap_err();
+        assert_eq!(
+            refused.message,
+            "you requested PartialObjectMetadataList, but the requested object is not a list (*unstructured.Unstructured)"
+        );
+    }
+
+    #[test]
+    fn tables_are_json_only() {
+        assert!(matches!(
+            list(KUBECTL, pods()),
+            Ok(Rendering::Table { version: "v1", .. })
+        ));
+        let protobuf_table = "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io";
+        assert_eq!(list(protobuf_table, pods()).unwrap_err().code, 406);
+    }
+
+    #[test]
+    fn media_types_match_case_insensitively_and_q_0_refuses() {
+        assert_eq!(
+            list("Application/Vnd.Kubernetes.Protobuf", pods()),
+            Ok(Rendering::Object(Wire::Protobuf))
+        );
+        assert_eq!(
+            list("application/vnd.kubernetes.protobuf;q=0, application/json", pods()),
+            Ok(Rendering::Object(Wire::Json))
+        );
+        assert_eq!(list("application/json;q=0", pods()).unwrap_err().code, 406);
+        assert_eq!(
+            list("application/json;q=0.5, application/vnd.kubernetes.protobuf", pods()),
+            Ok(Rendering::Object(Wire::Protobuf)),
+            "the higher q first"
+        );
+        assert_eq!(list("application/xml", pods()).unwrap_err().code, 406);
+        assert_eq!(list("*/*", pods()), Ok(Rendering::Object(Wire::Json)));
+        assert_eq!(
+            list("application/json;stream=other, application/vnd.kubernetes.protobuf", pods()),
+            Ok(Rendering::Object(Wire::Protobuf))
+        );
+    }
+
+    #[test]
+    fn errors_are_encoded_in_the_first_plain_range() {
+        assert_eq!(error_wire(None), Wire::Json);
+        assert_eq!(error_wire(Some(PB_THEN_JSON)), Wire::Protobuf);
+        assert_eq!(error_wire(Some(CLIENT_GO_METADATA_LIST)), Wire::Json);
+        assert_eq!(error_wire(Some(PROTOBUF)), Wire::Protobuf);
+        assert_eq!(error_wire(Some("text/html")), Wire::Json);
+    }
+}
