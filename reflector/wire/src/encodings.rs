@@ -215,7 +215,10 @@ mod tests {
             br#"{"metadata":{"name":"a","namespace":"n","resourceVersion":"7"}}"#
         );
         let copy = object.clone();
-        assert!(copy.encodings.protobuf.get().is_none(), "a clone starts empty");
+        assert!(
+            copy.encodings.protobuf.get().is_none(),
+            "a clone starts empty"
+        );
         // Other tests run beside this one: the counter holds at least ours.
         assert!(encoded_bytes().protobuf >= first.len());
         assert!(encoded_bytes().metadata_protobuf >= meta.len());

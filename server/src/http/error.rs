@@ -5,6 +5,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use kubecache_wire::Status;
 
+use crate::served::encoding::Wire;
+
 /// A failed request: its `Status` is the response body.
 #[derive(Debug)]
 pub struct ApiError(pub Status);
@@ -17,19 +19,30 @@ impl From<Status> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let code = StatusCode::from_u16(self.0.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        // Go's json.Encoder ends every body with a newline.
-        let mut body = self.0.to_json();
-        body.push(b'\n');
-        let mut response =
-            (code, [(header::CONTENT_TYPE, "application/json")], body).into_response();
-        if let Some(secs) = self.0.details.as_ref().and_then(|d| d.retry_after_seconds) {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, secs.into());
-        }
-        response
+        render(&self.0, Some(Wire::Json))
     }
+}
+
+/// The response of `status` encoded in `wire`, with `Retry-After` when it
+/// says when to retry. `None`: as the API server writes an error it found
+/// no encoding for (an `Accept` naming neither JSON nor protobuf without a
+/// conversion): indented JSON without a trailing newline.
+pub fn render(status: &Status, wire: Option<Wire>) -> Response {
+    let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let (content_type, body) = match wire {
+        Some(wire) => (wire.content_type(false), wire.status(status)),
+        None => (
+            Wire::Json.content_type(false),
+            serde_json::to_vec_pretty(status).expect("a Status serializes"),
+        ),
+    };
+    let mut response = (code, [(header::CONTENT_TYPE, content_type)], body).into_response();
+    if let Some(secs) = status.details.as_ref().and_then(|d| d.retry_after_seconds) {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, secs.into());
+    }
+    response
 }
 
 /// 404 for a path the server does not serve, worded as kube-apiserver words it.
@@ -78,15 +91,4 @@ pub fn not_ready(resource: &str, why: &str) -> ApiError {
         ..Default::default()
     });
     ApiError(status)
-}
-
-/// 406 for a request that accepts no encoding kubecache serves.
-pub fn not_acceptable(accept: &str) -> ApiError {
-    ApiError(Status::failure(
-        406,
-        "NotAcceptable",
-        format!(
-            "only the following media types are accepted: application/json, application/json;as=Table;v=v1;g=meta.k8s.io (asked for {accept:?})"
-        ),
-    ))
 }

@@ -27,7 +27,6 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
-use bytes::{BufMut, Bytes, BytesMut};
 use kubecache_reflector::{IndexLookup, Snapshot, TryRecvError};
 use kubecache_wire::list_options::{
     CollectionParams, ContinueToken, VersionMatch, expired_continue,
@@ -35,18 +34,18 @@ use kubecache_wire::list_options::{
 use kubecache_wire::{CachedObject, FieldSelector, ObjectKey, Status};
 
 use super::Caller;
-use super::error::{ApiError, not_ready};
+use super::bodies::{self, ListMeta};
+use super::error::{self, ApiError, not_ready};
+use super::negotiate::Rendering;
 use super::offload;
 use super::path::ResourcePath;
-use crate::http::table::{self, Rendering, TableMeta};
+use crate::http::table::{self, TableMeta};
+use crate::served::encoding::{Kind, Shape, Wire};
 use crate::served::{Filter, Owner, Predicates};
 use crate::served::{ServedResource, ServedResources};
 
 /// The header that says which resourceVersion a response was served at.
 pub const RESOURCE_VERSION_HEADER: &str = "x-kubecache-resource-version";
-
-/// Size of the chunks a list body is streamed in.
-const CHUNK: usize = 256 * 1024;
 
 /// The list/watch parameters of `query` on the collection of `target`,
 /// with at most `max_requirements` selector requirements. A deprecated
@@ -246,7 +245,7 @@ impl Page {
                 served
             },
             rendered: match rendering {
-                Rendering::Json => 0,
+                Rendering::Encoded(..) => 0,
                 Rendering::Table { .. } => served,
             },
         }
@@ -294,17 +293,22 @@ impl Page {
     }
 }
 
-/// The list response of `items` with `meta`, as JSON or as a Table.
+/// The list response of `items` with `meta`, as negotiated.
 fn render(
     cache: &ServedResource,
     meta: ListMeta,
     items: Vec<Arc<CachedObject>>,
     rendering: Rendering,
 ) -> Response {
+    let resource_version = meta.resource_version;
     match rendering {
-        Rendering::Json => list_response(cache, &meta, items),
+        Rendering::Encoded(shape, wire) => {
+            match bodies::list(&Kind::of(cache), &meta, items, shape, wire) {
+                Ok(chunks) => response(bodies::stream(chunks), resource_version, wire, false),
+                Err(status) => error::render(&status, Some(wire)),
+            }
+        }
         Rendering::Table { version, include } => {
-            let resource_version = meta.resource_version;
             let meta = TableMeta {
                 resource_version: Some(resource_version),
                 continue_token: meta.continue_token,
@@ -321,6 +325,20 @@ fn render(
             json_response(Body::from(table), resource_version)
         }
     }
+}
+
+/// A JSON list response of `items` with `meta` (the query API's lookups).
+pub(super) fn list_response(
+    cache: &ServedResource,
+    meta: ListMeta,
+    items: Vec<Arc<CachedObject>>,
+) -> Response {
+    render(
+        cache,
+        meta,
+        items,
+        Rendering::Encoded(Shape::Object, Wire::Json),
+    )
 }
 
 /// The store's state at exactly `rv`: the current snapshot, if nothing
@@ -344,68 +362,6 @@ async fn snapshot_at(
     }
 }
 
-/// `metadata` of a list.
-pub(super) struct ListMeta {
-    pub resource_version: u64,
-    pub continue_token: Option<String>,
-    pub remaining: Option<usize>,
-}
-
-/// A list response, streamed in chunks: items of built-in kinds leave out
-/// `kind` and `apiVersion`, as the API server writes them.
-pub(super) fn list_response(
-    cache: &ServedResource,
-    meta: &ListMeta,
-    items: Vec<Arc<CachedObject>>,
-) -> Response {
-    let resource = &cache.resource;
-    let mut head = format!(
-        r#"{{"kind":"{}List","apiVersion":"{}","metadata":{{"resourceVersion":"{}""#,
-        resource.kind,
-        resource.api_version(),
-        meta.resource_version
-    );
-    if let Some(token) = &meta.continue_token {
-        head.push_str(&format!(r#","continue":"{token}""#));
-    }
-    if let Some(remaining) = meta.remaining {
-        head.push_str(&format!(r#","remainingItemCount":{remaining}"#));
-    }
-    head.push_str(r#"},"items":["#);
-    let builtin = cache.builtin;
-    let mut next = 0;
-    let mut head = Some(Bytes::from(head));
-    let chunks = std::iter::from_fn(move || {
-        if next > items.len() {
-            return None;
-        }
-        let mut chunk = BytesMut::with_capacity(CHUNK + 16 * 1024);
-        if let Some(head) = head.take() {
-            chunk.put(head);
-        }
-        while next < items.len() && chunk.len() < CHUNK {
-            if next > 0 {
-                chunk.put_u8(b',');
-            }
-            let object = &items[next];
-            if builtin {
-                chunk.put_u8(b'{');
-                chunk.put(object.without_type_meta());
-            } else {
-                chunk.put(object.json.clone());
-            }
-            next += 1;
-        }
-        if next == items.len() {
-            chunk.put_slice(b"]}");
-            next += 1;
-        }
-        Some(Ok::<_, std::convert::Infallible>(chunk.freeze()))
-    });
-    let body = Body::from_stream(futures::stream::iter(chunks));
-    json_response(body, meta.resource_version)
-}
-
 /// `GET` of one object.
 async fn get(
     caches: &ServedResources,
@@ -426,22 +382,32 @@ async fn get(
     let object = snapshot
         .get(&key)
         .ok_or_else(|| Status::not_found(&cache.resource.group, &cache.resource.plural, name))?;
-    let body = match rendering {
-        Rendering::Json => object.json.clone(),
-        Rendering::Table { version, include } => table::render(
-            &cache.resource,
-            version,
-            include,
-            // A table of one object is at the object's resourceVersion.
-            &TableMeta {
-                resource_version: Some(object.resource_version),
-                ..TableMeta::default()
-            },
-            std::slice::from_ref(object),
-            chrono::Utc::now(),
+    let (body, wire) = match rendering {
+        Rendering::Encoded(shape, wire) => {
+            (bodies::object(&Kind::of(cache), object, shape, wire)?, wire)
+        }
+        Rendering::Table { version, include } => (
+            table::render(
+                &cache.resource,
+                version,
+                include,
+                // A table of one object is at the object's resourceVersion.
+                &TableMeta {
+                    resource_version: Some(object.resource_version),
+                    ..TableMeta::default()
+                },
+                std::slice::from_ref(object),
+                chrono::Utc::now(),
+            ),
+            Wire::Json,
         ),
     };
-    Ok(json_response(Body::from(body), snapshot.resource_version()))
+    Ok(response(
+        Body::from(body),
+        snapshot.resource_version(),
+        wire,
+        false,
+    ))
 }
 
 /// The key of `namespace/name` (or `name`, cluster-scoped) as in a
@@ -455,12 +421,18 @@ fn object_key(key: &str) -> ObjectKey {
 
 /// A 200 JSON response served at `resource_version`.
 pub fn json_response(body: Body, resource_version: u64) -> Response {
+    response(body, resource_version, Wire::Json, false)
+}
+
+/// A 200 response in `wire` served at `resource_version`; `watch` for a
+/// watch stream.
+pub(crate) fn response(body: Body, resource_version: u64, wire: Wire, watch: bool) -> Response {
     let mut response = Response::new(body);
     *response.status_mut() = StatusCode::OK;
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
+        HeaderValue::from_static(wire.content_type(watch)),
     );
     headers.insert(RESOURCE_VERSION_HEADER, resource_version.into());
     response

@@ -13,9 +13,11 @@
 //! and `/v1/status` as non-resource paths (as kube-rbac-proxy does). The
 //! health endpoints are open.
 
+mod bodies;
 mod error;
 mod gzip;
 mod list;
+mod negotiate;
 mod offload;
 mod path;
 mod query;
@@ -35,7 +37,7 @@ use axum::routing::{any, get};
 use axum::{Extension, Router};
 
 pub use error::ApiError;
-pub(crate) use list::json_response;
+use negotiate::Read;
 use path::ResourcePath;
 use route::Route;
 
@@ -43,7 +45,6 @@ use crate::auth::{Attributes, Auth, Credential, User};
 use crate::metrics::Endpoint;
 use crate::passthrough::PassThrough;
 use crate::served::{ClientKey, Owner, Predicates, ServedResource, ServedResources};
-use table::Rendering;
 
 /// What the handlers share, behind one `Arc` (axum clones the state for
 /// every request).
@@ -216,14 +217,20 @@ async fn kubernetes(State(shared): State<Arc<Shared>>, request: Request) -> Resp
         None => "list",
     });
     let gzip = route.0 != "watch" && gzip::accepted(&parts.headers);
+    let accept = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let errors = negotiate::error_wire(accept);
     match from_cache(&shared, target, predicates, &parts, &credential).await {
         Err(ApiError(status)) if status.code == 404 && ask_upstream_on_miss => {
             let path = route::upstream_path(&parts.uri);
             let answer = pass_through(upstream, parts, body, &credential, &path, None, None).await;
             (Extension(Endpoint("passthrough")), answer).into_response()
         }
+        Err(ApiError(status)) => (Extension(route), error::render(&status, errors)).into_response(),
         Ok(answer) if gzip => (Extension(route), gzip::large(answer).await).into_response(),
-        answer => (Extension(route), answer).into_response(),
+        Ok(answer) => (Extension(route), answer).into_response(),
     }
 }
 
@@ -241,12 +248,19 @@ async fn from_cache(
         .headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok());
-    let Some(rendering) = Rendering::negotiate(accept, query)? else {
-        if let Some(refused) = table::refused_in_protobuf(accept) {
-            return Ok(refused);
-        }
-        return Err(error::not_acceptable(accept.unwrap_or_default()));
+    let read = match &target.name {
+        _ if target.watch => Read::Watch,
+        Some(_) => Read::Get,
+        None if kubecache_wire::list_options::is_watch(query) => Read::Watch,
+        None => Read::List,
     };
+    let resource = &target.cache.resource;
+    let served = negotiate::Served {
+        protobuf: target.cache.protobuf,
+        kind: &resource.kind,
+        version: &resource.version,
+    };
+    let rendering = negotiate::negotiate(accept, query, read, served)?;
     // Authorized on the very parameters it is served with. Parameters that
     // do not parse are refused after authorization, as kube-apiserver's
     // request info ignores them (a plain `list`) and its handler refuses

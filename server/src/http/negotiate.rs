@@ -5,9 +5,10 @@
 //!
 //! `Accept` is a comma-separated list of media ranges with parameters.
 //! Media types match case-insensitively; a range with `q=0` (or a `q` that
-//! does not parse, which Go reads as 0) is refused, the others are tried
-//! highest `q` first, in the order written among equals. The first range
-//! kubecache can serve wins:
+//! does not parse, which Go reads as 0) is refused, and JSON refused so is
+//! not served for a wildcard either (RFC 9110's "not acceptable"); the
+//! others are tried highest `q` first, in the order written among equals.
+//! The first range kubecache can serve wins:
 //! - `application/json` (also `*/*` and `application/*`): the objects in JSON;
 //! - `application/vnd.kubernetes.protobuf`: the objects in protobuf, for kinds
 //!   with a protobuf schema only (custom resources have none; kinds of
@@ -20,52 +21,30 @@
 //!   only.
 //!
 //! A `stream` parameter other than `stream=watch` refuses the range, as other
-//! `as`/`g`/`v` values do. Nothing served: 406. As on the API server, a list
+//! `as`/`g`/`v` values do. Nothing served: the API server's 406, which names
+//! the types it serves (YAML among them, which kubecache does not: the
+//! message is the API server's, word for word). As on the API server, a list
 //! asked for `as=PartialObjectMetadata` (or a get asked for
 //! `…MetadataList`) is a 406 once negotiated; a watch takes either (its
 //! events are single objects; the API server would send full objects
 //! encoded as metadata, which no client can read).
 //!
 //! Errors are encoded apart ([`error_wire`]): in the first range without
-//! `as` that is JSON or protobuf, as the API server negotiates its Status.
+//! `as` that is JSON or protobuf, as the API server negotiates its Status;
+//! with none, as the API server writes what it cannot negotiate (indented
+//! JSON: a Table asked for in protobuf only gets that 406).
 
 use kubecache_wire::Status;
 use kubecache_wire::protobuf::MessageType;
 
 use super::table::{self, IncludeObject};
-
-/// `application/json`.
-pub(crate) const JSON: &str = "application/json";
-/// `application/vnd.kubernetes.protobuf`.
-pub(crate) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
-
-/// The encoding of a body.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Wire {
-    Json,
-    Protobuf,
-}
-
-impl Wire {
-    /// The `Content-Type` of a body in this encoding; `watch` for a watch
-    /// stream (JSON watches say plain `application/json`, as the API
-    /// server's do).
-    pub(crate) fn content_type(self, watch: bool) -> &'static str {
-        match (self, watch) {
-            (Wire::Json, _) => JSON,
-            (Wire::Protobuf, false) => PROTOBUF,
-            (Wire::Protobuf, true) => "application/vnd.kubernetes.protobuf;stream=watch",
-        }
-    }
-}
+use crate::served::encoding::{JSON, PROTOBUF, Shape, Wire};
 
 /// How a list, get or watch is answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Rendering {
-    /// The objects.
-    Object(Wire),
-    /// `PartialObjectMetadata` (a list: `PartialObjectMetadataList`).
-    Metadata(Wire),
+    /// The objects, or their metadata, in an encoding.
+    Encoded(Shape, Wire),
     /// A `Table` of `meta.k8s.io/{version}`, JSON, rows carrying what
     /// `includeObject` says.
     Table {
@@ -78,7 +57,7 @@ impl Rendering {
     /// The encoding of the body.
     pub(crate) fn wire(self) -> Wire {
         match self {
-            Rendering::Object(wire) | Rendering::Metadata(wire) => wire,
+            Rendering::Encoded(_, wire) => wire,
             Rendering::Table { .. } => Wire::Json,
         }
     }
@@ -131,8 +110,9 @@ impl Range<'_> {
 }
 
 /// The media ranges of `accept` that are not refused (`q` > 0), highest
-/// `q` first.
+/// `q` first; a wildcard is dropped too when plain JSON is refused.
 fn ranges(accept: &str) -> Vec<Range<'_>> {
+    let mut json_refused = false;
     let mut ranges: Vec<Range<'_>> = accept
         .split(',')
         .filter_map(|clause| {
@@ -158,9 +138,16 @@ fn ranges(accept: &str) -> Vec<Range<'_>> {
                     range.params.push((key, value));
                 }
             }
-            (range.q > 0.0).then_some(range)
+            if range.q > 0.0 {
+                return Some(range);
+            }
+            json_refused |= range.media == JSON && !range.converts();
+            None
         })
         .collect();
+    if json_refused {
+        ranges.retain(|range| !matches!(range.media.as_str(), "*/*" | "application/*"));
+    }
     ranges.sort_by(|a, b| b.q.total_cmp(&a.q));
     ranges
 }
@@ -179,7 +166,7 @@ pub(crate) fn negotiate(
     served: Served<'_>,
 ) -> Result<Rendering, Status> {
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
-        return Ok(Rendering::Object(Wire::Json));
+        return Ok(Rendering::Encoded(Shape::Object, Wire::Json));
     };
     for range in ranges(accept) {
         let Some(wire) = range.wire() else { continue };
@@ -188,7 +175,7 @@ pub(crate) fn negotiate(
         }
         if !range.converts() {
             if wire == Wire::Json || served.protobuf.is_some() {
-                return Ok(Rendering::Object(wire));
+                return Ok(Rendering::Encoded(Shape::Object, wire));
             }
             continue;
         }
@@ -202,9 +189,13 @@ pub(crate) fn negotiate(
                     include: table::include_object(query)?,
                 });
             }
-            (Some(as_ @ ("PartialObjectMetadata" | "PartialObjectMetadataList")), Some("v1"), _) => {
+            (
+                Some(as_ @ ("PartialObjectMetadata" | "PartialObjectMetadataList")),
+                Some("v1"),
+                _,
+            ) => {
                 return metadata(as_ == "PartialObjectMetadataList", read, served)
-                    .map(|()| Rendering::Metadata(wire));
+                    .map(|()| Rendering::Encoded(Shape::Metadata, wire));
             }
             _ => {}
         }
@@ -234,13 +225,12 @@ fn metadata(as_list: bool, read: Read, served: Served<'_>) -> Result<(), Status>
     Err(Status::failure(406, "NotAcceptable", message))
 }
 
-/// 406: nothing in `Accept` is served; worded as the API server words it,
-/// with the media types kubecache serves (the API server adds YAML).
+/// 406: nothing in `Accept` is served; worded as the API server words it.
 fn not_acceptable(read: Read) -> Status {
     let types = if read == Read::Watch {
         "application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
     } else {
-        "application/json, application/vnd.kubernetes.protobuf"
+        "application/json, application/yaml, application/vnd.kubernetes.protobuf"
     };
     Status::failure(
         406,
@@ -250,13 +240,17 @@ fn not_acceptable(read: Read) -> Status {
 }
 
 /// The encoding of an error Status for `accept`: the first range without a
-/// conversion that is JSON or protobuf (a Status has both), JSON when none.
-pub(crate) fn error_wire(accept: Option<&str>) -> Wire {
-    ranges(accept.unwrap_or_default())
+/// conversion that is JSON or protobuf (a Status has both); JSON without
+/// `Accept`; `None` when `Accept` names neither (see
+/// [`error::render`](super::error::render)).
+pub(crate) fn error_wire(accept: Option<&str>) -> Option<Wire> {
+    let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
+        return Some(Wire::Json);
+    };
+    ranges(accept)
         .iter()
         .filter(|range| !range.converts())
         .find_map(Range::wire)
-        .unwrap_or(Wire::Json)
 }
 
 #[cfg(test)]
@@ -294,39 +288,55 @@ mod tests {
 
     #[test]
     fn protobuf_is_served_for_kinds_with_a_schema_and_custom_resources_fall_back_to_json() {
-        assert_eq!(list(PB_THEN_JSON, pods()), Ok(Rendering::Object(Wire::Protobuf)));
-        assert_eq!(list(PB_THEN_JSON, widgets()), Ok(Rendering::Object(Wire::Json)));
+        assert_eq!(
+            list(PB_THEN_JSON, pods()),
+            Ok(Rendering::Encoded(Shape::Object, Wire::Protobuf))
+        );
+        assert_eq!(
+            list(PB_THEN_JSON, widgets()),
+            Ok(Rendering::Encoded(Shape::Object, Wire::Json))
+        );
         let refused = list(PROTOBUF, widgets()).unwrap_err();
-        assert_eq!((refused.code, refused.reason.as_str()), (406, "NotAcceptable"));
+        assert_eq!(
+            (refused.code, refused.reason.as_str()),
+            (406, "NotAcceptable")
+        );
         assert_eq!(
             refused.message,
-            "only the following media types are accepted: application/json, application/vnd.kubernetes.protobuf"
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
         );
-        assert_eq!(negotiate(None, "", Read::Get, widgets()), Ok(Rendering::Object(Wire::Json)));
+        assert_eq!(
+            negotiate(None, "", Read::Get, widgets()),
+            Ok(Rendering::Encoded(Shape::Object, Wire::Json))
+        );
     }
 
     #[test]
     fn metadata_only_is_served_in_json_and_protobuf_for_every_kind() {
         assert_eq!(
             list(CLIENT_GO_METADATA_LIST, widgets()),
-            Ok(Rendering::Metadata(Wire::Protobuf))
+            Ok(Rendering::Encoded(Shape::Metadata, Wire::Protobuf))
         );
         let kube_rs = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
-        assert_eq!(list(kube_rs, pods()), Ok(Rendering::Metadata(Wire::Json)));
+        assert_eq!(
+            list(kube_rs, pods()),
+            Ok(Rendering::Encoded(Shape::Metadata, Wire::Json))
+        );
         let watch = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
         assert_eq!(
             negotiate(Some(watch), "", Read::Watch, pods()),
-            Ok(Rendering::Metadata(Wire::Json))
+            Ok(Rendering::Encoded(Shape::Metadata, Wire::Json))
         );
         assert_eq!(
             negotiate(Some(watch), "", Read::Get, widgets()),
-            Ok(Rendering::Metadata(Wire::Json))
+            Ok(Rendering::Encoded(Shape::Metadata, Wire::Json))
         );
     }
 
     #[test]
     fn metadata_of_the_wrong_shape_is_refused_as_the_api_server_refuses_it() {
-        let single = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io,application/json";
+        let single =
+            "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io,application/json";
         let refused = list(single, pods()).unwrap_err();
         assert_eq!(
             (refused.code, refused.message.as_str()),
@@ -335,7 +345,8 @@ mod tests {
                 "you requested PartialObjectMetadata, but the requested object is a list (*v1.PodList)"
             )
         );
-        let refused = negotiate(Some(CLIENT_GO_METADATA_LIST), "", Read::Get, widgets()).unwrap_err();
+        let refused =
+            negotiate(Some(CLIENT_GO_METADATA_LIST), "", Read::Get, widgets()).unwrap_err();
         assert_eq!(
             refused.message,
             "you requested PartialObjectMetadataList, but the requested object is not a list (*unstructured.Unstructured)"
@@ -344,10 +355,15 @@ mod tests {
 
     #[test]
     fn tables_are_json_only() {
-        assert!(matches!(
+        assert_eq!(
             list(KUBECTL, pods()),
-            Ok(Rendering::Table { version: "v1", .. })
-        ));
+            Ok(Rendering::Table {
+                version: "v1",
+                include: IncludeObject::Metadata
+            })
+        );
+        let unknown_include = negotiate(Some(KUBECTL), "includeObject=All", Read::List, pods());
+        assert_eq!(unknown_include.unwrap_err().code, 400);
         let protobuf_table = "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io";
         assert_eq!(list(protobuf_table, pods()).unwrap_err().code, 406);
     }
@@ -356,32 +372,53 @@ mod tests {
     fn media_types_match_case_insensitively_and_q_0_refuses() {
         assert_eq!(
             list("Application/Vnd.Kubernetes.Protobuf", pods()),
-            Ok(Rendering::Object(Wire::Protobuf))
+            Ok(Rendering::Encoded(Shape::Object, Wire::Protobuf))
         );
         assert_eq!(
-            list("application/vnd.kubernetes.protobuf;q=0, application/json", pods()),
-            Ok(Rendering::Object(Wire::Json))
+            list(
+                "application/vnd.kubernetes.protobuf;q=0, application/json",
+                pods()
+            ),
+            Ok(Rendering::Encoded(Shape::Object, Wire::Json))
         );
         assert_eq!(list("application/json;q=0", pods()).unwrap_err().code, 406);
         assert_eq!(
-            list("application/json;q=0.5, application/vnd.kubernetes.protobuf", pods()),
-            Ok(Rendering::Object(Wire::Protobuf)),
+            list(
+                "application/json;q=0.5, application/vnd.kubernetes.protobuf",
+                pods()
+            ),
+            Ok(Rendering::Encoded(Shape::Object, Wire::Protobuf)),
             "the higher q first"
         );
         assert_eq!(list("application/xml", pods()).unwrap_err().code, 406);
-        assert_eq!(list("*/*", pods()), Ok(Rendering::Object(Wire::Json)));
         assert_eq!(
-            list("application/json;stream=other, application/vnd.kubernetes.protobuf", pods()),
-            Ok(Rendering::Object(Wire::Protobuf))
+            list("*/*", pods()),
+            Ok(Rendering::Encoded(Shape::Object, Wire::Json))
+        );
+        assert_eq!(
+            list("application/json;q=0, */*", pods()).unwrap_err().code,
+            406,
+            "JSON refused is not served for a wildcard"
+        );
+        let table = "application/json;q=0, application/json;as=Table;v=v1;g=meta.k8s.io";
+        assert!(matches!(list(table, pods()), Ok(Rendering::Table { .. })));
+        assert_eq!(
+            list(
+                "application/json;stream=other, application/vnd.kubernetes.protobuf",
+                pods()
+            ),
+            Ok(Rendering::Encoded(Shape::Object, Wire::Protobuf))
         );
     }
 
     #[test]
     fn errors_are_encoded_in_the_first_plain_range() {
-        assert_eq!(error_wire(None), Wire::Json);
-        assert_eq!(error_wire(Some(PB_THEN_JSON)), Wire::Protobuf);
-        assert_eq!(error_wire(Some(CLIENT_GO_METADATA_LIST)), Wire::Json);
-        assert_eq!(error_wire(Some(PROTOBUF)), Wire::Protobuf);
-        assert_eq!(error_wire(Some("text/html")), Wire::Json);
+        assert_eq!(error_wire(None), Some(Wire::Json));
+        assert_eq!(error_wire(Some(PB_THEN_JSON)), Some(Wire::Protobuf));
+        assert_eq!(error_wire(Some(CLIENT_GO_METADATA_LIST)), Some(Wire::Json));
+        assert_eq!(error_wire(Some(PROTOBUF)), Some(Wire::Protobuf));
+        assert_eq!(error_wire(Some("text/html")), None);
+        let protobuf_table = "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io";
+        assert_eq!(error_wire(Some(protobuf_table)), None);
     }
 }

@@ -29,8 +29,9 @@ use kubecache_reflector::{IndexLookup, Readiness};
 use kubecache_wire::Status;
 use serde_json::{Value, json};
 
+use super::bodies::ListMeta;
 use super::error::{ApiError, not_ready};
-use super::list::{ListMeta, json_response, list_response};
+use super::list::{json_response, list_response};
 use crate::auth::{Attributes, Auth};
 use crate::served::{BUILTIN_INDEXES, ClientKey, ServedResource, ServedResources};
 
@@ -101,7 +102,7 @@ pub async fn serve(
                 continue_token: None,
                 remaining: None,
             };
-            Ok(list_response(cache, &meta, items))
+            Ok(list_response(cache, meta, items))
         }
         _ => Err(super::error::no_such_path()),
     }

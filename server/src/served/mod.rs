@@ -2,6 +2,7 @@
 //! needs (store reader, consistent reads, held list snapshots, watch
 //! fan-out), below the HTTP layer and free of it.
 
+pub(crate) mod encoding;
 pub(crate) mod fanout;
 mod filter;
 pub(crate) mod freshness;
@@ -124,6 +125,8 @@ pub struct ServedResource {
     /// Whether the kind is built into Kubernetes: list items then leave out
     /// `kind` and `apiVersion`, as the API server does.
     pub(crate) builtin: bool,
+    /// Its protobuf message, when it has one (see [`encoding`]).
+    pub(crate) protobuf: Option<kubecache_wire::protobuf::MessageType>,
     /// Consistent reads.
     pub(crate) freshness: Freshness,
     /// Snapshots of paginated lists in progress.
@@ -176,9 +179,9 @@ impl ServedResource {
         settings: &ServeSettings,
     ) -> Self {
         let resource = upstream.spec().resource.clone();
-        let builtin =
-            kubecache_wire::protobuf::message_type(&resource.api_version(), &resource.kind)
-                .is_some();
+        let protobuf =
+            kubecache_wire::protobuf::message_type(&resource.api_version(), &resource.kind);
+        let builtin = protobuf.is_some();
         let indexes: Arc<[IndexSpec]> = reader.snapshot().field_indexes().into();
         ServedResource {
             hub: Hub::start(&reader, indexes.clone()),
@@ -186,6 +189,7 @@ impl ServedResource {
             resource,
             indexes,
             builtin,
+            protobuf,
             freshness: Freshness::new(upstream, reader.clone()),
             pages: HeldSnapshots::start(settings.continue_ttl),
             reader,

@@ -37,18 +37,6 @@ use serde_json::value::RawValue;
 
 use json::Json;
 
-/// How a list, get or watch is rendered, from the `Accept` header.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Rendering {
-    /// The objects as JSON.
-    Json,
-    /// A `Table` of `meta.k8s.io/{version}` with rows' objects as asked.
-    Table {
-        version: &'static str,
-        include: IncludeObject,
-    },
-}
-
 /// `includeObject`: what each row carries besides its cells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum IncludeObject {
@@ -60,104 +48,8 @@ pub(crate) enum IncludeObject {
     Object,
 }
 
-impl Rendering {
-    /// The first media range of `accept` that kubecache serves: a table
-    /// (`as=Table;g=meta.k8s.io;v=v1` or `v1beta1`) or JSON. `None` when
-    /// none is served (e.g. protobuf only). Media types match in any case;
-    /// a range with `q=0` is refused, and JSON refused so is not served for
-    /// a wildcard either (RFC 9110's "not acceptable", as kube-apiserver
-    /// reads it).
-    pub(crate) fn negotiate(accept: Option<&str>, query: &str) -> Result<Option<Self>, Status> {
-        let Some(accept) = accept else {
-            return Ok(Some(Rendering::Json));
-        };
-        let ranges: Vec<MediaRange> = accept.split(',').map(MediaRange::parse).collect();
-        let json_refused = ranges
-            .iter()
-            .any(|r| r.refused && r.media == "application/json" && r.as_.is_none());
-        for range in ranges.iter().filter(|r| !r.refused) {
-            match range.media.as_str() {
-                "application/json" => {}
-                "" | "*/*" | "application/*" if !json_refused => {}
-                _ => continue,
-            }
-            match (range.as_, range.group, range.version) {
-                (None, _, _) => return Ok(Some(Rendering::Json)),
-                (Some("Table"), Some("meta.k8s.io"), Some(v @ ("v1" | "v1beta1"))) => {
-                    let version = if v == "v1" { "v1" } else { "v1beta1" };
-                    return Ok(Some(Rendering::Table {
-                        version,
-                        include: include_object(query)?,
-                    }));
-                }
-                _ => {}
-            }
-        }
-        Ok(None)
-    }
-}
-
-/// The 406 for a Table asked for in protobuf only (a Table has no protobuf
-/// form), as kube-apiserver words and writes it: indented JSON, without a
-/// trailing newline. `None` when `accept` asks for no such thing.
-pub(crate) fn refused_in_protobuf(accept: Option<&str>) -> Option<axum::response::Response> {
-    let asks = accept?.split(',').map(MediaRange::parse).any(|range| {
-        range.media == "application/vnd.kubernetes.protobuf" && range.as_ == Some("Table")
-    });
-    if !asks {
-        return None;
-    }
-    let status = Status::failure(
-        406,
-        "NotAcceptable",
-        "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
-    );
-    let body = serde_json::to_vec_pretty(&status).expect("a Status serializes");
-    let mut response = axum::response::Response::new(axum::body::Body::from(body));
-    *response.status_mut() = axum::http::StatusCode::NOT_ACCEPTABLE;
-    response.headers_mut().insert(
-        axum::http::header::CONTENT_TYPE,
-        axum::http::HeaderValue::from_static("application/json"),
-    );
-    Some(response)
-}
-
-/// One media range of an `Accept` header.
-struct MediaRange<'a> {
-    /// The media type, lowercased.
-    media: String,
-    as_: Option<&'a str>,
-    group: Option<&'a str>,
-    version: Option<&'a str>,
-    /// `q=0`: the client refuses this type.
-    refused: bool,
-}
-
-impl<'a> MediaRange<'a> {
-    fn parse(range: &'a str) -> Self {
-        let mut parts = range.split(';').map(str::trim);
-        let mut parsed = MediaRange {
-            media: parts.next().unwrap_or("").to_ascii_lowercase(),
-            as_: None,
-            group: None,
-            version: None,
-            refused: false,
-        };
-        for param in parts {
-            match param.split_once('=').map(|(k, v)| (k.trim(), v.trim())) {
-                Some(("as", v)) => parsed.as_ = Some(v),
-                Some(("g", v)) => parsed.group = Some(v),
-                Some(("v", v)) => parsed.version = Some(v),
-                Some(("q", v)) => parsed.refused = v.parse::<f32>().is_ok_and(|q| q <= 0.0),
-                _ => {}
-            }
-        }
-        parsed
-    }
-}
-
 /// The `includeObject` query parameter (its first value).
-fn include_object(query: &str) -> Result<IncludeObject, Status> {
+pub(crate) fn include_object(query: &str) -> Result<IncludeObject, Status> {
     for (key, value) in kubecache_wire::list_options::first_values(query) {
         if key == "includeObject" {
             return match &*value {
@@ -447,57 +339,6 @@ mod golden;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_first_served_media_range_wins_in_any_case_and_q_0_is_refused() {
-        let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
-        assert_eq!(
-            Rendering::negotiate(Some(kubectl), "").unwrap(),
-            Some(Rendering::Table {
-                version: "v1",
-                include: IncludeObject::Metadata
-            })
-        );
-        assert_eq!(
-            Rendering::negotiate(Some("application/json"), "includeObject=Object").unwrap(),
-            Some(Rendering::Json)
-        );
-        assert_eq!(
-            Rendering::negotiate(Some("application/vnd.kubernetes.protobuf"), "").unwrap(),
-            None
-        );
-        assert_eq!(
-            Rendering::negotiate(Some("Application/JSON"), "").unwrap(),
-            Some(Rendering::Json)
-        );
-        assert_eq!(
-            Rendering::negotiate(Some("application/json;q=0"), "").unwrap(),
-            None
-        );
-        assert_eq!(
-            Rendering::negotiate(Some("application/json;q=0, */*"), "").unwrap(),
-            None
-        );
-        assert_eq!(
-            Rendering::negotiate(
-                Some("application/json;q=0, application/json;as=Table;v=v1;g=meta.k8s.io"),
-                ""
-            )
-            .unwrap(),
-            Some(Rendering::Table {
-                version: "v1",
-                include: IncludeObject::Metadata
-            })
-        );
-        let metadata_only = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io";
-        assert_eq!(Rendering::negotiate(Some(metadata_only), "").unwrap(), None);
-        assert_eq!(
-            Rendering::negotiate(Some(kubectl), "includeObject=All")
-                .unwrap_err()
-                .code,
-            400
-        );
-    }
 
     #[test]
     fn durations_read_as_go_s_human_duration_writes_them() {

@@ -38,8 +38,9 @@ use kubecache_wire::{CachedObject, Status};
 use rand::Rng;
 use tokio::time::Instant;
 
-use crate::http::table::Rendering;
-use crate::http::{ApiError, json_response, offload};
+use crate::http::list::response;
+use crate::http::negotiate::Rendering;
+use crate::http::{ApiError, offload};
 use crate::served::{Filter, Owner, Predicates};
 use crate::served::{ServedResource, ServedResources};
 use stream::{Start, Watch};
@@ -135,7 +136,7 @@ pub(crate) async fn serve(
     let body = Body::from_stream(
         tokio_stream::wrappers::ReceiverStream::new(chunks).map(Ok::<_, std::convert::Infallible>),
     );
-    Ok(json_response(body, served_at))
+    Ok(response(body, served_at, rendering.wire(), true))
 }
 
 /// The longest a watch lasts, whatever `timeoutSeconds` asks (a larger

@@ -18,8 +18,10 @@ use kubecache_wire::{CachedObject, Status};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep_until};
 
-use crate::http::table::{self, Rendering};
+use crate::http::negotiate::Rendering;
+use crate::http::table;
 use crate::served::ServedResource;
+use crate::served::encoding::{Kind, Shape, Wire};
 use crate::served::fanout::frame::{self, Frame, decide};
 use crate::served::fanout::{Join, Signals};
 use crate::served::{Filter, Predicates};
@@ -59,6 +61,8 @@ enum Ending {
     Expired,
     /// The store closed (its reflector stopped).
     Closed,
+    /// An object did not encode as protobuf: an ERROR, then the end.
+    Unencodable,
 }
 
 impl Ending {
@@ -70,6 +74,7 @@ impl Ending {
             Ending::Slow => "slow",
             Ending::Expired => "expired",
             Ending::Closed => "closed",
+            Ending::Unencodable => "unencodable",
         }
     }
 }
@@ -84,7 +89,8 @@ pub(crate) struct Watch {
     pub deadline: Instant,
     pub shutdown: watch::Receiver<bool>,
     pub queue_size: usize,
-    /// JSON objects, or one-row tables (`kubectl get -w`).
+    /// Objects or their metadata in JSON or protobuf, or one-row tables
+    /// (`kubectl get -w`).
     pub rendering: Rendering,
     /// The resourceVersion the watch resumes from (0: none): no event at
     /// or before it is sent (the cache may not have reached it when the
@@ -110,6 +116,7 @@ impl Watch {
             after: self.from,
             rendering: self.rendering,
             resource: self.cache.resource.clone(),
+            kind: Kind::of(&self.cache),
             table_sent: false,
         };
         let (Ok(ending) | Err(ending)) = self.stream(start, &mut writer).await;
@@ -270,43 +277,59 @@ struct Writer {
     rendering: Rendering,
     /// The resource, for tables.
     resource: ApiResource,
+    /// What encoding needs of the resource.
+    kind: Kind,
     /// Whether a table has been sent: only the first carries the column
     /// definitions.
     table_sent: bool,
 }
 
 impl Writer {
+    /// The shape and wire of events and errors: a Table watcher's errors
+    /// are JSON.
+    fn encoding(&self) -> (Shape, Wire) {
+        match self.rendering {
+            Rendering::Encoded(shape, wire) => (shape, wire),
+            Rendering::Table { .. } => (Shape::Object, Wire::Json),
+        }
+    }
+
     async fn event(&mut self, frame: &Frame) -> Result<(), Ending> {
         if frame.position <= self.after {
             return Ok(());
         }
         self.last = self.last.max(frame.position);
         self.events += 1;
-        match self.rendering {
-            Rendering::Json => self.line(&frame.line).await,
+        let line = match self.rendering {
+            Rendering::Encoded(shape, wire) => match frame.encoded(&self.kind, shape, wire) {
+                Ok(line) => line,
+                Err(status) => {
+                    tracing::error!(object = %frame.object.key, "{}", status.message);
+                    self.error(&status).await?;
+                    return Err(Ending::Unencodable);
+                }
+            },
             Rendering::Table { version, include } => {
                 let first = !std::mem::replace(&mut self.table_sent, true);
-                let line = table::event_line(
+                table::event_line(
                     frame.kind.as_str(),
                     &self.resource,
                     version,
                     include,
-                    &frame.object,
+                    &frame.object.json,
                     first,
                     chrono::Utc::now(),
-                );
-                self.line(&line).await
+                )
             }
-        }
+        };
+        self.line(&line).await
     }
 
     async fn bookmark(&mut self, rv: u64, end: bool) -> Result<(), Ending> {
         let rv = rv.max(self.last);
         self.last = rv;
         let line = match self.rendering {
-            Rendering::Json => {
-                frame::bookmark_line(&self.resource.kind, &self.resource.api_version(), rv, end)
-            }
+            Rendering::Encoded(shape, wire) => frame::bookmark(&self.kind, shape, wire, rv, end),
             Rendering::Table { version, include } => {
                 let first = !std::mem::replace(&mut self.table_sent, true);
                 table::bookmark_line(&self.resource, version, include, rv, end, first)
@@ -316,7 +339,8 @@ impl Writer {
     }
 
     async fn error(&mut self, status: &Status) -> Result<(), Ending> {
-        self.line(&frame::error_line(status)).await?;
+        let (_, wire) = self.encoding();
+        self.line(&frame::error(wire, status)).await?;
         self.flush().await
     }
 

@@ -1,17 +1,22 @@
 //! What one watcher is sent for one store event, and the bytes of watch
-//! lines: `{"type":…,"object":…}\n`, one JSON object per line, as
-//! kube-apiserver writes them.
+//! events in each encoding, as kube-apiserver writes them: JSON lines
+//! `{"type":…,"object":…}\n`, or protobuf frames (a 4-byte big-endian
+//! length, then a `WatchEvent` whose object is `k8s\0` + `runtime.Unknown`),
+//! each carrying the whole object or its `PartialObjectMetadata`.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kubecache_reflector::Event;
-use kubecache_wire::{CachedObject, ChangeType, Status, with_resource_version};
+use kubecache_wire::protobuf;
+use kubecache_wire::{CachedObject, ChangeType, Status};
 
+use crate::served::encoding::{self, Kind, Shape, Wire};
 use crate::served::{Filter, Predicates};
 
-/// One event as a watcher receives it, encoded once and shared by every
-/// watcher that receives the same thing.
+/// One event as a watcher receives it, shared by every watcher that
+/// receives the same thing; each encoding of it is made once, by the first
+/// watcher that needs it.
 #[derive(Debug)]
 pub(crate) struct Frame {
     /// The event's position in the event log: the resourceVersion a client
@@ -19,27 +24,57 @@ pub(crate) struct Frame {
     pub position: u64,
     /// What the event is on the wire.
     pub kind: ChangeType,
-    /// The JSON line.
-    pub line: Bytes,
-    /// The object sent: a slice of `line`, for other renderings (tables).
-    pub object: Bytes,
+    /// The object sent, at `position` when it is the last state of an
+    /// object deleted then.
+    pub object: Arc<CachedObject>,
+    /// The event in each shape and wire (see [`slot`]).
+    encoded: [OnceLock<Bytes>; 4],
+}
+
+/// Where the event in `shape` and `wire` is kept.
+fn slot(shape: Shape, wire: Wire) -> usize {
+    match (shape, wire) {
+        (Shape::Object, Wire::Json) => 0,
+        (Shape::Object, Wire::Protobuf) => 1,
+        (Shape::Metadata, Wire::Json) => 2,
+        (Shape::Metadata, Wire::Protobuf) => 3,
+    }
 }
 
 impl Frame {
     /// The frame of `object` sent as `kind`, at `position`.
     pub fn new(kind: ChangeType, object: Arc<CachedObject>, position: u64) -> Frame {
-        let restamped = (kind == ChangeType::Deleted && object.resource_version != position)
-            .then(|| with_resource_version(&object.json, position))
-            .flatten();
-        let line = event_line(kind, restamped.as_deref().unwrap_or(&object.json));
-        let start = br#"{"type":"","object":"#.len() + kind.as_str().len();
-        let object = line.slice(start..line.len() - 2);
+        let object = if kind == ChangeType::Deleted && object.resource_version != position {
+            Arc::new(object.at_resource_version(position))
+        } else {
+            object
+        };
         Frame {
             position,
             kind,
-            line,
             object,
+            encoded: Default::default(),
         }
+    }
+
+    /// The event's bytes in `shape` and `wire`, for objects of `resource`.
+    ///
+    /// # Errors
+    ///
+    /// 500 for an object that does not encode as protobuf.
+    pub fn encoded(&self, resource: &Kind, shape: Shape, wire: Wire) -> Result<Bytes, Status> {
+        let cell = &self.encoded[slot(shape, wire)];
+        if let Some(bytes) = cell.get() {
+            return Ok(bytes.clone());
+        }
+        let event_type = self.kind.as_str();
+        let bytes = match wire {
+            Wire::Json => json_event(event_type, &encoding::json(&self.object, shape)),
+            Wire::Protobuf => {
+                protobuf_event(event_type, &resource.body(&self.object, shape, wire)?)
+            }
+        };
+        Ok(cell.get_or_init(|| bytes).clone())
     }
 }
 
@@ -70,22 +105,34 @@ pub(crate) fn decide<'e>(
     }
 }
 
-/// `{"type":"KIND","object":OBJECT}\n`.
-fn event_line(kind: ChangeType, object: &[u8]) -> Bytes {
-    let mut line = BytesMut::with_capacity(object.len() + 32);
+/// `{"type":"TYPE","object":OBJECT}\n`, the object in pieces.
+fn json_event(event_type: &str, object: &[Bytes]) -> Bytes {
+    let len = object.iter().map(Bytes::len).sum::<usize>();
+    let mut line = BytesMut::with_capacity(len + 32);
     line.put_slice(br#"{"type":""#);
-    line.put_slice(kind.as_str().as_bytes());
+    line.put_slice(event_type.as_bytes());
     line.put_slice(br#"","object":"#);
-    line.put_slice(object);
+    for piece in object {
+        line.put_slice(piece);
+    }
     line.put_slice(b"}\n");
     line.freeze()
 }
 
-/// A `BOOKMARK` line at `resource_version`; `initial_events_end` marks the
-/// end of a streaming list's initial events (`k8s.io/initial-events-end`).
-pub(crate) fn bookmark_line(
-    kind: &str,
-    api_version: &str,
+/// A protobuf watch frame of `envelope` (`k8s\0` + `runtime.Unknown`).
+fn protobuf_event(event_type: &str, envelope: &[u8]) -> Bytes {
+    protobuf::encode_watch_event(event_type, envelope).into()
+}
+
+/// A `BOOKMARK` at `resource_version` in `shape` and `wire`;
+/// `initial_events_end` marks the end of a streaming list's initial events
+/// (`k8s.io/initial-events-end`). A metadata bookmark is a
+/// `PartialObjectMetadata` with a null `creationTimestamp`, as the API
+/// server's.
+pub(crate) fn bookmark(
+    resource: &Kind,
+    shape: Shape,
+    wire: Wire,
     resource_version: u64,
     initial_events_end: bool,
 ) -> Bytes {
@@ -94,59 +141,139 @@ pub(crate) fn bookmark_line(
     } else {
         ""
     };
-    Bytes::from(
-        format!(
-            r#"{{"type":"BOOKMARK","object":{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{{"resourceVersion":"{resource_version}"{annotations}}}}}}}"#
-        ) + "\n",
-    )
+    let created = match shape {
+        Shape::Object => "",
+        Shape::Metadata => r#","creationTimestamp":null"#,
+    };
+    let metadata = format!(r#"{{"resourceVersion":"{resource_version}"{created}{annotations}}}"#);
+    let (api_version, kind) = resource.type_meta(shape);
+    match wire {
+        Wire::Json => json_event(
+            "BOOKMARK",
+            &[Bytes::from(format!(
+                r#"{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{metadata}}}"#
+            ))],
+        ),
+        Wire::Protobuf => {
+            let json = format!(r#"{{"metadata":{metadata}}}"#);
+            let raw = match (shape, resource.protobuf) {
+                (Shape::Object, Some(ty)) => protobuf::json_to_proto(ty, json.as_bytes()),
+                _ => protobuf::json_to_proto(
+                    kubecache_wire::partial_object_metadata(),
+                    json.as_bytes(),
+                ),
+            }
+            .expect("a bookmark's metadata encodes");
+            protobuf_event(
+                "BOOKMARK",
+                &protobuf::encode_unknown(api_version, kind, &raw),
+            )
+        }
+    }
 }
 
-/// An `ERROR` line carrying `status`.
-pub(crate) fn error_line(status: &Status) -> Bytes {
-    let mut line = BytesMut::new();
-    line.put_slice(br#"{"type":"ERROR","object":"#);
-    line.put_slice(&status.to_json());
-    line.put_slice(b"}\n");
-    line.freeze()
+/// An `ERROR` event carrying `status`, in `wire`.
+pub(crate) fn error(wire: Wire, status: &Status) -> Bytes {
+    match wire {
+        Wire::Json => json_event("ERROR", &[Bytes::from(status.to_json())]),
+        Wire::Protobuf => protobuf_event("ERROR", &status.to_protobuf()),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_frames_object_is_the_object_of_its_line() {
-        let object =
-            br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"7"}}"#;
-        let decoded = kubecache_wire::decode_object(
-            object,
-            "Pod",
-            "v1",
-            &kubecache_wire::Transform::default(),
-        )
-        .unwrap();
-        let frame = Frame::new(ChangeType::Deleted, Arc::new(decoded), 9);
-        let line: serde_json::Value = serde_json::from_slice(&frame.line).unwrap();
-        let sliced: serde_json::Value = serde_json::from_slice(&frame.object).unwrap();
-        assert_eq!(line["object"], sliced);
-        assert_eq!(sliced["metadata"]["resourceVersion"], "9");
+    fn pods() -> Kind {
+        Kind {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            builtin: true,
+            protobuf: protobuf::message_type("v1", "Pod"),
+        }
+    }
+
+    fn pod(json: &[u8]) -> Arc<CachedObject> {
+        let transform = kubecache_wire::Transform::default();
+        Arc::new(kubecache_wire::decode_object(json, "Pod", "v1", &transform).unwrap())
     }
 
     #[test]
-    fn lines_are_single_json_objects() {
+    fn a_deleted_frame_carries_the_object_at_its_position_in_every_encoding() {
+        let object = pod(br#"{"metadata":{"name":"a","resourceVersion":"7"},"spec":{}}"#);
+        let frame = Frame::new(ChangeType::Deleted, object, 9);
+        let line = frame.encoded(&pods(), Shape::Object, Wire::Json).unwrap();
+        let line: serde_json::Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(line["type"], "DELETED");
+        assert_eq!(line["object"]["metadata"]["resourceVersion"], "9");
+        let line = frame.encoded(&pods(), Shape::Metadata, Wire::Json).unwrap();
+        assert_eq!(
+            &line[..],
+            br#"{"type":"DELETED","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","resourceVersion":"9"}}}
+"#
+        );
+        for shape in [Shape::Object, Shape::Metadata] {
+            let frame_bytes = frame.encoded(&pods(), shape, Wire::Protobuf).unwrap();
+            let mut decoder = protobuf::WatchFrameDecoder::new();
+            decoder.push(&frame_bytes);
+            let event = decoder.next_event().unwrap().unwrap();
+            assert_eq!(event.event_type, "DELETED");
+            let json = protobuf::decode_unknown(&event.object).unwrap();
+            let ty = match shape {
+                Shape::Object => protobuf::message_type("v1", "Pod").unwrap(),
+                Shape::Metadata => kubecache_wire::partial_object_metadata(),
+            };
+            let object: serde_json::Value =
+                serde_json::from_slice(&protobuf::proto_to_json(ty, json.raw).unwrap()).unwrap();
+            assert_eq!(object["metadata"]["resourceVersion"], "9", "{shape:?}");
+        }
+    }
+
+    #[test]
+    fn each_encoding_of_a_frame_is_made_once() {
+        let frame = Frame::new(
+            ChangeType::Added,
+            pod(br#"{"metadata":{"name":"a","resourceVersion":"7"}}"#),
+            7,
+        );
+        for (shape, wire) in [
+            (Shape::Object, Wire::Json),
+            (Shape::Metadata, Wire::Protobuf),
+        ] {
+            let first = frame.encoded(&pods(), shape, wire).unwrap();
+            let again = frame.encoded(&pods(), shape, wire).unwrap();
+            assert_eq!(first.as_ptr(), again.as_ptr());
+        }
+    }
+
+    #[test]
+    fn bookmarks_and_errors_are_single_events() {
         for line in [
-            bookmark_line("Pod", "v1", 5, true),
-            error_line(&Status::expired("gone")),
+            bookmark(&pods(), Shape::Object, Wire::Json, 5, true),
+            bookmark(&pods(), Shape::Metadata, Wire::Json, 5, false),
+            error(Wire::Json, &Status::expired("gone")),
         ] {
             assert!(line.ends_with(b"\n"));
             let value: serde_json::Value = serde_json::from_slice(&line).unwrap();
             assert!(value["object"].is_object());
         }
-        let bookmark: serde_json::Value =
-            serde_json::from_slice(&bookmark_line("Pod", "v1", 5, true)).unwrap();
+        let end: serde_json::Value =
+            serde_json::from_slice(&bookmark(&pods(), Shape::Object, Wire::Json, 5, true)).unwrap();
         assert_eq!(
-            bookmark["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+            end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
             "true"
         );
+        for frame in [
+            bookmark(&pods(), Shape::Object, Wire::Protobuf, 5, true),
+            bookmark(&pods(), Shape::Metadata, Wire::Protobuf, 5, false),
+            error(Wire::Protobuf, &Status::expired("gone")),
+        ] {
+            let mut decoder = protobuf::WatchFrameDecoder::new();
+            decoder.push(&frame);
+            let event = decoder.next_event().unwrap().unwrap();
+            assert!(["BOOKMARK", "ERROR"].contains(&event.event_type.as_str()));
+            assert!(decoder.next_event().unwrap().is_none());
+            decoder.finish().unwrap();
+        }
     }
 }

@@ -1,0 +1,156 @@
+//! The encodings objects are served in: JSON or protobuf ([`Wire`]), whole
+//! or metadata only ([`Shape`]), one object at a time. List bodies are
+//! built from these in `http::bodies`, watch frames in
+//! [`fanout::frame`](super::fanout::frame).
+//!
+//! Every encoding of an object is made once per object version and kept
+//! beside it (see [`kubecache_wire::Encodings`]).
+
+use bytes::Bytes;
+use kubecache_wire::protobuf::{self, MessageType, ProtoError};
+use kubecache_wire::{CachedObject, METADATA_API_VERSION, Status};
+
+use super::ServedResource;
+
+/// `application/json`.
+pub const JSON: &str = "application/json";
+/// `application/vnd.kubernetes.protobuf`.
+pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
+/// The encoding of a body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wire {
+    Json,
+    Protobuf,
+}
+
+impl Wire {
+    /// The `Content-Type` of a body in this encoding; `watch` for a watch
+    /// stream (JSON watches say plain `application/json`, as the API
+    /// server's do).
+    pub fn content_type(self, watch: bool) -> &'static str {
+        match (self, watch) {
+            (Wire::Json, _) => JSON,
+            (Wire::Protobuf, false) => PROTOBUF,
+            (Wire::Protobuf, true) => "application/vnd.kubernetes.protobuf;stream=watch",
+        }
+    }
+
+    /// A Status body in this encoding (JSON ends with a newline, as Go's
+    /// `json.Encoder` ends it).
+    pub fn status(self, status: &Status) -> Vec<u8> {
+        match self {
+            Wire::Json => {
+                let mut json = status.to_json();
+                json.push(b'\n');
+                json
+            }
+            Wire::Protobuf => status.to_protobuf(),
+        }
+    }
+}
+
+/// What an answer carries of each object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// The whole object.
+    Object,
+    /// `meta.k8s.io/v1` `PartialObjectMetadata`: its metadata only.
+    Metadata,
+}
+
+/// What encoding needs of a resource.
+#[derive(Clone, Debug)]
+pub struct Kind {
+    /// e.g. `apps/v1`.
+    pub api_version: String,
+    /// e.g. `Deployment`.
+    pub kind: String,
+    /// List items leave out `kind` and `apiVersion` (built-in kinds).
+    pub builtin: bool,
+    /// Its protobuf message; `None` for kinds without one (custom
+    /// resources, kinds the schema does not cover).
+    pub protobuf: Option<MessageType>,
+}
+
+impl Kind {
+    /// The kind of `cache`'s resource.
+    pub fn of(cache: &ServedResource) -> Kind {
+        Kind {
+            api_version: cache.resource.api_version(),
+            kind: cache.resource.kind.clone(),
+            builtin: cache.builtin,
+            protobuf: cache.protobuf,
+        }
+    }
+
+    /// `apiVersion` and `kind` of one object in `shape`.
+    pub fn type_meta(&self, shape: Shape) -> (&str, &str) {
+        match shape {
+            Shape::Object => (&self.api_version, &self.kind),
+            Shape::Metadata => (METADATA_API_VERSION, "PartialObjectMetadata"),
+        }
+    }
+
+    /// `apiVersion` and `kind` of a list in `shape`.
+    pub fn list_type_meta(&self, shape: Shape) -> (String, String) {
+        match shape {
+            Shape::Object => (self.api_version.clone(), format!("{}List", self.kind)),
+            Shape::Metadata => (
+                METADATA_API_VERSION.into(),
+                "PartialObjectMetadataList".into(),
+            ),
+        }
+    }
+
+    /// The protobuf message of `object` in `shape` (no envelope).
+    ///
+    /// # Errors
+    ///
+    /// 500 for an object that does not encode (a field the schema does not
+    /// know: an API server newer than kubecache's schema), or a kind without
+    /// protobuf asked for whole.
+    pub fn message(&self, object: &CachedObject, shape: Shape) -> Result<Bytes, Status> {
+        let encoded = match (shape, self.protobuf) {
+            (Shape::Metadata, _) => object.metadata_protobuf(),
+            (Shape::Object, Some(ty)) => object.protobuf(ty),
+            (Shape::Object, None) => {
+                return Err(Status::internal(format!(
+                    "{} has no protobuf encoding",
+                    self.kind
+                )));
+            }
+        };
+        encoded.map_err(|e: ProtoError| {
+            Status::internal(format!(
+                "kubecache cannot encode {} as protobuf: {e}",
+                object.key
+            ))
+        })
+    }
+
+    /// `object` as a whole body (a get's, or a watch event's object): JSON
+    /// with `kind` and `apiVersion`, or `k8s\0` + `runtime.Unknown`.
+    ///
+    /// # Errors
+    ///
+    /// See [`message`](Self::message).
+    pub fn body(&self, object: &CachedObject, shape: Shape, wire: Wire) -> Result<Vec<u8>, Status> {
+        Ok(match wire {
+            Wire::Json => json(object, shape).concat(),
+            Wire::Protobuf => {
+                let (api_version, kind) = self.type_meta(shape);
+                protobuf::encode_unknown(api_version, kind, &self.message(object, shape)?)
+            }
+        })
+    }
+}
+
+/// `object` in JSON with `kind` and `apiVersion`, as pieces to write one
+/// after the other (slices of its JSON: nothing is copied).
+pub fn json(object: &CachedObject, shape: Shape) -> [Bytes; 3] {
+    match shape {
+        Shape::Object => [object.json.clone(), Bytes::new(), Bytes::new()],
+        Shape::Metadata => object.metadata_json(),
+    }
+}
