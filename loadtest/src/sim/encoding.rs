@@ -33,16 +33,35 @@ impl Wire {
     }
 }
 
+/// What a read carries of each object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// The objects themselves.
+    Whole,
+    /// `meta.k8s.io/v1` `PartialObjectMetadata`; `as_list` when asked as
+    /// `PartialObjectMetadataList`.
+    Metadata {
+        /// `as=PartialObjectMetadataList` rather than `as=PartialObjectMetadata`.
+        as_list: bool,
+    },
+}
+
 /// Picks the encoding from `Accept`: the first media type listed that can
 /// be served, in any case (q-values order nothing, as clients list in
 /// preference order, but `q=0` refuses a type, a wildcard included: RFC
 /// 9110, as kube-apiserver reads it).
 /// Table requests (`as=Table`) are not served, so they fall through to the
-/// next type, as kubectl expects. Errors carry the encoding the 406 Status
+/// next type, as kubectl expects; metadata-only ones
+/// (`as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`) are served in JSON
+/// and in protobuf for every resource, custom ones included (the API server
+/// converts to a built-in type). Errors carry the encoding the 406 Status
 /// itself should use.
-pub fn negotiate(accept: Option<&str>, resource: &Resource) -> Result<Wire, (Status, Wire)> {
+pub fn negotiate(
+    accept: Option<&str>,
+    resource: &Resource,
+) -> Result<(Wire, Form), (Status, Wire)> {
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
-        return Ok(Wire::Json);
+        return Ok((Wire::Json, Form::Whole));
     };
     let mut wants_protobuf = false;
     let refused = |entry: &str| {
@@ -62,33 +81,38 @@ pub fn negotiate(accept: Option<&str>, resource: &Resource) -> Result<Wire, (Sta
         .any(|entry| refused(entry) && media_of(entry) == JSON);
     for entry in accept.split(',').filter(|entry| !refused(entry)) {
         let media = media_of(entry);
-        if entry
+        let params: Vec<(&str, &str)> = entry
             .split(';')
             .skip(1)
-            .any(|p| p.trim().starts_with("as="))
-        {
-            continue;
-        }
+            .filter_map(|p| p.trim().split_once('='))
+            .collect();
+        let param = |key: &str| params.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
+        let form = match (param("as"), param("g"), param("v")) {
+            (None, _, _) => Form::Whole,
+            (Some("PartialObjectMetadata"), Some("meta.k8s.io"), Some("v1")) => {
+                Form::Metadata { as_list: false }
+            }
+            (Some("PartialObjectMetadataList"), Some("meta.k8s.io"), Some("v1")) => {
+                Form::Metadata { as_list: true }
+            }
+            _ => continue,
+        };
+        // Metadata is a built-in type: protobuf whatever the resource.
+        let protobuf = resource.builtin || form != Form::Whole;
         match media.as_str() {
-            JSON => return Ok(Wire::Json),
-            "application/*" | "*/*" if !json_refused => return Ok(Wire::Json),
-            "application/*" | "*/*" if resource.builtin => return Ok(Wire::Protobuf),
-            PROTOBUF if resource.builtin => return Ok(Wire::Protobuf),
+            JSON => return Ok((Wire::Json, form)),
+            "application/*" | "*/*" if !json_refused => return Ok((Wire::Json, form)),
+            "application/*" | "*/*" if protobuf => return Ok((Wire::Protobuf, form)),
+            PROTOBUF if protobuf => return Ok((Wire::Protobuf, form)),
             PROTOBUF => wants_protobuf = true,
             _ => {}
         }
     }
+    // The API server's negotiation error, whatever the resource.
     let status = Status::failure(
         406,
         "NotAcceptable",
-        format!(
-            "the server was unable to respond with a content type that the client supports: {}",
-            if wants_protobuf {
-                "no protobuf encoding for custom resources"
-            } else {
-                accept
-            }
-        ),
+        "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
     );
     Err((
         status,
@@ -98,6 +122,29 @@ pub fn negotiate(accept: Option<&str>, resource: &Resource) -> Result<Wire, (Sta
             Wire::Json
         },
     ))
+}
+
+/// The 406 the API server answers when metadata was asked of the wrong
+/// shape (`asPartialObjectMetadata[List]` in its handlers): a list as
+/// `PartialObjectMetadata`, one object as `PartialObjectMetadataList`. The
+/// message names the Go type the handler had.
+pub fn wrong_metadata_shape(resource: &Resource, list: bool) -> Status {
+    let go_type = match (resource.builtin, list) {
+        (true, true) => format!("*{}.{}", resource.version, resource.list_kind),
+        (true, false) => format!("*{}.{}", resource.version, resource.kind),
+        (false, true) => "*unstructured.UnstructuredList".into(),
+        (false, false) => "*unstructured.Unstructured".into(),
+    };
+    let message = if list {
+        format!(
+            "you requested PartialObjectMetadata, but the requested object is a list ({go_type})"
+        )
+    } else {
+        format!(
+            "you requested PartialObjectMetadataList, but the requested object is not a list ({go_type})"
+        )
+    };
+    Status::failure(406, "NotAcceptable", message)
 }
 
 /// The encoding of a Status answered before a resource is known
@@ -151,11 +198,17 @@ mod tests {
         let pods = &RESOURCES[ids::PODS];
         let widgets = &RESOURCES[ids::WIDGETS];
         let both = "application/vnd.kubernetes.protobuf, application/json";
-        assert_eq!(negotiate(Some(both), pods), Ok(Wire::Protobuf));
-        assert_eq!(negotiate(Some(both), widgets), Ok(Wire::Json));
+        assert_eq!(
+            negotiate(Some(both), pods),
+            Ok((Wire::Protobuf, Form::Whole))
+        );
+        assert_eq!(
+            negotiate(Some(both), widgets),
+            Ok((Wire::Json, Form::Whole))
+        );
         let (status, wire) = negotiate(Some(PROTOBUF), widgets).unwrap_err();
         assert_eq!((status.code, wire), (406, Wire::Protobuf));
-        assert_eq!(negotiate(None, widgets), Ok(Wire::Json));
+        assert_eq!(negotiate(None, widgets), Ok((Wire::Json, Form::Whole)));
     }
 
     #[test]
@@ -213,7 +266,25 @@ mod tests {
         let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
         assert_eq!(
             negotiate(Some(kubectl), &RESOURCES[ids::PODS]),
-            Ok(Wire::Json)
+            Ok((Wire::Json, Form::Whole))
+        );
+    }
+
+    #[test]
+    fn metadata_only_is_served_in_protobuf_even_for_custom_resources() {
+        let client_go = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json";
+        assert_eq!(
+            negotiate(Some(client_go), &RESOURCES[ids::WIDGETS]),
+            Ok((Wire::Protobuf, Form::Metadata { as_list: true }))
+        );
+        let kube_rs = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+        assert_eq!(
+            negotiate(Some(kube_rs), &RESOURCES[ids::PODS]),
+            Ok((Wire::Json, Form::Metadata { as_list: false }))
+        );
+        assert_eq!(
+            wrong_metadata_shape(&RESOURCES[ids::PODS], true).message,
+            "you requested PartialObjectMetadata, but the requested object is a list (*v1.PodList)"
         );
     }
 }

@@ -54,6 +54,9 @@ pub struct StoredObject {
     pub fields: Vec<String>,
     /// The protobuf message, encoded on first use and kept.
     proto: OnceLock<Bytes>,
+    /// The `PartialObjectMetadata` JSON and protobuf message, likewise.
+    metadata_json: OnceLock<Bytes>,
+    metadata_proto: OnceLock<Bytes>,
 }
 
 impl StoredObject {
@@ -101,6 +104,8 @@ impl StoredObject {
             labels,
             fields,
             proto: OnceLock::new(),
+            metadata_json: OnceLock::new(),
+            metadata_proto: OnceLock::new(),
         })
     }
 
@@ -127,6 +132,44 @@ impl StoredObject {
         }
         let encoded = super::encoding::object_to_proto(resource, &self.json)?;
         Ok(self.proto.get_or_init(|| encoded).clone())
+    }
+
+    /// The object as a `meta.k8s.io/v1` `PartialObjectMetadata` in JSON
+    /// (its `kind` and `apiVersion` first, then the object's `metadata` as
+    /// stored), made once.
+    pub fn metadata_json(&self) -> Bytes {
+        self.metadata_json
+            .get_or_init(|| {
+                #[derive(serde::Deserialize)]
+                struct Metadata<'a> {
+                    #[serde(borrow)]
+                    metadata: &'a serde_json::value::RawValue,
+                }
+                let object: Metadata<'_> =
+                    serde_json::from_slice(&self.json).expect("stored objects have metadata");
+                Bytes::from(format!(
+                    r#"{{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{}}}"#,
+                    object.metadata.get()
+                ))
+            })
+            .clone()
+    }
+
+    /// The `PartialObjectMetadata` protobuf message (no envelope), made once.
+    pub fn metadata_proto(&self) -> Result<Bytes, String> {
+        if let Some(bytes) = self.metadata_proto.get() {
+            return Ok(bytes.clone());
+        }
+        let ty = kubecache_wire::partial_object_metadata();
+        let json = self.metadata_json();
+        // `PartialObjectMetadata` has no TypeMeta in protobuf: only its
+        // `metadata` is encoded.
+        let metadata =
+            &json[br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","#.len()..];
+        let encoded = kubecache_wire::protobuf::json_to_proto(ty, &[b"{", metadata].concat())
+            .map(Bytes::from)
+            .map_err(|e| format!("{} metadata does not encode as protobuf: {e}", self.key))?;
+        Ok(self.metadata_proto.get_or_init(|| encoded).clone())
     }
 
     /// The value of a label.

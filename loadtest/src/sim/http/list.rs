@@ -20,14 +20,14 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::StreamExt;
-use kubecache_wire::{Status, StatusCause, StatusDetails, protobuf};
+use kubecache_wire::{METADATA_API_VERSION, Status, StatusCause, StatusDetails, protobuf};
 
 use super::continue_token::{self, ContinueToken};
 use super::params::{CollectionParams, VersionMatch};
 use super::{Context, Target, body_response, fault_for, status_response, watch};
 use crate::sim::ServingCost;
 use crate::sim::cost::Source;
-use crate::sim::encoding::Wire;
+use crate::sim::encoding::{self, Form, Wire};
 use crate::sim::faults::{self, Fault, RequestKind};
 use crate::sim::object::StoredObject;
 use crate::sim::resources::{RESOURCES, Resource};
@@ -40,8 +40,14 @@ const FRESHNESS_WAIT: Duration = Duration::from_secs(3);
 /// Size of the chunks a large body is streamed in.
 const CHUNK: usize = 256 * 1024;
 
-/// `GET` of a collection.
-pub async fn collection(ctx: &Arc<Context>, target: &Target, query: &str, wire: Wire) -> Response {
+/// `GET` of a collection, its objects in `form`.
+pub async fn collection(
+    ctx: &Arc<Context>,
+    target: &Target,
+    query: &str,
+    wire: Wire,
+    form: Form,
+) -> Response {
     let resource = &RESOURCES[target.resource];
     let parsed = if target.watch {
         let name = target.name.as_deref();
@@ -54,7 +60,11 @@ pub async fn collection(ctx: &Arc<Context>, target: &Target, query: &str, wire: 
         Err(status) => return status_response(&status, wire),
     };
     if params.watch {
-        return watch::serve(ctx, target, params, wire).await;
+        // Events are single objects: either metadata form will do.
+        return watch::serve(ctx, target, params, wire, form).await;
+    }
+    if form == (Form::Metadata { as_list: false }) {
+        return status_response(&encoding::wrong_metadata_shape(resource, true), wire);
     }
     let kind = if params.continue_token.is_some() {
         RequestKind::Continue
@@ -68,7 +78,7 @@ pub async fn collection(ctx: &Arc<Context>, target: &Target, query: &str, wire: 
     };
     match list(ctx, target, &params, fault).await {
         Ok((page, truncate, source)) => {
-            let body = encode_list(resource, wire, page);
+            let body = encode_list(resource, wire, form, page);
             let pace = ctx
                 .serve
                 .serving_cost
@@ -220,13 +230,16 @@ fn too_large_resource_version(wanted: u64, current: u64) -> Status {
     status
 }
 
-/// `GET` of one object.
-pub fn get(ctx: &Context, target: &Target, wire: Wire) -> Response {
+/// `GET` of one object, in `form`.
+pub fn get(ctx: &Context, target: &Target, wire: Wire, form: Form) -> Response {
     let resource = &RESOURCES[target.resource];
+    if form == (Form::Metadata { as_list: true }) {
+        return status_response(&encoding::wrong_metadata_shape(resource, false), wire);
+    }
     let namespace = target.namespace.as_deref().unwrap_or_default();
     let name = target.name.as_deref().unwrap_or_default();
     match ctx.store.get(target.resource, &key_of(namespace, name)) {
-        Some(object) => match object_body(resource, &object, wire) {
+        Some(object) => match object_body(resource, &object, wire, form) {
             Ok(body) => body_response(StatusCode::OK, wire, false, Body::from(body)),
             Err(status) => status_response(&status, wire),
         },
@@ -237,17 +250,29 @@ pub fn get(ctx: &Context, target: &Target, wire: Wire) -> Response {
     }
 }
 
-/// One whole object in an encoding (for gets and write responses).
+/// One whole object in an encoding and form (for gets and write
+/// responses), as the API server writes it (JSON ends with a newline).
 pub fn object_body(
     resource: &Resource,
     object: &StoredObject,
     wire: Wire,
+    form: Form,
 ) -> Result<Bytes, Status> {
-    match wire {
-        Wire::Json => Ok(object.json.clone()),
-        Wire::Protobuf => {
+    match (wire, form) {
+        (Wire::Json, Form::Whole) => Ok([&object.json[..], b"\n"].concat().into()),
+        (Wire::Json, Form::Metadata { .. }) => {
+            Ok([&object.metadata_json()[..], b"\n"].concat().into())
+        }
+        (Wire::Protobuf, Form::Whole) => {
             let raw = object.proto(resource).map_err(Status::internal)?;
             Ok(protobuf::encode_unknown(resource.api_version(), resource.kind, &raw).into())
+        }
+        (Wire::Protobuf, Form::Metadata { .. }) => {
+            let raw = object.metadata_proto().map_err(Status::internal)?;
+            Ok(
+                protobuf::encode_unknown(METADATA_API_VERSION, "PartialObjectMetadata", &raw)
+                    .into(),
+            )
         }
     }
 }
@@ -257,11 +282,12 @@ pub fn object_body(
 pub(super) fn encode_list(
     resource: &Resource,
     wire: Wire,
+    form: Form,
     page: Page,
 ) -> Box<dyn Iterator<Item = Bytes> + Send> {
     match wire {
-        Wire::Json => Box::new(JsonListChunks::new(resource, page)),
-        Wire::Protobuf => Box::new(std::iter::once(encode_proto_list(resource, page))),
+        Wire::Json => Box::new(JsonListChunks::new(resource, form, page)),
+        Wire::Protobuf => Box::new(std::iter::once(encode_proto_list(resource, form, page))),
     }
 }
 
@@ -270,15 +296,18 @@ pub(super) fn encode_list(
 struct JsonListChunks {
     head: Option<String>,
     items: std::iter::Enumerate<std::vec::IntoIter<Arc<StoredObject>>>,
+    form: Form,
     done: bool,
 }
 
 impl JsonListChunks {
-    fn new(resource: &Resource, page: Page) -> Self {
+    fn new(resource: &Resource, form: Form, page: Page) -> Self {
+        let (list_kind, api_version) = match form {
+            Form::Whole => (resource.list_kind, resource.api_version()),
+            Form::Metadata { .. } => ("PartialObjectMetadataList", METADATA_API_VERSION),
+        };
         let mut head = format!(
-            r#"{{"kind":"{}","apiVersion":"{}","metadata":{{"resourceVersion":"{}""#,
-            resource.list_kind,
-            resource.api_version(),
+            r#"{{"kind":"{list_kind}","apiVersion":"{api_version}","metadata":{{"resourceVersion":"{}""#,
             page.revision
         );
         if let Some(token) = &page.continue_token {
@@ -291,6 +320,7 @@ impl JsonListChunks {
         JsonListChunks {
             head: Some(head),
             items: page.items.into_iter().enumerate(),
+            form,
             done: false,
         }
     }
@@ -316,22 +346,35 @@ impl Iterator for JsonListChunks {
             if i > 0 {
                 buf.put_u8(b',');
             }
-            let (open, rest) = object.list_item();
-            buf.put_slice(open);
-            buf.put_slice(&rest);
+            match self.form {
+                Form::Whole => {
+                    let (open, rest) = object.list_item();
+                    buf.put_slice(open);
+                    buf.put_slice(&rest);
+                }
+                Form::Metadata { .. } => buf.put_slice(&object.metadata_json()),
+            }
         }
         Some(buf.freeze())
     }
 }
 
-fn encode_proto_list(resource: &Resource, page: Page) -> Bytes {
+fn encode_proto_list(resource: &Resource, form: Form, page: Page) -> Bytes {
     let mut items = Vec::with_capacity(page.items.len());
     for object in &page.items {
-        match object.proto(resource) {
+        let encoded = match form {
+            Form::Whole => object.proto(resource),
+            Form::Metadata { .. } => object.metadata_proto(),
+        };
+        match encoded {
             Ok(raw) => items.push(raw),
             Err(e) => tracing::error!(key = %object.key, "{e}"),
         }
     }
+    let (list_kind, api_version) = match form {
+        Form::Whole => (resource.list_kind, resource.api_version()),
+        Form::Metadata { .. } => ("PartialObjectMetadataList", METADATA_API_VERSION),
+    };
     let revision = page.revision.to_string();
     let meta = protobuf::ListMeta {
         resource_version: &revision,
@@ -341,7 +384,7 @@ fn encode_proto_list(resource: &Resource, page: Page) -> Bytes {
     let mut raw =
         Vec::with_capacity(items.iter().map(Bytes::len).sum::<usize>() + items.len() * 4 + 64);
     protobuf::encode_list(&meta, &items, &mut raw);
-    protobuf::encode_unknown(resource.api_version(), resource.list_kind, &raw).into()
+    protobuf::encode_unknown(api_version, list_kind, &raw).into()
 }
 
 /// How a body is paced: the serving cost of its encoding and path.

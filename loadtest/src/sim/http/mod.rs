@@ -202,12 +202,15 @@ async fn dispatch(
         return status_response(&faults::not_found(), Wire::Json);
     };
     let resource = &RESOURCES[target.resource];
-    let wire = match encoding::negotiate(header_str(request.headers(), header::ACCEPT), resource) {
-        Ok(wire) => wire,
-        // A log is text whatever the client accepts; only its errors are JSON.
-        Err(_) if target.subresource.as_deref() == Some("log") => Wire::Json,
-        Err((status, wire)) => return status_response(&status, wire),
-    };
+    let (wire, form) =
+        match encoding::negotiate(header_str(request.headers(), header::ACCEPT), resource) {
+            Ok(negotiated) => negotiated,
+            // A log is text whatever the client accepts; only its errors are JSON.
+            Err(_) if target.subresource.as_deref() == Some("log") => {
+                (Wire::Json, encoding::Form::Whole)
+            }
+            Err((status, wire)) => return status_response(&status, wire),
+        };
     let headers = request.headers().clone();
     let body = match axum::body::to_bytes(request.into_body(), MAX_BODY).await {
         Ok(body) => body,
@@ -233,10 +236,10 @@ async fn dispatch(
     let has_name = target.name.is_some();
     match (target.subresource.as_deref(), &method, has_name) {
         (None, &Method::GET, _) if target.watch => {
-            list::collection(&ctx, &target, &query, wire).await
+            list::collection(&ctx, &target, &query, wire, form).await
         }
-        (None, &Method::GET, false) => list::collection(&ctx, &target, &query, wire).await,
-        (None, &Method::GET, true) => list::get(&ctx, &target, wire),
+        (None, &Method::GET, false) => list::collection(&ctx, &target, &query, wire, form).await,
+        (None, &Method::GET, true) => list::get(&ctx, &target, wire, form),
         (None, &Method::POST, false) => call.create(&body),
         (None, &Method::PUT, true) => call.replace(&body, Part::Whole),
         (None, &Method::PATCH, true) => call.patch(&body, Part::Whole),

@@ -18,7 +18,12 @@ impl Call<'_> {
     /// A request to a subresource the target's resource has.
     pub fn subresource(&self, subresource: &str, method: &Method, request: &Bytes) -> Response {
         match (subresource, method) {
-            ("status", &Method::GET) => list::get(self.ctx, self.target, self.wire),
+            ("status", &Method::GET) => list::get(
+                self.ctx,
+                self.target,
+                self.wire,
+                crate::sim::encoding::Form::Whole,
+            ),
             ("status", &Method::PUT) => self.replace(request, Part::Status),
             ("status", &Method::PATCH) => self.patch(request, Part::Status),
             ("log", &Method::GET) => self.log(),

@@ -22,7 +22,7 @@ use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
-use kubecache_wire::{Status, protobuf};
+use kubecache_wire::{METADATA_API_VERSION, Status, protobuf};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 use tokio_stream::wrappers::ReceiverStream;
@@ -32,7 +32,7 @@ use super::params::CollectionParams;
 use super::{Context, Target, body_response, fault_for, status_response};
 use crate::sim::ServingCost;
 use crate::sim::cost::Source;
-use crate::sim::encoding::Wire;
+use crate::sim::encoding::{Form, Wire};
 use crate::sim::faults::{self, Fault, RequestKind};
 use crate::sim::object::StoredObject;
 use crate::sim::resources::{RESOURCES, Resource};
@@ -68,6 +68,7 @@ pub async fn serve(
     target: &Target,
     params: CollectionParams,
     wire: Wire,
+    form: Form,
 ) -> Response {
     let resource = &RESOURCES[target.resource];
     let forbidden = || {
@@ -109,6 +110,7 @@ pub async fn serve(
         out: Output {
             tx,
             wire,
+            form,
             resource: &RESOURCES[target.resource],
             buf: BytesMut::new(),
             sent: 0,
@@ -269,6 +271,8 @@ fn too_old(rv: u64, error: ReadError) -> Status {
 struct Output {
     tx: mpsc::Sender<std::io::Result<Bytes>>,
     wire: Wire,
+    /// Whole objects, or their `PartialObjectMetadata`.
+    form: Form,
     resource: &'static Resource,
     buf: BytesMut,
     /// Events sent so far, for `DropWatch`.
@@ -303,18 +307,37 @@ impl Output {
     fn encode(&self, kind: &str, object: &StoredObject) -> Vec<u8> {
         match self.wire {
             Wire::Json => {
-                let mut line = Vec::with_capacity(object.json.len() + 32);
+                let json = match self.form {
+                    Form::Whole => object.json.clone(),
+                    Form::Metadata { .. } => object.metadata_json(),
+                };
+                let mut line = Vec::with_capacity(json.len() + 32);
                 line.extend_from_slice(br#"{"type":""#);
                 line.extend_from_slice(kind.as_bytes());
                 line.extend_from_slice(br#"","object":"#);
-                line.extend_from_slice(&object.json);
+                line.extend_from_slice(&json);
                 line.extend_from_slice(b"}\n");
                 line
             }
             Wire::Protobuf => {
-                let raw = object.proto(self.resource).unwrap_or_default();
-                let envelope =
-                    protobuf::encode_unknown(self.resource.api_version(), self.resource.kind, &raw);
+                let envelope = match self.form {
+                    Form::Whole => {
+                        let raw = object.proto(self.resource).unwrap_or_default();
+                        protobuf::encode_unknown(
+                            self.resource.api_version(),
+                            self.resource.kind,
+                            &raw,
+                        )
+                    }
+                    Form::Metadata { .. } => {
+                        let raw = object.metadata_proto().unwrap_or_default();
+                        protobuf::encode_unknown(
+                            METADATA_API_VERSION,
+                            "PartialObjectMetadata",
+                            &raw,
+                        )
+                    }
+                };
                 protobuf::encode_watch_event(kind, &envelope)
             }
         }
@@ -327,25 +350,39 @@ impl Output {
         } else {
             ""
         };
-        let (created, shape) = if r.builtin {
-            (r#","creationTimestamp":null"#, bookmark_shape(r))
-        } else {
-            ("", "")
+        // PartialObjectMetadata is a built-in type: its bookmark has the
+        // null creationTimestamp and no more.
+        let (kind, api_version, builtin, shape) = match self.form {
+            Form::Whole => (r.kind, r.api_version(), r.builtin, bookmark_shape(r)),
+            Form::Metadata { .. } => ("PartialObjectMetadata", METADATA_API_VERSION, true, ""),
         };
+        let created = if builtin {
+            r#","creationTimestamp":null"#
+        } else {
+            ""
+        };
+        let metadata = format!(r#"{{"resourceVersion":"{revision}"{created}{annotations}}}"#);
         let json = format!(
-            r#"{{"kind":"{}","apiVersion":"{}","metadata":{{"resourceVersion":"{revision}"{created}{annotations}}}{shape}}}"#,
-            r.kind,
-            r.api_version()
+            r#"{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{metadata}{shape}}}"#
         );
         let encoded = match self.wire {
             Wire::Json => format!("{{\"type\":\"BOOKMARK\",\"object\":{json}}}\n").into_bytes(),
             Wire::Protobuf => {
-                let ty = protobuf::message_type(r.api_version(), r.kind)
-                    .expect("built-in kinds have protobuf types");
-                let raw = protobuf::json_to_proto(ty, json.as_bytes()).expect("bookmarks encode");
+                let raw = match self.form {
+                    Form::Whole => {
+                        let ty = protobuf::message_type(api_version, kind)
+                            .expect("built-in kinds have protobuf types");
+                        protobuf::json_to_proto(ty, json.as_bytes())
+                    }
+                    Form::Metadata { .. } => protobuf::json_to_proto(
+                        kubecache_wire::partial_object_metadata(),
+                        format!(r#"{{"metadata":{metadata}}}"#).as_bytes(),
+                    ),
+                }
+                .expect("bookmarks encode");
                 protobuf::encode_watch_event(
                     "BOOKMARK",
-                    &protobuf::encode_unknown(r.api_version(), r.kind, &raw),
+                    &protobuf::encode_unknown(api_version, kind, &raw),
                 )
             }
         };

@@ -23,7 +23,7 @@ use super::list::{Page, encode_list, object_body};
 use super::params::CollectionParams;
 use super::{Call, body, body_response, status_response};
 use crate::sim::auth::{Attributes, ResourceAttributes};
-use crate::sim::encoding::Wire;
+use crate::sim::encoding::{Form, Wire};
 use crate::sim::object::StoredObject;
 use crate::sim::patch::{self, PatchType, Schema};
 use crate::sim::store::{ListRead, now_rfc3339};
@@ -230,7 +230,7 @@ impl Call<'_> {
             continue_token: None,
             remaining: None,
         };
-        let chunks: Vec<Bytes> = encode_list(resource, self.wire, page).collect();
+        let chunks: Vec<Bytes> = encode_list(resource, self.wire, Form::Whole, page).collect();
         body_response(
             StatusCode::OK,
             self.wire,
@@ -270,7 +270,9 @@ impl Call<'_> {
 
     /// The answer with the written object.
     fn respond(&self, result: Result<Arc<StoredObject>, Status>, code: StatusCode) -> Response {
-        match result.and_then(|object| object_body(self.resource(), &object, self.wire)) {
+        match result
+            .and_then(|object| object_body(self.resource(), &object, self.wire, Form::Whole))
+        {
             Ok(body) => body_response(code, self.wire, false, Body::from(body)),
             Err(status) => status_response(&status, self.wire),
         }
