@@ -7,6 +7,8 @@
 
 pub mod auth;
 pub mod config;
+#[cfg(test)]
+mod golden;
 mod http;
 mod metrics;
 pub mod passthrough;

@@ -12,9 +12,10 @@
 //! and the event log keep alive), dropped with it. A protobuf message is
 //! about 60% of its JSON; a metadata message is the size of the object's
 //! metadata. [`encoded_bytes`] says what they hold at the moment, process
-//! wide. The metadata JSON is not kept: it is a slice of the object's JSON
-//! between a fixed prefix and a `}`, and only the position of that slice is
-//! cached.
+//! wide. The metadata JSON of a built-in kind is not kept: it is a slice of
+//! the object's JSON between a fixed prefix and a `}`, and only the position
+//! of that slice is cached. A custom resource's is kept (see
+//! [`CachedObject::metadata_json`]).
 
 use std::ops::Range;
 use std::sync::OnceLock;
@@ -33,7 +34,7 @@ pub const METADATA_API_VERSION: &str = "meta.k8s.io/v1";
 pub const METADATA_JSON_PREFIX: &[u8] =
     br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#;
 
-/// Bytes held by the protobuf messages and the metadata messages of every
+/// Bytes held by the protobuf messages and the metadata encodings of every
 /// object alive.
 static PROTOBUF_BYTES: AtomicUsize = AtomicUsize::new(0);
 static METADATA_BYTES: AtomicUsize = AtomicUsize::new(0);
@@ -43,15 +44,16 @@ static METADATA_BYTES: AtomicUsize = AtomicUsize::new(0);
 pub struct EncodedBytes {
     /// Objects' protobuf messages.
     pub protobuf: usize,
-    /// Objects' `PartialObjectMetadata` protobuf messages.
-    pub metadata_protobuf: usize,
+    /// Objects' `PartialObjectMetadata` protobuf messages, and custom
+    /// resources' metadata JSON in `ObjectMeta`'s order.
+    pub metadata: usize,
 }
 
 /// The bytes the encodings made on demand hold now, process wide.
 pub fn encoded_bytes() -> EncodedBytes {
     EncodedBytes {
         protobuf: PROTOBUF_BYTES.load(Ordering::Relaxed),
-        metadata_protobuf: METADATA_BYTES.load(Ordering::Relaxed),
+        metadata: METADATA_BYTES.load(Ordering::Relaxed),
     }
 }
 
@@ -64,6 +66,8 @@ pub struct Encodings {
     metadata_protobuf: OnceLock<Bytes>,
     /// Where `metadata` lies in the JSON; empty when it has none.
     metadata: OnceLock<Range<u32>>,
+    /// A custom resource's metadata in `ObjectMeta`'s field order.
+    ordered_metadata: OnceLock<Bytes>,
 }
 
 impl Clone for Encodings {
@@ -85,7 +89,10 @@ impl Drop for Encodings {
         if let Some(b) = self.protobuf.get() {
             PROTOBUF_BYTES.fetch_sub(b.len(), Ordering::Relaxed);
         }
-        if let Some(b) = self.metadata_protobuf.get() {
+        for b in [self.metadata_protobuf.get(), self.ordered_metadata.get()]
+            .into_iter()
+            .flatten()
+        {
             METADATA_BYTES.fetch_sub(b.len(), Ordering::Relaxed);
         }
     }
@@ -142,10 +149,28 @@ impl CachedObject {
 
     /// The object as a `PartialObjectMetadata` in JSON: the pieces to write
     /// one after the other.
-    pub fn metadata_json(&self) -> [Bytes; 3] {
+    ///
+    /// The API server writes it from a Go `ObjectMeta`, its keys in the
+    /// struct's field order. `typed`: the object's JSON came from a typed
+    /// object (a built-in kind) and its metadata is in that order already,
+    /// so it is sent as it is stored. Otherwise (a custom resource, whose
+    /// JSON the API server writes with sorted keys) the metadata is written
+    /// again in `ObjectMeta`'s order through its protobuf message, on first
+    /// use, and kept; metadata that does not fit `ObjectMeta` is sent as
+    /// stored.
+    pub fn metadata_json(&self, typed: bool) -> [Bytes; 3] {
+        let metadata = if typed {
+            self.metadata()
+        } else {
+            get_or_make(&self.encodings.ordered_metadata, &METADATA_BYTES, || {
+                let proto = protobuf::json_to_proto(object_meta(), &self.metadata())?;
+                protobuf::proto_to_json(object_meta(), &proto)
+            })
+            .unwrap_or_else(|_| self.metadata())
+        };
         [
             Bytes::from_static(METADATA_JSON_PREFIX),
-            self.metadata(),
+            metadata,
             Bytes::from_static(b"}"),
         ]
     }
@@ -196,7 +221,22 @@ mod tests {
             r#"{"metadata":{"name":"a","namespace":"n","resourceVersion":"7","labels":{"x":"y"}},"spec":{"metadata":{}}}"#,
         );
         assert_eq!(
-            object.metadata_json().concat(),
+            object.metadata_json(true).concat(),
+            br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","namespace":"n","resourceVersion":"7","labels":{"x":"y"}}}"#
+        );
+    }
+
+    #[test]
+    fn a_custom_resources_metadata_is_written_in_object_meta_order() {
+        let widget = decode_object(
+            br#"{"metadata":{"labels":{"x":"y"},"name":"a","namespace":"n","resourceVersion":"7"}}"#,
+            "Widget",
+            "example.com/v1",
+            &Transform::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            widget.metadata_json(false).concat(),
             br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","namespace":"n","resourceVersion":"7","labels":{"x":"y"}}}"#
         );
     }
@@ -221,6 +261,6 @@ mod tests {
         );
         // Other tests run beside this one: the counter holds at least ours.
         assert!(encoded_bytes().protobuf >= first.len());
-        assert!(encoded_bytes().metadata_protobuf >= meta.len());
+        assert!(encoded_bytes().metadata >= meta.len());
     }
 }

@@ -129,6 +129,15 @@ impl Kind {
         })
     }
 
+    /// `object` in JSON with `kind` and `apiVersion`, as pieces to write
+    /// one after the other (kept encodings: nothing is copied).
+    pub fn json(&self, object: &CachedObject, shape: Shape) -> [Bytes; 3] {
+        match shape {
+            Shape::Object => [object.json.clone(), Bytes::new(), Bytes::new()],
+            Shape::Metadata => object.metadata_json(self.builtin),
+        }
+    }
+
     /// `object` as a whole body (a get's, or a watch event's object): JSON
     /// with `kind` and `apiVersion`, or `k8s\0` + `runtime.Unknown`.
     ///
@@ -137,20 +146,11 @@ impl Kind {
     /// See [`message`](Self::message).
     pub fn body(&self, object: &CachedObject, shape: Shape, wire: Wire) -> Result<Vec<u8>, Status> {
         Ok(match wire {
-            Wire::Json => json(object, shape).concat(),
+            Wire::Json => self.json(object, shape).concat(),
             Wire::Protobuf => {
                 let (api_version, kind) = self.type_meta(shape);
                 protobuf::encode_unknown(api_version, kind, &self.message(object, shape)?)
             }
         })
-    }
-}
-
-/// `object` in JSON with `kind` and `apiVersion`, as pieces to write one
-/// after the other (slices of its JSON: nothing is copied).
-pub fn json(object: &CachedObject, shape: Shape) -> [Bytes; 3] {
-    match shape {
-        Shape::Object => [object.json.clone(), Bytes::new(), Bytes::new()],
-        Shape::Metadata => object.metadata_json(),
     }
 }

@@ -11,7 +11,7 @@ use kubecache_reflector::Event;
 use kubecache_wire::protobuf;
 use kubecache_wire::{CachedObject, ChangeType, Status};
 
-use crate::served::encoding::{self, Kind, Shape, Wire};
+use crate::served::encoding::{Kind, Shape, Wire};
 use crate::served::{Filter, Predicates};
 
 /// One event as a watcher receives it, shared by every watcher that
@@ -69,7 +69,7 @@ impl Frame {
         }
         let event_type = self.kind.as_str();
         let bytes = match wire {
-            Wire::Json => json_event(event_type, &encoding::json(&self.object, shape)),
+            Wire::Json => json_event(event_type, &resource.json(&self.object, shape)),
             Wire::Protobuf => {
                 protobuf_event(event_type, &resource.body(&self.object, shape, wire)?)
             }

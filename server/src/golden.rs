@@ -1,0 +1,54 @@
+//! The golden corpus of a real kube-apiserver's answers
+//! (`../shared/apiserver-golden`, next to the checkout; see its README),
+//! for the unit tests that compare kubecache's encodings with it.
+
+use std::io::Read as _;
+
+use kubecache_wire::{CachedObject, Transform, decode_object};
+use serde_json::Value;
+
+const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/apiserver-golden");
+
+/// A corpus file's bytes as the server sent them (`.gz` files were
+/// compressed after recording).
+pub fn read(file: &str) -> Vec<u8> {
+    let path = format!("{CORPUS}/{file}");
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    if !file.ends_with(".gz") {
+        return bytes;
+    }
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(&bytes[..])
+        .read_to_end(&mut out)
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    out
+}
+
+/// A corpus file as JSON.
+pub fn json(file: &str) -> Value {
+    serde_json::from_slice(&read(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+/// `object` as the store keeps it, managed fields included (the corpus has
+/// them).
+pub fn object(object: &[u8], kind: &str, api_version: &str) -> CachedObject {
+    decode_object(object, kind, api_version, &Transform::keep_everything())
+        .unwrap_or_else(|e| panic!("{kind}: {e}"))
+}
+
+/// `value` without Go's zero values of non-pointer fields (`""`, `0`,
+/// `false`), recursively: what a real server's protobuf carries and its JSON
+/// leaves out. Writing them as Go does is the protobuf encoder's part,
+/// checked by its own tests; here the encodings are compared without them.
+pub fn without_zero_values(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(_, v)| **v != "" && **v != 0 && **v != false)
+                .map(|(k, v)| (k.clone(), without_zero_values(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_zero_values).collect()),
+        other => other.clone(),
+    }
+}
