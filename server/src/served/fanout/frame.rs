@@ -126,9 +126,11 @@ fn protobuf_event(event_type: &str, envelope: &[u8]) -> Bytes {
 
 /// A `BOOKMARK` at `resource_version` in `shape` and `wire`;
 /// `initial_events_end` marks the end of a streaming list's initial events
-/// (`k8s.io/initial-events-end`). A metadata bookmark is a
-/// `PartialObjectMetadata` with a null `creationTimestamp`, as the API
-/// server's.
+/// (`k8s.io/initial-events-end`). Its object is the API server's: a Go zero
+/// object with only a resourceVersion (and a null `creationTimestamp` for
+/// typed ones, `PartialObjectMetadata` included), except that the JSON of
+/// a built-in kind lacks the empty `spec` and `status` Go writes for some
+/// (a Pod's `"spec":{"containers":null},"status":{}`).
 pub(crate) fn bookmark(
     resource: &Kind,
     shape: Shape,
@@ -141,9 +143,12 @@ pub(crate) fn bookmark(
     } else {
         ""
     };
-    let created = match shape {
-        Shape::Object => "",
-        Shape::Metadata => r#","creationTimestamp":null"#,
+    // Go's zero `ObjectMeta` of a typed object: a null creationTimestamp
+    // (an empty Time message in protobuf).
+    let created = if shape == Shape::Metadata || resource.builtin {
+        r#","creationTimestamp":null"#
+    } else {
+        ""
     };
     let metadata = format!(r#"{{"resourceVersion":"{resource_version}"{created}{annotations}}}"#);
     let (api_version, kind) = resource.type_meta(shape);
@@ -274,6 +279,124 @@ mod tests {
             assert!(["BOOKMARK", "ERROR"].contains(&event.event_type.as_str()));
             assert!(decoder.next_event().unwrap().is_none());
             decoder.finish().unwrap();
+        }
+    }
+
+    /// A recorded watch event: its type and its object's bytes.
+    fn recorded(line: &[u8]) -> (String, &serde_json::value::RawValue) {
+        #[derive(serde::Deserialize)]
+        struct Event<'a> {
+            #[serde(rename = "type")]
+            event_type: String,
+            #[serde(borrow)]
+            object: &'a serde_json::value::RawValue,
+        }
+        let event: Event<'_> = serde_json::from_slice(line).unwrap();
+        (event.event_type, event.object)
+    }
+
+    fn change(event_type: &str) -> ChangeType {
+        match event_type {
+            "ADDED" => ChangeType::Added,
+            "MODIFIED" => ChangeType::Modified,
+            "DELETED" => ChangeType::Deleted,
+            other => panic!("{other} is not a change"),
+        }
+    }
+
+    fn lines(body: &[u8]) -> Vec<&[u8]> {
+        body.split_inclusive(|b| *b == b'\n').collect()
+    }
+
+    /// The frames of a watch over the recorded window: the full objects of
+    /// `watch/pods-meta.watch.json`, bookmarks at their recorded revision.
+    fn recorded_frames(shape: Shape, wire: Wire) -> Vec<Bytes> {
+        let full = crate::golden::read("watch/pods-meta.watch.json");
+        lines(&full)
+            .into_iter()
+            .map(|line| {
+                let (event_type, object) = recorded(line);
+                if event_type == "BOOKMARK" {
+                    let object: serde_json::Value = serde_json::from_str(object.get()).unwrap();
+                    let rv = object["metadata"]["resourceVersion"].as_str().unwrap();
+                    return bookmark(&pods(), shape, wire, rv.parse().unwrap(), false);
+                }
+                let object = crate::golden::object(object.get().as_bytes(), "Pod", "v1");
+                let position = object.resource_version;
+                Frame::new(change(&event_type), Arc::new(object), position)
+                    .encoded(&pods(), shape, wire)
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    /// Five watches of one window were recorded side by side: kubecache's
+    /// events of the full objects are the API server's, byte for byte, whole
+    /// and metadata-only (the metadata watch reports the status-only change
+    /// too: only its resourceVersion moves).
+    #[test]
+    fn json_watch_events_are_the_api_servers_whole_and_metadata_only() {
+        let full = crate::golden::read("watch/pods-meta.watch.json");
+        let metadata = crate::golden::read("watch/pods.metadata.watch.json");
+        for (want, shape) in [(&full, Shape::Object), (&metadata, Shape::Metadata)] {
+            let got = recorded_frames(shape, Wire::Json);
+            let want = lines(want);
+            assert_eq!(got.len(), want.len(), "{shape:?}");
+            for (got, want) in got.iter().zip(want) {
+                if shape == Shape::Object && want.starts_with(br#"{"type":"BOOKMARK""#) {
+                    // The empty spec and status of a Pod bookmark are not
+                    // written (see `bookmark`).
+                    continue;
+                }
+                assert_eq!(
+                    std::str::from_utf8(got).unwrap(),
+                    std::str::from_utf8(want).unwrap(),
+                    "{shape:?}"
+                );
+            }
+        }
+    }
+
+    /// The same window over protobuf: the same frames up to Go's zero
+    /// values (see [`crate::golden::without_zero_values`]), whole objects
+    /// (bookmarks aside: the API server's carry the empty spec and status
+    /// of a Go zero Pod) and metadata-only.
+    #[test]
+    fn protobuf_watch_events_are_the_api_servers_whole_and_metadata_only() {
+        let decode = |frames: &[u8], shape: Shape| {
+            let mut decoder = protobuf::WatchFrameDecoder::new();
+            decoder.push(frames);
+            let mut events = Vec::new();
+            while let Some(event) = decoder.next_event().unwrap() {
+                let unknown = protobuf::decode_unknown(&event.object).unwrap();
+                let ty = match shape {
+                    Shape::Object => protobuf::message_type("v1", "Pod").unwrap(),
+                    Shape::Metadata => kubecache_wire::partial_object_metadata(),
+                };
+                let json = protobuf::proto_to_json(ty, unknown.raw).unwrap();
+                let object: serde_json::Value = serde_json::from_slice(&json).unwrap();
+                let object = if event.event_type == "BOOKMARK" {
+                    serde_json::json!({"metadata": object["metadata"]})
+                } else {
+                    object
+                };
+                events.push((
+                    event.event_type,
+                    unknown.api_version.to_string(),
+                    unknown.kind.to_string(),
+                    crate::golden::without_zero_values(&object),
+                ));
+            }
+            decoder.finish().unwrap();
+            events
+        };
+        for (file, shape) in [
+            ("watch/pods-meta.watch.pb", Shape::Object),
+            ("watch/pods.metadata.watch.pb", Shape::Metadata),
+        ] {
+            let got = recorded_frames(shape, Wire::Protobuf).concat();
+            let want = crate::golden::read(file);
+            assert_eq!(decode(&got, shape), decode(&want, shape), "{file}");
         }
     }
 }
