@@ -103,6 +103,11 @@ pub(crate) fn render(caches: &ServedResources, auth: &Auth) -> String {
     let (tokens, access) = auth.cached();
     metrics::gauge!("kubecache_auth_cache_entries", "review" => "token").set(tokens as f64);
     metrics::gauge!("kubecache_auth_cache_entries", "review" => "access").set(access as f64);
+    let encoded = kubecache_wire::encoded_bytes();
+    metrics::gauge!("kubecache_encoded_bytes", "encoding" => "protobuf")
+        .set(encoded.protobuf as f64);
+    metrics::gauge!("kubecache_encoded_bytes", "encoding" => "metadata")
+        .set(encoded.metadata as f64);
     for cache in caches.iter() {
         let resource = cache.name();
         let snapshot = cache.reader.snapshot();
@@ -252,6 +257,11 @@ fn describe() {
         "kubecache_store_bytes",
         Unit::Bytes,
         "About the bytes the store's objects hold (JSON and parsed fields)."
+    );
+    describe_gauge!(
+        "kubecache_encoded_bytes",
+        Unit::Bytes,
+        "Bytes of the encodings made on demand and kept beside the objects alive, all resources: protobuf messages, and metadata-only ones (PartialObjectMetadata)."
     );
     describe_gauge!(
         "kubecache_event_log_bytes",

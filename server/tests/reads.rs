@@ -344,17 +344,6 @@ async fn bad_requests_get_a_status_that_says_what_is_wrong() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn protobuf_only_clients_are_told_what_is_served() {
-    let served = serve(Setup::default()).await;
-    let request = http::Request::get("/api/v1/pods")
-        .header("accept", "application/vnd.kubernetes.protobuf")
-        .body(http_body_util::Empty::<bytes::Bytes>::new())
-        .unwrap();
-    let (code, _) = common::send(&served.url, request).await;
-    assert_eq!(code, 406);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_continue_token_outliving_its_snapshot_gets_410_with_an_inconsistent_token() {
     let served = serve(Setup {
         settings: ServeSettings {
