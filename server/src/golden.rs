@@ -24,11 +24,6 @@ pub fn read(file: &str) -> Vec<u8> {
     out
 }
 
-/// A corpus file as JSON.
-pub fn json(file: &str) -> Value {
-    serde_json::from_slice(&read(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
-}
-
 /// `object` as the store keeps it, managed fields included (the corpus has
 /// them).
 pub fn object(object: &[u8], kind: &str, api_version: &str) -> CachedObject {
