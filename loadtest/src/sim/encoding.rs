@@ -55,7 +55,9 @@ pub enum Form {
 /// (`as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`) are served in JSON
 /// and in protobuf for every resource, custom ones included (the API server
 /// converts to a built-in type). Errors carry the encoding the 406 Status
-/// itself should use.
+/// itself should use. A metadata-only request's other errors are encoded
+/// like its body (the API server encodes them in the first type without
+/// `as=`, JSON for client-go's metadata client; clients read either).
 pub fn negotiate(
     accept: Option<&str>,
     resource: &Resource,
