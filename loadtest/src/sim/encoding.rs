@@ -234,10 +234,13 @@ mod tests {
     #[test]
     fn media_types_match_in_any_case_and_q_0_refuses_one() {
         let (pods, widgets) = (&RESOURCES[ids::PODS], &RESOURCES[ids::WIDGETS]);
-        assert_eq!(negotiate(Some("Application/JSON"), pods), Ok(Wire::Json));
+        assert_eq!(
+            negotiate(Some("Application/JSON"), pods),
+            Ok((Wire::Json, Form::Whole))
+        );
         assert_eq!(
             negotiate(Some("APPLICATION/VND.KUBERNETES.PROTOBUF"), pods),
-            Ok(Wire::Protobuf)
+            Ok((Wire::Protobuf, Form::Whole))
         );
         assert_eq!(
             negotiate(Some("application/json;q=0"), pods)
@@ -248,7 +251,7 @@ mod tests {
         );
         assert_eq!(
             negotiate(Some("application/json;q=0, */*"), pods),
-            Ok(Wire::Protobuf)
+            Ok((Wire::Protobuf, Form::Whole))
         );
         assert_eq!(
             negotiate(Some("application/json;q=0, */*"), widgets)
@@ -259,7 +262,7 @@ mod tests {
         );
         assert_eq!(
             negotiate(Some("application/json;q=0.5"), pods),
-            Ok(Wire::Json)
+            Ok((Wire::Json, Form::Whole))
         );
     }
 

@@ -6,9 +6,10 @@
 //! `Accept` is a comma-separated list of media ranges with parameters.
 //! Media types match case-insensitively; a range with `q=0` (or a `q` that
 //! does not parse, which Go reads as 0) is refused, and JSON refused so is
-//! not served for a wildcard either (RFC 9110's "not acceptable"); the
-//! others are tried highest `q` first, in the order written among equals.
-//! The first range kubecache can serve wins:
+//! not served for a wildcard either (RFC 9110's "not acceptable": the
+//! wildcard means protobuf then); the others are tried highest `q` first,
+//! in the order written among equals. The first range kubecache can serve
+//! wins:
 //! - `application/json` (also `*/*` and `application/*`): the objects in JSON;
 //! - `application/vnd.kubernetes.protobuf`: the objects in protobuf, for kinds
 //!   with a protobuf schema only (custom resources have none; kinds of
@@ -99,21 +100,30 @@ impl Range<'_> {
         ["as", "g", "v"].iter().any(|k| self.param(k).is_some())
     }
 
-    /// The encoding of its media type, if kubecache has it.
-    fn wire(&self) -> Option<Wire> {
+    /// The encoding of its media type, if kubecache has it; a wildcard is
+    /// JSON, or protobuf when JSON is refused.
+    fn wire(&self, json_refused: bool) -> Option<Wire> {
         match self.media.as_str() {
-            JSON | "application/*" | "*/*" => Some(Wire::Json),
-            PROTOBUF => Some(Wire::Protobuf),
+            JSON => Some(Wire::Json),
+            "application/*" | "*/*" if !json_refused => Some(Wire::Json),
+            PROTOBUF | "application/*" | "*/*" => Some(Wire::Protobuf),
             _ => None,
         }
     }
 }
 
-/// The media ranges of `accept` that are not refused (`q` > 0), highest
-/// `q` first; a wildcard is dropped too when plain JSON is refused.
-fn ranges(accept: &str) -> Vec<Range<'_>> {
+/// The media ranges of an `Accept` header.
+struct Ranges<'a> {
+    /// Those not refused (`q` > 0), highest `q` first.
+    accepted: Vec<Range<'a>>,
+    /// Plain JSON is refused (`application/json;q=0`).
+    json_refused: bool,
+}
+
+/// The media ranges of `accept`.
+fn ranges(accept: &str) -> Ranges<'_> {
     let mut json_refused = false;
-    let mut ranges: Vec<Range<'_>> = accept
+    let mut accepted: Vec<Range<'_>> = accept
         .split(',')
         .filter_map(|clause| {
             let mut parts = clause.split(';');
@@ -145,11 +155,11 @@ fn ranges(accept: &str) -> Vec<Range<'_>> {
             None
         })
         .collect();
-    if json_refused {
-        ranges.retain(|range| !matches!(range.media.as_str(), "*/*" | "application/*"));
+    accepted.sort_by(|a, b| b.q.total_cmp(&a.q));
+    Ranges {
+        accepted,
+        json_refused,
     }
-    ranges.sort_by(|a, b| b.q.total_cmp(&a.q));
-    ranges
 }
 
 /// How to answer `read` of `served` for `accept` (`None`: no header, JSON)
@@ -168,8 +178,11 @@ pub(crate) fn negotiate(
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
         return Ok(Rendering::Encoded(Shape::Object, Wire::Json));
     };
-    for range in ranges(accept) {
-        let Some(wire) = range.wire() else { continue };
+    let ranges = ranges(accept);
+    for range in &ranges.accepted {
+        let Some(wire) = range.wire(ranges.json_refused) else {
+            continue;
+        };
         if range.param("stream").is_some_and(|s| s != "watch") {
             continue;
         }
@@ -247,10 +260,12 @@ pub(crate) fn error_wire(accept: Option<&str>) -> Option<Wire> {
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
         return Some(Wire::Json);
     };
-    ranges(accept)
+    let ranges = ranges(accept);
+    ranges
+        .accepted
         .iter()
         .filter(|range| !range.converts())
-        .find_map(Range::wire)
+        .find_map(|range| range.wire(ranges.json_refused))
 }
 
 #[cfg(test)]
@@ -396,9 +411,15 @@ mod tests {
             Ok(Rendering::Encoded(Shape::Object, Wire::Json))
         );
         assert_eq!(
-            list("application/json;q=0, */*", pods()).unwrap_err().code,
-            406,
+            list("application/json;q=0, */*", pods()),
+            Ok(Rendering::Encoded(Shape::Object, Wire::Protobuf)),
             "JSON refused is not served for a wildcard"
+        );
+        assert_eq!(
+            list("application/json;q=0, */*", widgets())
+                .unwrap_err()
+                .code,
+            406
         );
         let table = "application/json;q=0, application/json;as=Table;v=v1;g=meta.k8s.io";
         assert!(matches!(list(table, pods()), Ok(Rendering::Table { .. })));
