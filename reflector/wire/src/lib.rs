@@ -19,7 +19,7 @@ pub use decode::{
     WatchEventType, WatchLine, decode_object, parse_list, parse_resource_version, parse_watch_line,
     peek_object_key, with_resource_version,
 };
-pub use object::{CachedObject, ObjectKey};
+pub use object::{CachedObject, ObjectKey, builtin_kind};
 pub use selector::{
     FieldOperator, FieldRequirement, FieldSelector, LabelOperator, LabelRequirement, LabelSelector,
     SelectorError,

@@ -176,9 +176,7 @@ impl ServedResource {
         settings: &ServeSettings,
     ) -> Self {
         let resource = upstream.spec().resource.clone();
-        let builtin =
-            kubecache_wire::protobuf::message_type(&resource.api_version(), &resource.kind)
-                .is_some();
+        let builtin = kubecache_wire::builtin_kind(&resource.api_version(), &resource.kind);
         let indexes: Arc<[IndexSpec]> = reader.snapshot().field_indexes().into();
         ServedResource {
             hub: Hub::start(&reader, indexes.clone()),
