@@ -321,34 +321,19 @@ impl Output {
     }
 
     async fn bookmark(&mut self, revision: u64, initial_events_end: bool) -> Result<(), Closed> {
-        let r = self.resource;
-        let annotations = if initial_events_end {
-            r#","annotations":{"k8s.io/initial-events-end":"true"}"#
-        } else {
-            ""
-        };
-        let (created, shape) = if r.builtin {
-            (r#","creationTimestamp":null"#, bookmark_shape(r))
-        } else {
-            ("", "")
-        };
-        let json = format!(
-            r#"{{"kind":"{}","apiVersion":"{}","metadata":{{"resourceVersion":"{revision}"{created}{annotations}}}{shape}}}"#,
-            r.kind,
-            r.api_version()
+        // An empty object of the kind at `revision`, written as any object
+        // of the kind is (`"creationTimestamp":null`, a Pod's
+        // `"spec":{"containers":null}`, ...).
+        let mut metadata = serde_json::json!({ "resourceVersion": revision.to_string() });
+        if initial_events_end {
+            metadata["annotations"] = serde_json::json!({ "k8s.io/initial-events-end": "true" });
+        }
+        let object = StoredObject::new(
+            self.resource,
+            serde_json::json!({ "metadata": metadata }),
+            revision,
         );
-        let encoded = match self.wire {
-            Wire::Json => format!("{{\"type\":\"BOOKMARK\",\"object\":{json}}}\n").into_bytes(),
-            Wire::Protobuf => {
-                let ty = protobuf::message_type(r.api_version(), r.kind)
-                    .expect("built-in kinds have protobuf types");
-                let raw = protobuf::json_to_proto(ty, json.as_bytes()).expect("bookmarks encode");
-                protobuf::encode_watch_event(
-                    "BOOKMARK",
-                    &protobuf::encode_unknown(r.api_version(), r.kind, &raw),
-                )
-            }
-        };
+        let encoded = self.encode("BOOKMARK", &object);
         self.buf.put_slice(&encoded);
         self.flush().await
     }
@@ -396,15 +381,5 @@ impl Output {
             .send(Err(std::io::Error::other("injected fault: watch dropped")))
             .await;
         Err(Closed)
-    }
-}
-
-/// The empty shape of a built-in kind after its metadata, as a bookmark
-/// object carries it (`"spec":{"containers":null},"status":{}` for pods).
-fn bookmark_shape(resource: &Resource) -> &'static str {
-    match resource.kind {
-        "Pod" => r#","spec":{"containers":null},"status":{}"#,
-        "Namespace" => r#","spec":{},"status":{}"#,
-        _ => "",
     }
 }
