@@ -6,27 +6,9 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
-use super::resources::Resource;
+use kubecache_wire::protobuf;
 
-/// Keys of `metadata` in the order the API server writes them (Go's
-/// `ObjectMeta` field order); unknown keys follow in their own order.
-const METADATA_ORDER: &[&str] = &[
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-];
+use super::resources::Resource;
 
 /// An immutable object version as the API server stores it.
 #[derive(Debug)]
@@ -42,7 +24,8 @@ pub struct StoredObject {
     pub revision: u64,
     /// `metadata.generation`, if the resource keeps one.
     pub generation: Option<i64>,
-    /// The whole object as JSON, `kind` and `apiVersion` first.
+    /// The whole object as JSON, as the API server writes it (see
+    /// `serialize`): `kind` and `apiVersion` first for built-in kinds.
     pub json: Bytes,
     /// Length of the `{"kind":…,"apiVersion":…,` prefix: list items of
     /// built-in kinds leave it out, as the API server does.
@@ -52,7 +35,7 @@ pub struct StoredObject {
     /// Values of the resource's extra field-selector labels, in the order of
     /// [`Resource::extra_fields`].
     pub fields: Vec<String>,
-    /// The protobuf message, encoded on first use and kept.
+    /// The protobuf message, encoded with the JSON (or on first use) and kept.
     proto: OnceLock<Bytes>,
     /// The `PartialObjectMetadata` JSON and protobuf message, likewise.
     metadata_json: OnceLock<Bytes>,
@@ -87,7 +70,7 @@ impl StoredObject {
             .iter()
             .map(|label| field_value(&object, label))
             .collect();
-        let (json, type_meta_len) = serialize(resource, object);
+        let (json, type_meta_len, proto) = serialize(resource, object);
         let key = if namespace.is_empty() {
             name.clone()
         } else {
@@ -103,7 +86,7 @@ impl StoredObject {
             type_meta_len,
             labels,
             fields,
-            proto: OnceLock::new(),
+            proto: proto.map(OnceLock::from).unwrap_or_default(),
             metadata_json: OnceLock::new(),
             metadata_proto: OnceLock::new(),
         })
@@ -134,42 +117,49 @@ impl StoredObject {
         Ok(self.proto.get_or_init(|| encoded).clone())
     }
 
-    /// The object as a `meta.k8s.io/v1` `PartialObjectMetadata` in JSON
-    /// (its `kind` and `apiVersion` first, then the object's `metadata` as
-    /// stored), made once.
-    pub fn metadata_json(&self) -> Bytes {
-        self.metadata_json
-            .get_or_init(|| {
-                #[derive(serde::Deserialize)]
-                struct Metadata<'a> {
-                    #[serde(borrow)]
-                    metadata: &'a serde_json::value::RawValue,
-                }
-                let object: Metadata<'_> =
-                    serde_json::from_slice(&self.json).expect("stored objects have metadata");
-                Bytes::from(format!(
-                    r#"{{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{}}}"#,
-                    object.metadata.get()
-                ))
-            })
-            .clone()
-    }
-
-    /// The `PartialObjectMetadata` protobuf message (no envelope), made once.
+    /// The `PartialObjectMetadata` protobuf message (no envelope) of the
+    /// object's `metadata`, made once.
     pub fn metadata_proto(&self) -> Result<Bytes, String> {
         if let Some(bytes) = self.metadata_proto.get() {
             return Ok(bytes.clone());
         }
-        let ty = kubecache_wire::partial_object_metadata();
-        let json = self.metadata_json();
-        // `PartialObjectMetadata` has no TypeMeta in protobuf: only its
-        // `metadata` is encoded.
-        let metadata =
-            &json[br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","#.len()..];
-        let encoded = kubecache_wire::protobuf::json_to_proto(ty, &[b"{", metadata].concat())
-            .map(Bytes::from)
-            .map_err(|e| format!("{} metadata does not encode as protobuf: {e}", self.key))?;
+        #[derive(serde::Deserialize)]
+        struct Metadata<'a> {
+            #[serde(borrow)]
+            metadata: &'a serde_json::value::RawValue,
+        }
+        let object: Metadata<'_> =
+            serde_json::from_slice(&self.json).expect("stored objects have metadata");
+        let json = format!(r#"{{"metadata":{}}}"#, object.metadata.get());
+        let encoded =
+            protobuf::json_to_proto(kubecache_wire::partial_object_metadata(), json.as_bytes())
+                .map(Bytes::from)
+                .map_err(|e| format!("{} metadata does not encode as protobuf: {e}", self.key))?;
         Ok(self.metadata_proto.get_or_init(|| encoded).clone())
+    }
+
+    /// The object as a `meta.k8s.io/v1` `PartialObjectMetadata` in JSON,
+    /// made once. The API server decodes it into the Go struct and writes
+    /// that, so it is the protobuf message transcoded: `ObjectMeta`'s field
+    /// order and a null `creationTimestamp`, for custom resources too.
+    pub fn metadata_json(&self) -> Result<Bytes, String> {
+        if let Some(bytes) = self.metadata_json.get() {
+            return Ok(bytes.clone());
+        }
+        let proto = self.metadata_proto()?;
+        let type_meta = protobuf::TypeMeta {
+            api_version: kubecache_wire::METADATA_API_VERSION,
+            kind: "PartialObjectMetadata",
+        };
+        let mut json = Vec::new();
+        protobuf::proto_to_json_into(
+            kubecache_wire::partial_object_metadata(),
+            &proto,
+            Some(type_meta),
+            &mut json,
+        )
+        .map_err(|e| format!("{} metadata does not transcode: {e}", self.key))?;
+        Ok(self.metadata_json.get_or_init(|| Bytes::from(json)).clone())
     }
 
     /// The value of a label.
@@ -211,37 +201,71 @@ fn field_value(object: &Value, label: &str) -> String {
         .to_string()
 }
 
-/// Serializes with `kind`, `apiVersion`, `metadata` first and metadata keys
-/// in the API server's order. Returns the bytes and the type-meta prefix
-/// length (0 for custom resources, whose list items keep their type meta).
-fn serialize(resource: &Resource, object: Value) -> (Bytes, usize) {
+/// Serializes the object as the API server writes it. Returns the bytes,
+/// the type-meta prefix length (0 for custom resources, whose list items
+/// keep their type meta) and, for a built-in kind, its protobuf message.
+///
+/// The API server decodes a built-in kind into its Go struct and writes
+/// that with `encoding/json`, so the object is encoded to protobuf and
+/// transcoded back: Go's key order, `omitempty`, `null`s and zero structs,
+/// the bytes a real API server serves (an object the protobuf schema
+/// refuses keeps the plain form, and fails when asked for in protobuf). A
+/// custom resource is an unstructured map in the API server, whose JSON has
+/// its keys sorted at every level.
+fn serialize(resource: &Resource, object: Value) -> (Bytes, usize, Option<Bytes>) {
     let Value::Object(mut map) = object else {
         unreachable!("objects are JSON objects")
     };
+    map.shift_remove("kind");
+    map.shift_remove("apiVersion");
+    if !resource.builtin {
+        let mut typed = Map::with_capacity(map.len() + 2);
+        typed.insert("apiVersion".into(), Value::from(resource.api_version()));
+        typed.insert("kind".into(), Value::from(resource.kind));
+        typed.extend(map);
+        let sorted = sorted_keys(Value::Object(typed));
+        let json = serde_json::to_vec(&sorted).expect("JSON values serialize");
+        return (Bytes::from(json), 0, None);
+    }
     let mut ordered = Map::with_capacity(map.len() + 2);
     ordered.insert("kind".into(), Value::from(resource.kind));
     ordered.insert("apiVersion".into(), Value::from(resource.api_version()));
-    map.shift_remove("kind");
-    map.shift_remove("apiVersion");
-    if let Some(Value::Object(mut meta)) = map.shift_remove("metadata") {
-        let mut sorted = Map::with_capacity(meta.len());
-        for key in METADATA_ORDER {
-            if let Some(v) = meta.shift_remove(*key) {
-                sorted.insert((*key).into(), v);
-            }
-        }
-        sorted.extend(meta);
-        ordered.insert("metadata".into(), Value::Object(sorted));
-    }
     ordered.extend(map);
     let json = serde_json::to_vec(&Value::Object(ordered)).expect("JSON values serialize");
-    let type_meta_len = if resource.builtin {
-        // `{"kind":"Pod","apiVersion":"v1",` — the strings need no escaping.
-        r#"{"kind":"","apiVersion":"","#.len() + resource.kind.len() + resource.api_version().len()
-    } else {
-        0
+    // `{"kind":"Pod","apiVersion":"v1",` — the strings need no escaping.
+    let type_meta_len =
+        r#"{"kind":"","apiVersion":"","#.len() + resource.kind.len() + resource.api_version().len();
+    let Ok(proto) = super::encoding::object_to_proto(resource, &json) else {
+        return (Bytes::from(json), type_meta_len, None);
     };
-    (Bytes::from(json), type_meta_len)
+    let ty = protobuf::message_type(resource.api_version(), resource.kind);
+    let type_meta = protobuf::TypeMeta {
+        api_version: resource.api_version(),
+        kind: resource.kind,
+    };
+    let mut canonical = Vec::with_capacity(json.len());
+    match ty.map(|ty| protobuf::proto_to_json_into(ty, &proto, Some(type_meta), &mut canonical)) {
+        Some(Ok(())) => (Bytes::from(canonical), type_meta_len, Some(proto)),
+        _ => (Bytes::from(json), type_meta_len, None),
+    }
+}
+
+/// `value` with the keys of every object sorted, as Go writes a map.
+fn sorted_keys(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, sorted_keys(v)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted_keys).collect()),
+        other => other,
+    }
 }
 
 #[cfg(test)]
@@ -251,15 +275,19 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn list_items_of_builtin_kinds_leave_out_type_meta() {
-        let pod = json!({"spec": {"nodeName": "n1"}, "metadata": {"resourceVersion": "7", "name": "a", "namespace": "ns"}});
+    fn list_items_of_builtin_kinds_leave_out_type_meta_and_read_as_go_writes_them() {
+        // Go's struct order, `omitempty`, a nil slice without it (`containers`),
+        // zero structs and times, as the API server writes any Pod.
+        let pod = json!({"spec": {"nodeName": "n1"}, "metadata": {"resourceVersion": "7", "name": "a", "namespace": "ns", "generateName": ""}});
         let stored = StoredObject::new(&RESOURCES[ids::PODS], pod, 7);
-        assert!(stored.json.starts_with(br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"7"}"#));
-        let (head, rest) = stored.list_item();
-        let item: Value = serde_json::from_slice(&[head, &rest[..]].concat()).unwrap();
         assert_eq!(
-            item,
-            json!({"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "7"}, "spec": {"nodeName": "n1"}})
+            std::str::from_utf8(&stored.json).unwrap(),
+            r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"7","creationTimestamp":null},"spec":{"containers":null,"nodeName":"n1"},"status":{}}"#
+        );
+        let (head, rest) = stored.list_item();
+        assert_eq!(
+            [head, &rest[..]].concat(),
+            br#"{"metadata":{"name":"a","namespace":"ns","resourceVersion":"7","creationTimestamp":null},"spec":{"containers":null,"nodeName":"n1"},"status":{}}"#
         );
         assert_eq!(
             stored.field(&RESOURCES[ids::PODS], "spec.nodeName"),
@@ -273,11 +301,14 @@ mod tests {
     }
 
     #[test]
-    fn list_items_of_custom_resources_keep_type_meta() {
-        let widget = json!({"metadata": {"name": "w", "namespace": "ns"}});
+    fn custom_resources_keep_type_meta_in_list_items_and_sorted_keys() {
+        let widget = json!({"metadata": {"name": "w", "namespace": "ns"}, "spec": {"size": 2, "color": "red"}});
         let stored = StoredObject::new(&RESOURCES[ids::WIDGETS], widget, 3);
         let (head, rest) = stored.list_item();
         assert!(head.is_empty());
-        assert!(rest.starts_with(br#"{"kind":"Widget","apiVersion":"example.com/v1""#));
+        assert_eq!(
+            std::str::from_utf8(&rest).unwrap(),
+            r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w","namespace":"ns"},"spec":{"color":"red","size":2}}"#
+        );
     }
 }

@@ -24,7 +24,7 @@ pub use encodings::{
     EncodedBytes, Encodings, METADATA_API_VERSION, METADATA_JSON_PREFIX, encoded_bytes,
     partial_object_metadata,
 };
-pub use object::{CachedObject, ObjectKey};
+pub use object::{CachedObject, ObjectKey, builtin_kind};
 pub use selector::{
     FieldOperator, FieldRequirement, FieldSelector, LabelOperator, LabelRequirement, LabelSelector,
     SelectorError,

@@ -147,6 +147,19 @@ impl fmt::Debug for CachedObject {
     }
 }
 
+/// Whether `kind` of `api_version` is one of the API server's own Go types
+/// (a built-in kind) rather than a custom resource: it has a protobuf
+/// schema, or it is in a group the API server serves from Go types the
+/// schema lacks (`apiextensions.k8s.io`: CustomResourceDefinitions,
+/// `apiregistration.k8s.io`: APIServices). The API server's list items of
+/// built-in kinds carry no `kind`/`apiVersion`; a custom resource's do, and
+/// keep the key order they were written in.
+pub fn builtin_kind(api_version: &str, kind: &str) -> bool {
+    let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+    matches!(group, "apiextensions.k8s.io" | "apiregistration.k8s.io")
+        || crate::protobuf::message_type(api_version, kind).is_some()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -181,7 +181,7 @@ impl ServedResource {
         let resource = upstream.spec().resource.clone();
         let protobuf =
             kubecache_wire::protobuf::message_type(&resource.api_version(), &resource.kind);
-        let builtin = protobuf.is_some();
+        let builtin = kubecache_wire::builtin_kind(&resource.api_version(), &resource.kind);
         let indexes: Arc<[IndexSpec]> = reader.snapshot().field_indexes().into();
         ServedResource {
             hub: Hub::start(&reader, indexes.clone()),

@@ -12,10 +12,11 @@ use std::sync::Arc;
 
 use kubecache_loadtest::sim::{Sim, SimConfig};
 use kubecache_reflector::StoreConfig;
-use kubecache_reflector::upstream::{ApiResource, ReflectorConfig, ResourceSpec, Strategy};
+use kubecache_reflector::upstream::{ApiResource, ReflectorConfig, ResourceSpec, Strategy, Wire};
 use kubecache_server::auth::{Auth, AuthSettings};
 use kubecache_server::serving::{Server, Tls};
 use kubecache_server::{ServeSettings, ServedResource, ServedResources};
+use kubecache_wire::Transform;
 use tokio::task::JoinHandle;
 
 /// A store with a field index `node` on `spec.nodeName`, as per-node agents
@@ -59,6 +60,10 @@ pub struct Setup {
     pub store: StoreConfig,
     pub settings: ServeSettings,
     pub strategy: Strategy,
+    /// The encoding the reflectors read the sim in.
+    pub wire: Wire,
+    /// What the reflectors strip from each object.
+    pub transform: Transform,
     /// What each cache holds of its resource.
     pub spec: fn(ApiResource) -> ResourceSpec,
     /// Serve HTTPS with this.
@@ -82,6 +87,8 @@ impl Default for Setup {
             store: StoreConfig::default(),
             settings: ServeSettings::default(),
             strategy: Strategy::Parallel,
+            wire: Wire::Auto,
+            transform: Transform::default(),
             spec: ResourceSpec::all,
             tls: None,
             auth: None,
@@ -116,6 +123,8 @@ pub async fn serve(setup: Setup) -> Served {
     for resource in setup.resources {
         let reflector = ReflectorConfig {
             strategy: setup.strategy,
+            wire: setup.wire,
+            transform: setup.transform.clone(),
             ..ReflectorConfig::default()
         };
         let (cache, task) = ServedResource::start(
@@ -311,11 +320,16 @@ impl WatchLines {
 
     /// The next line as JSON; `None` at the end of the stream.
     pub async fn next(&mut self) -> Option<serde_json::Value> {
+        let line = self.next_line().await?;
+        Some(serde_json::from_slice(&line).expect("a watch line is JSON"))
+    }
+
+    /// The next line's bytes, newline included; `None` at the end of the stream.
+    pub async fn next_line(&mut self) -> Option<Vec<u8>> {
         use http_body_util::BodyExt;
         loop {
             if let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = self.buffer.drain(..=end).collect();
-                return Some(serde_json::from_slice(&line).expect("a watch line is JSON"));
+                return Some(self.buffer.drain(..=end).collect());
             }
             match self.body.frame().await {
                 Some(Ok(frame)) => {

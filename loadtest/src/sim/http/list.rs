@@ -261,7 +261,8 @@ pub fn object_body(
     match (wire, form) {
         (Wire::Json, Form::Whole) => Ok([&object.json[..], b"\n"].concat().into()),
         (Wire::Json, Form::Metadata { .. }) => {
-            Ok([&object.metadata_json()[..], b"\n"].concat().into())
+            let json = object.metadata_json().map_err(Status::internal)?;
+            Ok([&json[..], b"\n"].concat().into())
         }
         (Wire::Protobuf, Form::Whole) => {
             let raw = object.proto(resource).map_err(Status::internal)?;
@@ -352,7 +353,7 @@ impl Iterator for JsonListChunks {
                     buf.put_slice(open);
                     buf.put_slice(&rest);
                 }
-                Form::Metadata { .. } => buf.put_slice(&object.metadata_json()),
+                Form::Metadata { .. } => buf.put_slice(&object.metadata_json().unwrap_or_default()),
             }
         }
         Some(buf.freeze())

@@ -309,7 +309,7 @@ impl Output {
             Wire::Json => {
                 let json = match self.form {
                     Form::Whole => object.json.clone(),
-                    Form::Metadata { .. } => object.metadata_json(),
+                    Form::Metadata { .. } => object.metadata_json().unwrap_or_default(),
                 };
                 let mut line = Vec::with_capacity(json.len() + 32);
                 line.extend_from_slice(br#"{"type":""#);
@@ -344,48 +344,19 @@ impl Output {
     }
 
     async fn bookmark(&mut self, revision: u64, initial_events_end: bool) -> Result<(), Closed> {
-        let r = self.resource;
-        let annotations = if initial_events_end {
-            r#","annotations":{"k8s.io/initial-events-end":"true"}"#
-        } else {
-            ""
-        };
-        // PartialObjectMetadata is a built-in type: its bookmark has the
-        // null creationTimestamp and no more.
-        let (kind, api_version, builtin, shape) = match self.form {
-            Form::Whole => (r.kind, r.api_version(), r.builtin, bookmark_shape(r)),
-            Form::Metadata { .. } => ("PartialObjectMetadata", METADATA_API_VERSION, true, ""),
-        };
-        let created = if builtin {
-            r#","creationTimestamp":null"#
-        } else {
-            ""
-        };
-        let metadata = format!(r#"{{"resourceVersion":"{revision}"{created}{annotations}}}"#);
-        let json = format!(
-            r#"{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{metadata}{shape}}}"#
+        // An empty object of the kind at `revision`, written as any object
+        // of the kind is (`"creationTimestamp":null`, a Pod's
+        // `"spec":{"containers":null}`, ...).
+        let mut metadata = serde_json::json!({ "resourceVersion": revision.to_string() });
+        if initial_events_end {
+            metadata["annotations"] = serde_json::json!({ "k8s.io/initial-events-end": "true" });
+        }
+        let object = StoredObject::new(
+            self.resource,
+            serde_json::json!({ "metadata": metadata }),
+            revision,
         );
-        let encoded = match self.wire {
-            Wire::Json => format!("{{\"type\":\"BOOKMARK\",\"object\":{json}}}\n").into_bytes(),
-            Wire::Protobuf => {
-                let raw = match self.form {
-                    Form::Whole => {
-                        let ty = protobuf::message_type(api_version, kind)
-                            .expect("built-in kinds have protobuf types");
-                        protobuf::json_to_proto(ty, json.as_bytes())
-                    }
-                    Form::Metadata { .. } => protobuf::json_to_proto(
-                        kubecache_wire::partial_object_metadata(),
-                        format!(r#"{{"metadata":{metadata}}}"#).as_bytes(),
-                    ),
-                }
-                .expect("bookmarks encode");
-                protobuf::encode_watch_event(
-                    "BOOKMARK",
-                    &protobuf::encode_unknown(api_version, kind, &raw),
-                )
-            }
-        };
+        let encoded = self.encode("BOOKMARK", &object);
         self.buf.put_slice(&encoded);
         self.flush().await
     }
@@ -433,15 +404,5 @@ impl Output {
             .send(Err(std::io::Error::other("injected fault: watch dropped")))
             .await;
         Err(Closed)
-    }
-}
-
-/// The empty shape of a built-in kind after its metadata, as a bookmark
-/// object carries it (`"spec":{"containers":null},"status":{}` for pods).
-fn bookmark_shape(resource: &Resource) -> &'static str {
-    match resource.kind {
-        "Pod" => r#","spec":{"containers":null},"status":{}"#,
-        "Namespace" => r#","spec":{},"status":{}"#,
-        _ => "",
     }
 }

@@ -15,14 +15,18 @@ use crate::{CachedObject, ObjectKey};
 /// Decodes one object (a list item or a watch event's `object`) into the form
 /// the store keeps, in a single pass over `raw`.
 ///
-/// The output JSON is `{"kind":"<kind>","apiVersion":"<apiVersion>",`
-/// followed by every other top-level entry of `raw` in input order, minus the
-/// transform's strip paths. Entries the transform does not touch are copied
-/// byte for byte (whitespace inside them included); an object holding a
-/// stripped path is written again entry by entry. `kind` and `apiVersion`
-/// are taken from the arguments, whatever `raw` says (list items of built-in
-/// kinds have none), so the same object gives the same bytes from a list and
-/// from a watch event.
+/// The output JSON of a [built-in kind](crate::builtin_kind) is
+/// `{"kind":"<kind>","apiVersion":"<apiVersion>",` followed by every other
+/// top-level entry of `raw` in input order, minus the transform's strip
+/// paths. Entries the transform does not touch are copied byte for byte
+/// (whitespace inside them included); an object holding a stripped path is
+/// written again entry by entry. `kind` and `apiVersion` are taken from the
+/// arguments, whatever `raw` says (list items of built-in kinds have none),
+/// so the same object gives the same bytes from a list and from a watch
+/// event. A custom resource keeps its own `kind` and `apiVersion` where they
+/// are (the API server writes them in every list item, and its keys in
+/// sorted order: `apiVersion` first), so its bytes are the API server's,
+/// stripped paths aside; its `type_meta_len` is 0.
 ///
 /// Read on the way, from the object as received (before stripping):
 /// - `metadata.name` (required), `namespace`, `uid` (empty when absent),
@@ -180,6 +184,8 @@ struct Reads<'a> {
 struct Decoder<'a> {
     sc: Scanner<'a>,
     buf: &'a [u8],
+    /// A custom resource's `kind` and `apiVersion` are copied, not stripped.
+    type_meta_in_place: bool,
     reads: Reads<'a>,
 }
 
@@ -189,16 +195,21 @@ fn decode(
     api_version: &str,
     transform: &Transform,
 ) -> Result<CachedObject, DecodeError> {
+    let builtin = crate::builtin_kind(api_version, kind);
     let mut out = Vec::with_capacity(raw.len() + kind.len() + api_version.len() + 32);
-    out.extend_from_slice(b"{\"kind\":");
-    write_string(&mut out, kind);
-    out.extend_from_slice(b",\"apiVersion\":");
-    write_string(&mut out, api_version);
+    out.push(b'{');
+    if builtin {
+        out.extend_from_slice(b"\"kind\":");
+        write_string(&mut out, kind);
+        out.extend_from_slice(b",\"apiVersion\":");
+        write_string(&mut out, api_version);
+    }
     let type_meta_end = out.len();
 
     let mut d = Decoder {
         sc: Scanner::new(raw),
         buf: raw,
+        type_meta_in_place: !builtin,
         reads: Reads {
             name: None,
             namespace: None,
@@ -213,12 +224,14 @@ fn decode(
     };
     d.sc.skip_ws();
     d.sc.enter_object(1)?;
-    let wrote = d.write_entries(transform.plan(), 1, &mut out, true)?;
+    let wrote = d.write_entries(transform.plan(), 1, &mut out, builtin)?;
     d.sc.finish()?;
     out.push(b'}');
     // `{` + json[type_meta_len..] is the object without kind and apiVersion:
     // skip their trailing comma, or point at the `}` when nothing follows.
-    let type_meta_len = if wrote {
+    let type_meta_len = if !builtin {
+        0
+    } else if wrote {
         type_meta_end + 1
     } else {
         type_meta_end
@@ -293,7 +306,7 @@ impl<'a> Decoder<'a> {
                     run = Some((run.map_or(key.span.start, |r| r.0), span.end));
                     span
                 }
-                Some(child) if child.strip => {
+                Some(child) if child.strip && !(child.type_meta && self.type_meta_in_place) => {
                     wrote |= flush(&mut run, out, &mut comma);
                     self.visit(child, depth)?
                 }

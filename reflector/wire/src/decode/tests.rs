@@ -215,17 +215,42 @@ fn the_same_object_gives_the_same_bytes_with_or_without_type_meta() {
 }
 
 #[test]
-fn kind_and_api_version_come_from_the_arguments_escaped_as_json() {
+fn a_builtin_kinds_kind_and_api_version_come_from_the_arguments() {
     let raw = br#"{"metadata":{"name":"a","resourceVersion":"1"}}"#;
-    let obj = decode_object(raw, "Widget", "example.com/v1\"beta", &Transform::default()).unwrap();
+    let obj = decode_object(raw, "ConfigMap", "v1", &Transform::default()).unwrap();
     assert_eq!(
         &obj.json[..],
-        br#"{"kind":"Widget","apiVersion":"example.com/v1\"beta","metadata":{"name":"a","resourceVersion":"1"}}"#
+        br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"1"}}"#
     );
     assert_eq!(
         &obj.without_type_meta()[..],
         br#""metadata":{"name":"a","resourceVersion":"1"}}"#
     );
+}
+
+#[test]
+fn a_custom_resource_keeps_its_bytes_and_key_order() {
+    // As the API server writes a custom resource: keys sorted, so
+    // `apiVersion` before `kind`, in list items too.
+    let raw = br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"a","resourceVersion":"1","managedFields":[]},"spec":{"b":1,"a":[null,1.50]}}"#;
+    let obj = decode_object(raw, "Widget", "example.com/v1", &Transform::default()).unwrap();
+    assert_eq!(
+        &obj.json[..],
+        br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"a","resourceVersion":"1"},"spec":{"b":1,"a":[null,1.50]}}"#
+    );
+    assert_eq!(obj.type_meta_len, 0);
+    // A CustomResourceDefinition is a built-in kind.
+    let crd = br#"{"metadata":{"name":"widgets.example.com","resourceVersion":"1"}}"#;
+    let obj = decode_object(
+        crd,
+        "CustomResourceDefinition",
+        "apiextensions.k8s.io/v1",
+        &Transform::default(),
+    )
+    .unwrap();
+    assert!(obj.json.starts_with(
+        br#"{"kind":"CustomResourceDefinition","apiVersion":"apiextensions.k8s.io/v1","metadata""#
+    ));
 }
 
 #[test]
@@ -665,9 +690,9 @@ fn random_objects_with_random_strip_paths_and_index_fields_match_the_reference()
         for path in &index {
             t = t.index_field(path).unwrap();
         }
-        let obj = decode_object(&raw, "Thing", "example.com/v1", &t).unwrap();
+        let obj = decode_object(&raw, "ConfigMap", "v1", &t).unwrap();
         let strip: Vec<&str> = strip.iter().map(String::as_str).collect();
-        assert_json(&obj, &reference(&input, "Thing", "example.com/v1", &strip));
+        assert_json(&obj, &reference(&input, "ConfigMap", "v1", &strip));
         for (path, got) in index.iter().zip(&obj.fields) {
             let path = FieldPath::parse(path).unwrap();
             let mut v = Some(&input);

@@ -132,6 +132,9 @@ pub(crate) struct Plan {
     pub(crate) children: Vec<(Box<[u8]>, Plan)>,
     /// Remove this entry from the output.
     pub(crate) strip: bool,
+    /// The top-level `kind` or `apiVersion` (stripped unless a custom
+    /// resource's, which keep their place).
+    pub(crate) type_meta: bool,
     /// Some descendant is stripped: an object value is written entry by entry.
     pub(crate) rewrite: bool,
     /// This value or a descendant is read (role or index field).
@@ -146,6 +149,7 @@ impl Plan {
         Plan {
             children: Vec::new(),
             strip: false,
+            type_meta: false,
             rewrite: false,
             read: false,
             role: Role::None,
@@ -154,11 +158,15 @@ impl Plan {
     }
 
     /// The tree for the top-level object: its own kind and apiVersion are
-    /// dropped (the decoder writes them first), `metadata` is read.
+    /// dropped (the decoder writes them first) unless kept in place,
+    /// `metadata` is read.
     fn build(strip: &[FieldPath], index_fields: &[FieldPath]) -> Self {
         let mut root = Plan::empty();
-        root.child(&["kind"]).strip = true;
-        root.child(&["apiVersion"]).strip = true;
+        for key in ["kind", "apiVersion"] {
+            let child = root.child(&[key]);
+            child.strip = true;
+            child.type_meta = true;
+        }
         for (path, role) in [
             (&["metadata"][..], Role::Metadata),
             (&["metadata", "name"], Role::Name),

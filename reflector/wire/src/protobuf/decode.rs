@@ -2,16 +2,28 @@
 //!
 //! Each message is scanned once into a shared scratch list of `(field,
 //! value)` entries (no per-message allocation), which is grouped by field in
-//! `.proto` order (Go's struct order: the key order of the API server's JSON),
-//! then written. Proto semantics are kept: the last value of a singular field
-//! wins, repeated occurrences of a singular message merge, repeated fields may
-//! be packed or not, map keys are sorted (as Go's JSON encoder does) and a
+//! Go's struct order (the key order of the API server's JSON), then written
+//! as Go's `encoding/json` writes the struct that Go's protobuf unmarshalling
+//! makes of the bytes:
+//! - a field on the wire is written, except a zero value (`""`, `0`,
+//!   `false`, an empty `[]byte`) of a non-pointer field tagged `omitempty`;
+//!   a pointer is on the wire only when non-nil, so `replicas: 0` and
+//!   `storageClassName: ""` are kept;
+//! - a field not on the wire is Go's zero value: left out when `omitempty`
+//!   and nil or zero, else `null` (pointer, slice, map), `""`, `0`, `false`,
+//!   or the zero struct (structs are never omitted: `"lastState":{}`, a zero
+//!   `metav1.Time` is `null`); a list's `items` are `[]`, as the API server
+//!   always makes them.
+//!
+//! Proto semantics are kept: the last value of a singular field wins,
+//! repeated occurrences of a singular message merge, repeated fields may be
+//! packed or not, map keys are sorted (as Go's JSON encoder does) and a
 //! duplicate map key keeps its last value.
 
 use base64::Engine as _;
 use serde_json::value::RawValue;
 
-use super::desc::{Field, Kind, Label, Message, Special};
+use super::desc::{Field, Go, Kind, Label, Message, Special};
 use super::error::{ProtoError, Seg};
 use super::schema::MESSAGES;
 use super::text;
@@ -53,13 +65,6 @@ struct Decoder<'o, 'a> {
     /// Entries of the messages being written, outermost first.
     scratch: Vec<(u16, WireValue<'a>)>,
     depth: usize,
-}
-
-/// Whether a singular value was the zero value that Go omits (`omitempty`).
-#[derive(PartialEq, Eq)]
-enum Written {
-    Value,
-    Empty,
 }
 
 fn push_str(out: &mut Vec<u8>, s: &str) {
@@ -170,14 +175,16 @@ impl<'a> Decoder<'_, 'a> {
         }
         let end = self.scratch.len();
         let mut i = base;
-        while i < end {
-            let pos = self.scratch[i].0;
-            let mut j = i + 1;
-            while j < end && self.scratch[j].0 == pos {
+        for (pos, field) in msg.fields.iter().enumerate() {
+            let mut j = i;
+            while j < end && usize::from(self.scratch[j].0) == pos {
                 j += 1;
             }
-            let field = &msg.fields[usize::from(pos)];
-            let result = self.field(field, i, j, first);
+            let result = if j > i {
+                self.field(field, i, j, first)
+            } else {
+                self.absent(msg, field, first)
+            };
             if let Err(e) = result {
                 return Err(if field.label == Label::Inline {
                     e
@@ -189,6 +196,51 @@ impl<'a> Decoder<'_, 'a> {
         }
         self.scratch.truncate(base);
         self.depth -= 1;
+        Ok(())
+    }
+
+    /// Writes Go's zero value of a field of `msg` that is not on the wire.
+    fn absent(
+        &mut self,
+        msg: &'static Message,
+        field: &'static Field,
+        first: &mut bool,
+    ) -> Result<(), ProtoError> {
+        if field.label == Label::Inline {
+            let Kind::Msg(m) = field.kind else {
+                return Err(ProtoError::malformed("inline field is not a message"));
+            };
+            return self.fields(&MESSAGES[usize::from(m)], &[], first);
+        }
+        if msg.type_meta && field.label == Label::Rep && field.json == "items" {
+            // The API server's lists always have a (non-nil) slice of items.
+            self.key(field, first);
+            self.out.extend_from_slice(b"[]");
+            return Ok(());
+        }
+        if field.go.nullable() {
+            if !field.go.omitempty() {
+                self.key(field, first);
+                self.out.extend_from_slice(b"null");
+            }
+            return Ok(());
+        }
+        match field.kind {
+            // A struct is never empty to encoding/json.
+            Kind::Msg(_) => {
+                self.key(field, first);
+                self.value(field.kind, WireValue::Len(&[]))?;
+            }
+            _ if field.go.omitempty() => {}
+            kind => {
+                self.key(field, first);
+                self.out.extend_from_slice(match kind {
+                    Kind::Bool => b"false",
+                    Kind::Str => b"\"\"",
+                    _ => b"0",
+                });
+            }
+        }
         Ok(())
     }
 
@@ -240,18 +292,29 @@ impl<'a> Decoder<'_, 'a> {
                     d.fields(&MESSAGES[usize::from(m)], data, first)
                 })
             }
-            Label::Opt | Label::Req => {
+            Label::One => {
                 let mark = self.out.len();
                 let was_first = *first;
                 self.key(field, first);
-                let written = if let Kind::Msg(_) = field.kind {
+                let zero = if let Kind::Msg(_) = field.kind {
                     let bytes = self.merged(i, j)?;
-                    self.with_owned(bytes, |d, data| d.value(field.kind, WireValue::Len(data)))?
+                    self.with_owned(bytes, |d, data| d.value(field.kind, WireValue::Len(data)))?;
+                    false
                 } else {
                     // The last occurrence of a scalar wins.
-                    self.value(field.kind, self.scratch[j - 1].1)?
+                    let value = self.scratch[j - 1].1;
+                    self.value(field.kind, value)?;
+                    match value {
+                        WireValue::Varint(v) => v == 0,
+                        WireValue::Fixed64(v) => f64::from_bits(v) == 0.0,
+                        WireValue::Len(b) => b.is_empty(),
+                        _ => false,
+                    }
                 };
-                if written == Written::Empty && field.label == Label::Opt {
+                // A zero value, or an empty (non-nil) []byte, with omitempty.
+                let empty = field.go == Go::ValueOmitEmpty
+                    || (field.go == Go::NilOmitEmpty && field.kind == Kind::Bytes);
+                if zero && empty {
                     self.out.truncate(mark);
                     *first = was_first;
                 }
@@ -296,8 +359,14 @@ impl<'a> Decoder<'_, 'a> {
                             if n > 0 {
                                 self.out.push(b',');
                             }
-                            self.value(field.kind, value)
-                                .map_err(|e| e.within(Seg::Index(n)))?;
+                            match (field.type_meta, field.kind, value) {
+                                (Some((api_version, kind)), Kind::Msg(m), WireValue::Len(b)) => {
+                                    let prefix = TypeMetaPrefix { api_version, kind };
+                                    self.message(&MESSAGES[usize::from(m)], b, Some(prefix))
+                                }
+                                _ => self.value(field.kind, value),
+                            }
+                            .map_err(|e| e.within(Seg::Index(n)))?;
                             n += 1;
                         }
                     }
@@ -417,27 +486,25 @@ impl<'a> Decoder<'_, 'a> {
                 Kind::Str | Kind::Bytes | Kind::Msg(_) => WireValue::Len(&[]),
             },
         };
-        self.value(kind, value)
-            .map(drop)
-            .map_err(|e| e.within(Seg::Key(key)))
+        self.value(kind, value).map_err(|e| e.within(Seg::Key(key)))
     }
 
     /// Writes one value of `kind`.
-    fn value(&mut self, kind: Kind, value: WireValue<'a>) -> Result<Written, ProtoError> {
+    fn value(&mut self, kind: Kind, value: WireValue<'a>) -> Result<(), ProtoError> {
         let out = &mut *self.out;
         match (kind, value) {
             (Kind::Bool, WireValue::Varint(v)) => {
                 out.extend_from_slice(if v != 0 { b"true" } else { b"false" });
-                Ok(Written::Value)
+                Ok(())
             }
             // int32 is sign-extended on the wire; truncation is the proto rule.
             (Kind::I32, WireValue::Varint(v)) => {
                 push_int(out, i64::from(v as i32));
-                Ok(Written::Value)
+                Ok(())
             }
             (Kind::I64, WireValue::Varint(v)) => {
                 push_int(out, v as i64);
-                Ok(Written::Value)
+                Ok(())
             }
             (Kind::F64, WireValue::Fixed64(v)) => {
                 let f = f64::from_bits(v);
@@ -445,11 +512,11 @@ impl<'a> Decoder<'_, 'a> {
                     return Err(ProtoError::invalid(format!("{f} has no JSON form")));
                 }
                 let _ = serde_json::to_writer(&mut *out, &f);
-                Ok(Written::Value)
+                Ok(())
             }
             (Kind::Str, WireValue::Len(b)) => {
                 push_str(out, utf8(b)?);
-                Ok(Written::Value)
+                Ok(())
             }
             (Kind::Bytes, WireValue::Len(b)) => {
                 let engine = base64::engine::general_purpose::STANDARD;
@@ -461,13 +528,12 @@ impl<'a> Decoder<'_, 'a> {
                     .map_err(|e| ProtoError::invalid(e.to_string()))?;
                 out.truncate(at + n);
                 out.push(b'"');
-                Ok(Written::Value)
+                Ok(())
             }
             (Kind::Msg(m), WireValue::Len(b)) => {
                 let msg = &MESSAGES[usize::from(m)];
                 if msg.special == Special::None {
-                    self.message(msg, b, None)?;
-                    Ok(Written::Value)
+                    self.message(msg, b, None)
                 } else {
                     self.special(msg, b)
                 }
@@ -477,7 +543,7 @@ impl<'a> Decoder<'_, 'a> {
     }
 
     /// Messages with a non-object JSON form.
-    fn special(&mut self, msg: &'static Message, data: &'a [u8]) -> Result<Written, ProtoError> {
+    fn special(&mut self, msg: &'static Message, data: &'a [u8]) -> Result<(), ProtoError> {
         // Fields 1..=3 of these small messages (last occurrence wins).
         let mut f: [Option<WireValue<'a>>; 4] = [None; 4];
         let mut items: Vec<&'a str> = Vec::new();
@@ -516,7 +582,7 @@ impl<'a> Decoder<'_, 'a> {
             Special::Time | Special::MicroTime => {
                 if f[1].is_none() && f[2].is_none() {
                     out.extend_from_slice(b"null");
-                    return Ok(Written::Value);
+                    return Ok(());
                 }
                 let secs = varint(f[1])? as i64;
                 let nanos = i64::from(varint(f[2])? as i32);
@@ -533,7 +599,7 @@ impl<'a> Decoder<'_, 'a> {
                 };
                 if secs == text::GO_ZERO_UNIX && nanos == 0 {
                     out.extend_from_slice(b"null");
-                    return Ok(Written::Value);
+                    return Ok(());
                 }
                 let micros = micro.then_some((nanos / 1000) as u32);
                 if !text::write_rfc3339(out, secs, micros) {
@@ -541,12 +607,12 @@ impl<'a> Decoder<'_, 'a> {
                         "time {secs}s is outside years 0..=9999"
                     )));
                 }
-                Ok(Written::Value)
+                Ok(())
             }
             Special::Duration => {
                 let ns = varint(f[1])? as i64;
                 push_str(out, &text::format_go_duration(ns));
-                Ok(Written::Value)
+                Ok(())
             }
             Special::Quantity => {
                 match bytes(f[1])? {
@@ -554,7 +620,7 @@ impl<'a> Decoder<'_, 'a> {
                     // Go's zero Quantity is written as "0".
                     _ => out.extend_from_slice(b"\"0\""),
                 }
-                Ok(Written::Value)
+                Ok(())
             }
             Special::IntOrString => {
                 if varint(f[1])? == 1 {
@@ -562,12 +628,12 @@ impl<'a> Decoder<'_, 'a> {
                 } else {
                     push_int(out, i64::from(varint(f[2])? as i32));
                 }
-                Ok(Written::Value)
+                Ok(())
             }
             Special::RawJson => {
                 let Some(raw) = bytes(f[1])?.filter(|b| !b.is_empty()) else {
                     out.extend_from_slice(b"null");
-                    return Ok(Written::Empty);
+                    return Ok(());
                 };
                 match serde_json::from_slice::<&RawValue>(raw) {
                     Ok(v) => out.extend_from_slice(v.get().as_bytes()),
@@ -577,7 +643,7 @@ impl<'a> Decoder<'_, 'a> {
                         )));
                     }
                 }
-                Ok(Written::Value)
+                Ok(())
             }
             Special::StringList => {
                 out.push(b'[');
@@ -588,7 +654,7 @@ impl<'a> Decoder<'_, 'a> {
                     push_str(out, s);
                 }
                 out.push(b']');
-                Ok(Written::Value)
+                Ok(())
             }
             Special::None => Err(ProtoError::malformed("not a special message")),
         }

@@ -1,8 +1,11 @@
 //! The runtime schema: what the generated table in `schema.rs` is made of.
 //!
-//! A [`Message`] lists its fields in the order of the `.proto` file (which is
-//! the order of the Go struct, hence the order in which the API server writes
-//! JSON keys). Message-typed fields point at other messages by their index in
+//! A [`Message`] lists its fields in the order of the Go struct (which is
+//! the order of the `.proto` file, and the order in which the API server
+//! writes JSON keys); `by_tag` gives the order of field numbers, in which Go
+//! writes protobuf. Each field says how Go holds it ([`Go`]), which decides
+//! what Go's `encoding/json` and protobuf marshalling write when it is zero.
+//! Message-typed fields point at other messages by their index in
 //! [`MESSAGES`](super::schema::MESSAGES).
 
 /// A protobuf message of the Kubernetes schema.
@@ -15,8 +18,11 @@ pub(crate) struct Message {
     /// The message is a kind (or a list of a kind): its JSON carries the
     /// `kind` and `apiVersion` of the Go `TypeMeta`, which protobuf does not.
     pub type_meta: bool,
-    /// Fields in `.proto` declaration order.
+    /// Fields in Go struct order (the JSON key order).
     pub fields: &'static [Field],
+    /// Positions in `fields` by ascending field number (Go's protobuf
+    /// order); empty when that is `fields`' own order.
+    pub by_tag: &'static [u8],
 }
 
 /// One field of a [`Message`].
@@ -28,8 +34,14 @@ pub(crate) struct Field {
     pub tag: u32,
     /// The scalar or message type; for maps, the type of the values (keys are strings).
     pub kind: Kind,
-    /// Cardinality, and whether Go writes the JSON key even when the value is empty.
+    /// Cardinality.
     pub label: Label,
+    /// How the Go struct holds the field.
+    pub go: Go,
+    /// `(apiVersion, kind)` that the API server sets on the Go `TypeMeta` of
+    /// this (repeated) field's objects although protobuf cannot carry it
+    /// (a StatefulSet's `volumeClaimTemplates`).
+    pub type_meta: Option<(&'static str, &'static str)>,
 }
 
 /// The protobuf type of a field (or of a map's values).
@@ -48,19 +60,43 @@ pub(crate) enum Kind {
 /// Cardinality of a field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Label {
-    /// `optional`, and marked `+optional` in the API.
-    Opt,
-    /// `optional` on the wire, but not marked `+optional` in the API: an
-    /// empty raw JSON value (`RawExtension`, `FieldsV1`) is written as `null`
-    /// rather than left out, as Go writes a non-pointer one.
-    Req,
+    /// `optional`: one value.
+    One,
     /// `repeated`: a JSON array.
     Rep,
     /// `map<string, kind>`: a JSON object.
     Map,
-    /// A message embedded in Go with `json:",inline"`: its fields are keys of
+    /// A struct embedded in Go with `json:",inline"`: its fields are keys of
     /// the enclosing JSON object (Volume's `volumeSource`, Probe's `handler`).
     Inline,
+}
+
+/// How a Go struct holds a field: what `encoding/json` and Go's protobuf
+/// marshalling do with its zero value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Go {
+    /// A value (`string`, `int32`, `bool`, a struct): always in Go's
+    /// protobuf; in JSON unless `omitempty` and zero (`""`, `0`, `false`;
+    /// a struct is never empty).
+    Value,
+    /// A value tagged `omitempty`.
+    ValueOmitEmpty,
+    /// A pointer, slice or map: in protobuf only when non-nil; `null` in
+    /// JSON when nil.
+    Nil,
+    /// A pointer, slice or map tagged `omitempty`: left out of JSON when nil
+    /// (and a slice or map when empty).
+    NilOmitEmpty,
+}
+
+impl Go {
+    pub fn omitempty(self) -> bool {
+        matches!(self, Go::ValueOmitEmpty | Go::NilOmitEmpty)
+    }
+
+    pub fn nullable(self) -> bool {
+        matches!(self, Go::Nil | Go::NilOmitEmpty)
+    }
 }
 
 /// Messages whose JSON form is not an object of their fields.
@@ -85,12 +121,33 @@ pub(crate) enum Special {
 }
 
 /// Constructor used by the generated table (keeps it one line per field).
-pub(crate) const fn f(json: &'static str, tag: u32, kind: Kind, label: Label) -> Field {
+pub(crate) const fn f(json: &'static str, tag: u32, kind: Kind, label: Label, go: Go) -> Field {
     Field {
         json,
         tag,
         kind,
         label,
+        go,
+        type_meta: None,
+    }
+}
+
+/// [`f`] for a field whose objects the API server gives a `TypeMeta`.
+pub(crate) const fn ft(
+    json: &'static str,
+    tag: u32,
+    kind: Kind,
+    label: Label,
+    go: Go,
+    type_meta: (&'static str, &'static str),
+) -> Field {
+    Field {
+        json,
+        tag,
+        kind,
+        label,
+        go,
+        type_meta: Some(type_meta),
     }
 }
 
@@ -100,12 +157,14 @@ pub(crate) const fn m(
     special: Special,
     type_meta: bool,
     fields: &'static [Field],
+    by_tag: &'static [u8],
 ) -> Message {
     Message {
         name,
         special,
         type_meta,
         fields,
+        by_tag,
     }
 }
 
@@ -114,5 +173,12 @@ impl Message {
     #[inline]
     pub fn field_pos_by_tag(&self, tag: u32) -> Option<usize> {
         self.fields.iter().position(|f| f.tag == tag)
+    }
+
+    /// Field positions in ascending field number order.
+    pub fn tag_order(&self) -> impl Iterator<Item = usize> + '_ {
+        let own = self.by_tag.is_empty().then_some(0..self.fields.len());
+        let listed = self.by_tag.iter().map(|&p| usize::from(p));
+        own.into_iter().flatten().chain(listed)
     }
 }

@@ -1,11 +1,17 @@
-//! JSON -> protobuf, streaming: serde_json parses the document once and each
-//! value is written to the output as it is read (no `serde_json::Value`, no
-//! per-field allocation except for JSON keys that contain escapes).
+//! JSON -> protobuf, streaming, with the bytes Go's marshalling writes:
+//! serde_json parses the document once and each value is written to the
+//! output as it is read (no `serde_json::Value`, no per-field allocation
+//! except for JSON keys that contain escapes).
 //!
-//! Nested messages are written with a one-byte length placeholder that is
-//! patched when the message ends (moving its bytes if the length needs more
-//! than one byte), so each byte is written about once per nesting level that
-//! exceeds 127 bytes.
+//! Each message's fields are written in the JSON's order, each one's span
+//! noted; when the message ends it is reassembled as Go writes it: fields
+//! in field-number order, map entries sorted by key, inline (embedded)
+//! structs as one nested message, and Go's zero value for every non-pointer
+//! field the JSON leaves out (`generateName: ""`, `generation: 0`, an empty
+//! `Time`, the zero struct). Nested messages are written with a one-byte
+//! length placeholder that is patched when the message ends (moving its
+//! bytes if the length needs more than one byte), so each byte is copied a
+//! few times per nesting level.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -18,7 +24,9 @@ use super::desc::{Field, Kind, Label, Message, Special};
 use super::error::{ProtoError, Seg};
 use super::schema::MESSAGES;
 use super::text;
-use super::wire::{FIXED64, LEN, VARINT, begin_len, end_len, put_bytes_field, put_key, put_varint};
+use super::wire::{
+    FIXED64, Fields, VARINT, WireValue, begin_len, end_len, put_bytes_field, put_key, put_varint,
+};
 
 /// Appends the protobuf encoding of the JSON object `json` as message `msg`.
 /// On error, `out` is left as it was.
@@ -28,7 +36,12 @@ pub(crate) fn encode(
     out: &mut Vec<u8>,
 ) -> Result<(), ProtoError> {
     let mark = out.len();
-    let mut ctx = Ctx { out, error: None };
+    let mut ctx = Ctx {
+        out,
+        error: None,
+        spans: Vec::new(),
+        scratch: Vec::new(),
+    };
     let mut de = serde_json::Deserializer::from_slice(json);
     let result = MessageSeed {
         ctx: &mut ctx,
@@ -59,6 +72,17 @@ fn json_error(e: &dyn fmt::Display) -> ProtoError {
 struct Ctx<'o> {
     out: &'o mut Vec<u8>,
     error: Option<ProtoError>,
+    /// The fields written so far of the messages being written, outermost first.
+    spans: Vec<Span>,
+    /// Where a message is reassembled.
+    scratch: Vec<u8>,
+}
+
+/// The bytes of one field (all of its values) in the output.
+struct Span {
+    field: &'static Field,
+    start: usize,
+    end: usize,
 }
 
 impl Ctx<'_> {
@@ -99,41 +123,110 @@ impl<'de> de::Deserialize<'de> for Key<'de> {
     }
 }
 
-/// At most this many levels of `json:",inline"` embedding (Kubernetes has 2).
-const MAX_INLINE: usize = 4;
-
-/// Where a JSON key lives: the chain of inline fields leading to the message
-/// that declares it, and the field itself.
-struct Resolved {
-    chain: [Option<&'static Field>; MAX_INLINE],
-    depth: usize,
-    field: &'static Field,
-}
-
-fn resolve(msg: &'static Message, key: &str) -> Option<Resolved> {
-    if let Some(field) = msg
+/// The field for a JSON key: a field of `msg`, or of a struct it embeds inline.
+fn resolve(msg: &'static Message, key: &str) -> Option<&'static Field> {
+    let own = msg
         .fields
         .iter()
-        .find(|f| f.label != Label::Inline && f.json == key)
-    {
-        return Some(Resolved {
-            chain: [None; MAX_INLINE],
-            depth: 0,
-            field,
-        });
-    }
-    for inline in msg.fields.iter().filter(|f| f.label == Label::Inline) {
-        let Kind::Msg(i) = inline.kind else { continue };
-        if let Some(mut r) = resolve(&MESSAGES[usize::from(i)], key)
-            && r.depth < MAX_INLINE
-        {
-            r.chain.copy_within(0..r.depth, 1);
-            r.chain[0] = Some(inline);
-            r.depth += 1;
-            return Some(r);
+        .find(|f| f.label != Label::Inline && f.json == key);
+    own.or_else(|| {
+        let mut inline = msg.fields.iter().filter(|f| f.label == Label::Inline);
+        inline.find_map(|f| match f.kind {
+            Kind::Msg(i) => resolve(&MESSAGES[usize::from(i)], key),
+            _ => None,
+        })
+    })
+}
+
+/// Writes message `msg` as Go does: the fields of `spans` (byte ranges of
+/// `src`) in field-number order, inline structs as nested messages, and the
+/// zero value of each non-pointer field that has no span.
+fn assemble(msg: &'static Message, spans: &[Span], src: &[u8], dst: &mut Vec<u8>) {
+    for pos in msg.tag_order() {
+        let field = &msg.fields[pos];
+        if let (Label::Inline, Kind::Msg(m)) = (field.label, field.kind) {
+            let start = begin_len(dst, field.tag);
+            assemble(&MESSAGES[usize::from(m)], spans, src, dst);
+            end_len(dst, start);
+            continue;
+        }
+        let mut present = false;
+        for span in spans.iter().filter(|s| std::ptr::eq(s.field, field)) {
+            dst.extend_from_slice(&src[span.start..span.end]);
+            present = true;
+        }
+        if !present && !field.go.nullable() {
+            put_zero(field, dst);
         }
     }
-    None
+}
+
+/// Go's zero value of a non-pointer field, as Go's marshalling writes it.
+fn put_zero(field: &'static Field, dst: &mut Vec<u8>) {
+    match field.kind {
+        Kind::Bool | Kind::I32 | Kind::I64 => {
+            put_key(dst, field.tag, VARINT);
+            dst.push(0);
+        }
+        Kind::F64 => {
+            put_key(dst, field.tag, FIXED64);
+            dst.extend_from_slice(&[0; 8]);
+        }
+        Kind::Str | Kind::Bytes => put_bytes_field(dst, field.tag, &[]),
+        Kind::Msg(m) => {
+            let start = begin_len(dst, field.tag);
+            put_zero_message(&MESSAGES[usize::from(m)], dst);
+            end_len(dst, start);
+        }
+    }
+}
+
+/// The body of Go's zero value of a message.
+fn put_zero_message(msg: &'static Message, dst: &mut Vec<u8>) {
+    match msg.special {
+        Special::None => assemble(msg, &[], &[], dst),
+        special => put_zero_special(special, dst),
+    }
+}
+
+/// The body of Go's zero value of a message with a special JSON form.
+fn put_zero_special(special: Special, dst: &mut Vec<u8>) {
+    match special {
+        // The zero Quantity is written as "0".
+        Special::Quantity => put_bytes_field(dst, 1, b"0"),
+        // type=0 (int), intVal=0, strVal="".
+        Special::IntOrString => dst.extend_from_slice(&[0x08, 0x00, 0x10, 0x00, 0x1a, 0x00]),
+        Special::Duration => dst.extend_from_slice(&[0x08, 0x00]),
+        // The zero time, nil raw bytes, a nil slice: nothing.
+        Special::Time
+        | Special::MicroTime
+        | Special::RawJson
+        | Special::StringList
+        | Special::None => {}
+    }
+}
+
+/// Sorts the entries of a map field written at `out[start..]` by key, as
+/// Go writes them (needed only when the JSON's keys are out of order).
+fn sort_map_entries(out: &mut Vec<u8>, start: usize) {
+    let mut entries: Vec<(&[u8], &[u8])> = Vec::new();
+    let mut rest = &out[start..];
+    for item in Fields::new(&out[start..]) {
+        let Ok((_, WireValue::Len(entry))) = item else {
+            return;
+        };
+        let end = entry.as_ptr() as usize - rest.as_ptr() as usize + entry.len();
+        let key = Fields::new(entry).find_map(|f| match f {
+            Ok((1, WireValue::Len(k))) => Some(k),
+            _ => None,
+        });
+        entries.push((key.unwrap_or_default(), &rest[..end]));
+        rest = &rest[end..];
+    }
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    let sorted: Vec<u8> = entries.iter().flat_map(|e| e.1.iter().copied()).collect();
+    out.truncate(start);
+    out.extend_from_slice(&sorted);
 }
 
 /// A message: a JSON object (or `null`). With a tag, it is a nested field.
@@ -162,8 +255,9 @@ impl<'de> Visitor<'de> for MessageSeed<'_, '_> {
     fn visit_unit<E: de::Error>(self) -> Result<(), E> {
         match self.tag {
             Some(tag) if self.in_list => {
-                put_key(self.ctx.out, tag, LEN);
-                self.ctx.out.push(0);
+                let start = begin_len(self.ctx.out, tag);
+                assemble(self.msg, &[], &[], self.ctx.out);
+                end_len(self.ctx.out, start);
                 Ok(())
             }
             Some(_) => Ok(()),
@@ -175,11 +269,10 @@ impl<'de> Visitor<'de> for MessageSeed<'_, '_> {
         let ctx = self.ctx;
         let msg = self.msg;
         let start = self.tag.map(|tag| begin_len(ctx.out, tag));
-        // Inline submessages currently open, outermost first, with their start.
-        let mut open: [Option<(&'static Field, usize)>; MAX_INLINE] = [None; MAX_INLINE];
-        let mut open_len = 0;
+        let body = ctx.out.len();
+        let base = ctx.spans.len();
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
-            let Some(r) = resolve(msg, &key) else {
+            let Some(field) = resolve(msg, &key) else {
                 if msg.type_meta && (key == "kind" || key == "apiVersion") {
                     map.next_value::<IgnoredAny>()?;
                     continue;
@@ -189,40 +282,27 @@ impl<'de> Visitor<'de> for MessageSeed<'_, '_> {
                     message: msg.name,
                 }));
             };
-            // Keep the open inline messages this key shares, close the others,
-            // open the missing ones.
-            let mut keep = 0;
-            while keep < open_len
-                && keep < r.depth
-                && matches!((open[keep], r.chain[keep]), (Some((a, _)), Some(b)) if std::ptr::eq(a, b))
-            {
-                keep += 1;
-            }
-            while open_len > keep {
-                open_len -= 1;
-                if let Some((_, s)) = open[open_len].take() {
-                    end_len(ctx.out, s);
-                }
-            }
-            for (level, slot) in open.iter_mut().enumerate().take(r.depth).skip(keep) {
-                if let Some(inline) = r.chain[level] {
-                    *slot = Some((inline, begin_len(ctx.out, inline.tag)));
-                    open_len = level + 1;
-                }
-            }
-            let field = r.field;
+            let at = ctx.out.len();
             map.next_value_seed(FieldSeed {
                 ctx: &mut *ctx,
                 field,
             })
             .map_err(|e| ctx.within(e, Seg::Field(field.json)))?;
-        }
-        while open_len > 0 {
-            open_len -= 1;
-            if let Some((_, s)) = open[open_len].take() {
-                end_len(ctx.out, s);
+            if ctx.out.len() > at {
+                ctx.spans.push(Span {
+                    field,
+                    start: at - body,
+                    end: ctx.out.len() - body,
+                });
             }
         }
+        let mut scratch = std::mem::take(&mut ctx.scratch);
+        scratch.clear();
+        assemble(msg, &ctx.spans[base..], &ctx.out[body..], &mut scratch);
+        ctx.out.truncate(body);
+        ctx.out.extend_from_slice(&scratch);
+        ctx.scratch = scratch;
+        ctx.spans.truncate(base);
         if let Some(start) = start {
             end_len(ctx.out, start);
         }
@@ -240,7 +320,7 @@ impl<'de> DeserializeSeed<'de> for FieldSeed<'_, '_> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         match self.field.label {
-            Label::Opt | Label::Req | Label::Inline => ValueSeed {
+            Label::One | Label::Inline => ValueSeed {
                 ctx: self.ctx,
                 tag: self.field.tag,
                 kind: self.field.kind,
@@ -292,7 +372,13 @@ impl<'de> Visitor<'de> for FieldSeed<'_, '_> {
             return Err(de::Error::invalid_type(de::Unexpected::Map, &self));
         }
         let ctx = self.ctx;
+        let map_start = ctx.out.len();
+        let mut previous: Option<Key<'de>> = None;
+        let mut sorted = true;
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            if let Some(Key(p)) = &previous {
+                sorted &= **p < *key;
+            }
             let start = begin_len(ctx.out, self.field.tag);
             put_bytes_field(ctx.out, 1, key.as_bytes());
             let seed = ValueSeed {
@@ -304,6 +390,10 @@ impl<'de> Visitor<'de> for FieldSeed<'_, '_> {
             map.next_value_seed(seed)
                 .map_err(|e| ctx.within(e, Seg::Key(&key)))?;
             end_len(ctx.out, start);
+            previous = Some(Key(key));
+        }
+        if !sorted {
+            sort_map_entries(ctx.out, map_start);
         }
         Ok(())
     }
@@ -580,13 +670,12 @@ impl<'de> Visitor<'de> for SpecialVisitor<'_, '_> {
     }
 
     fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        // `null` is Go's zero time, which Go writes (for every non-pointer
-        // Time, e.g. a condition's `lastProbeTime`) as an empty message; it
-        // decodes back to `null`. A `null` pointer Time means nil, which
-        // reads back as the same `null`.
-        let zero_time = matches!(self.special, Special::Time | Special::MicroTime);
-        if self.in_list || zero_time {
-            put_bytes_field(self.ctx.out, self.tag, &[]);
+        // `null` is a nil pointer (nothing), or the zero value (written by
+        // `assemble`); in a list or map it is the zero value.
+        if self.in_list {
+            let start = begin_len(self.ctx.out, self.tag);
+            put_zero_special(self.special, self.ctx.out);
+            end_len(self.ctx.out, start);
         }
         Ok(())
     }

@@ -165,20 +165,20 @@ pub struct ListMeta<'a> {
 
 impl ListMeta<'_> {
     fn encoded_len(&self) -> usize {
-        bytes_field_len(2, self.resource_version.len())
-            + self
-                .continue_token
-                .map_or(0, |c| bytes_field_len(3, c.len()))
+        bytes_field_len(1, 0)
+            + bytes_field_len(2, self.resource_version.len())
+            + bytes_field_len(3, self.continue_token.map_or(0, str::len))
             + self
                 .remaining_item_count
                 .map_or(0, |n| 1 + varint_len(n as u64))
     }
 
+    /// As Go writes it: `selfLink` and `continue` even when empty, the
+    /// pointer `remainingItemCount` only when set.
     fn write(&self, out: &mut Vec<u8>) {
+        put_bytes_field(out, 1, b"");
         put_bytes_field(out, 2, self.resource_version.as_bytes());
-        if let Some(c) = self.continue_token {
-            put_bytes_field(out, 3, c.as_bytes());
-        }
+        put_bytes_field(out, 3, self.continue_token.unwrap_or("").as_bytes());
         if let Some(n) = self.remaining_item_count {
             put_key(out, 4, VARINT);
             put_varint(out, n as u64);

@@ -7,20 +7,23 @@
 //! nor any other crate:
 //!
 //! - The `generated.proto` files of k8s.io/api, apimachinery and metrics:
-//!   every message, its fields in declaration order with their numbers,
-//!   types, `repeated` and `map<string, _>`; a field's name is its JSON name.
-//!   Leading comments carry go-to-protobuf's markers: a field without
-//!   `+optional` is required ([`Label::Req`](super::desc::Label)), a message
-//!   with `+protobuf.nullable=true` is a slice wrapper (`Verbs`, `ExtraValue`)
-//!   and one with another custom-marshalling marker must be in [`SPECIALS`].
+//!   every message, its fields with their numbers, types, `repeated` and
+//!   `map<string, _>`. Leading comments carry go-to-protobuf's markers: a
+//!   message with `+protobuf.nullable=true` is a slice wrapper (`Verbs`,
+//!   `ExtraValue`) and one with another custom-marshalling marker must be in
+//!   [`SPECIALS`].
+//! - The Go structs the messages are generated from (`types.go` and a few
+//!   others beside each `generated.proto`, read by [`go`]): each field's JSON
+//!   name, the struct's field order (the JSON key order), `omitempty`,
+//!   pointer or value, embedding with `json:",inline"` (Volume's
+//!   `volumeSource`, Probe's `handler`), and whether the struct embeds
+//!   `TypeMeta` (its JSON carries `kind`/`apiVersion`, which protobuf lacks).
+//!   Fields are matched by their protobuf field number; a message without
+//!   its struct, or a field on one side only, is an error.
 //! - k8s.io/api's round-trip fixtures (`testdata/HEAD/*.json`, one per kind,
-//!   every field filled): each kind's `apiVersion` and message, whether its
-//!   JSON carries `kind`/`apiVersion` (Go's `TypeMeta`, which protobuf lacks),
-//!   and which message fields Go embeds with `json:",inline"` (Volume's
-//!   `volumeSource`, Probe's `handler`, ...): a JSON key that is no field of
-//!   its message but a field of the message of one of its fields. Messages no
-//!   fixture reaches (metrics) embed the messages embedded elsewhere under the
-//!   same field name. A fixture key that resolves to no field is an error.
+//!   every field filled): each kind's `apiVersion` and message; every key of
+//!   every fixture must resolve to a field of the schema (a check of the
+//!   above).
 //!
 //! Kinds are the fixtures' kinds, [`UNVERSIONED_KINDS`], and `FooList` beside
 //! every kind `Foo` whose `items` are `Foo`s.
@@ -29,7 +32,9 @@
 //! `UPDATE_PROTO_SCHEMA=1 cargo test -p kubecache-wire --lib protobuf::generate`;
 //! without the variable, the test fails when the committed file is stale.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+mod go;
+
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -55,6 +60,31 @@ const CUSTOM_MARKERS: &[&str] = &[
     "+protobuf.options.marshal=false",
 ];
 
+/// Fields whose objects the API server gives a `TypeMeta` that protobuf
+/// cannot carry: `(message, field, apiVersion, kind)`. apps' conversion sets
+/// `apiVersion: v1, kind: PersistentVolumeClaim` on every volume claim
+/// template (kubernetes/kubernetes#87583), so the API server's JSON has them.
+const NESTED_TYPE_META: &[(&str, &str, &str, &str)] = &[
+    (
+        "api.apps.v1.StatefulSetSpec",
+        "volumeClaimTemplates",
+        "v1",
+        "PersistentVolumeClaim",
+    ),
+    (
+        "api.apps.v1beta1.StatefulSetSpec",
+        "volumeClaimTemplates",
+        "v1",
+        "PersistentVolumeClaim",
+    ),
+    (
+        "api.apps.v1beta2.StatefulSetSpec",
+        "volumeClaimTemplates",
+        "v1",
+        "PersistentVolumeClaim",
+    ),
+];
+
 /// Kinds that apimachinery registers in every group version (its unversioned
 /// types) and that have no fixture; all are `meta.v1` messages.
 const UNVERSIONED_KINDS: &[&str] = &["APIGroupList", "APIResourceList"];
@@ -76,8 +106,6 @@ struct ProtoField {
     tag: u32,
     kind: ProtoKind,
     label: ProtoLabel,
-    /// Marked `+optional` (or `+k8s:optional`).
-    optional: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,7 +177,7 @@ fn proto_kind(pkg: &str, ty: &str) -> Option<ProtoKind> {
 }
 
 /// `optional T name = N;`, `repeated T name = N;` or `map<string, T> name = N;`.
-fn parse_field(pkg: &str, line: &str, comments: &[&str]) -> Option<ProtoField> {
+fn parse_field(pkg: &str, line: &str) -> Option<ProtoField> {
     let (decl, tag) = line.strip_suffix(';')?.split_once(" = ")?;
     let (label, ty, name) = if let Some(map) = decl.strip_prefix("map<string, ") {
         let (value, name) = map.split_once("> ")?;
@@ -173,9 +201,6 @@ fn parse_field(pkg: &str, line: &str, comments: &[&str]) -> Option<ProtoField> {
         tag: tag.parse().ok()?,
         kind: proto_kind(pkg, ty)?,
         label,
-        optional: comments
-            .iter()
-            .any(|c| matches!(c.trim(), "+optional" | "+k8s:optional")),
     })
 }
 
@@ -206,8 +231,7 @@ fn parse_proto(file: &str, text: &str, out: &mut Vec<ProtoMessage>) -> Result<()
                 out.extend(message.take());
             } else {
                 let pkg = pkg.as_deref().ok_or_else(error)?;
-                msg.fields
-                    .push(parse_field(pkg, line, &leading).ok_or_else(error)?);
+                msg.fields.push(parse_field(pkg, line).ok_or_else(error)?);
             }
         } else if let Some(name) = line
             .strip_prefix("message ")
@@ -239,20 +263,23 @@ fn parse_proto(file: &str, text: &str, out: &mut Vec<ProtoMessage>) -> Result<()
     }
 }
 
-/// What the round-trip fixtures tell about the messages.
-#[derive(Default)]
-struct FixtureFacts {
-    /// (apiVersion, kind) -> message.
-    kinds: BTreeMap<(String, String), usize>,
-    /// Messages whose JSON carries `kind` and `apiVersion` outside their fields.
-    type_meta: BTreeSet<usize>,
-    /// (message, field) embedded with `json:",inline"`.
-    inline: BTreeSet<(usize, usize)>,
-    /// Messages some fixture reaches.
-    seen: BTreeSet<usize>,
-    /// (message, field) -> JSON key, where it is not the proto name (Go's
-    /// `protobuf:"...,name=Name"` tag disagrees with its `json:"name"` tag).
-    json_names: BTreeMap<(usize, usize), String>,
+/// A field of the generated table.
+struct OutField {
+    json: String,
+    /// Its position in the `ProtoMessage`'s fields.
+    proto: usize,
+    inline: bool,
+    /// A `desc::Go` variant name.
+    go: &'static str,
+    type_meta: Option<(&'static str, &'static str)>,
+}
+
+/// A message of the generated table: its fields in Go struct order.
+struct OutMessage {
+    special: &'static str,
+    /// The Go struct embeds `TypeMeta`.
+    type_meta: bool,
+    fields: Vec<OutField>,
 }
 
 struct Schema<'a> {
@@ -304,97 +331,241 @@ impl Schema<'_> {
         }
     }
 
-    /// The path of fields from message `m` to the field for JSON key `key`:
-    /// the field itself, else through embedded (inline) message fields.
-    fn resolve(&self, m: usize, key: &str, depth: usize) -> Option<Vec<(usize, usize)>> {
-        let msg = &self.messages[m];
-        let exact = msg.fields.iter().position(|f| f.name == key);
-        let mut case_insensitive =
-            (0..msg.fields.len()).filter(|&j| msg.fields[j].name.eq_ignore_ascii_case(key));
-        if let Some(j) = exact.or_else(|| {
-            let j = case_insensitive.next();
-            j.filter(|_| case_insensitive.next().is_none())
-        }) {
-            return Some(vec![(m, j)]);
-        }
-        if depth == 4 {
-            return None;
-        }
-        let mut found = msg.fields.iter().enumerate().filter_map(|(j, f)| {
-            let t = self
-                .target(f)
-                .filter(|&t| f.label == ProtoLabel::Optional && self.plain(t))?;
-            let mut path = self.resolve(t, key, depth + 1)?;
-            path.insert(0, (m, j));
-            Some(path)
-        });
-        let first = found.next();
-        if found.next().is_some() { None } else { first }
+    /// The special form of message `i`, if any.
+    fn special(&self, i: usize) -> Result<&'static str, String> {
+        let msg = &self.messages[i];
+        let full = self.full(i);
+        Ok(if let Some(s) = self.specials.get(full.as_str()) {
+            s
+        } else if msg.nullable_marker
+            && msg.fields.len() == 1
+            && msg.fields[0].name == "items"
+            && msg.fields[0].label == ProtoLabel::Repeated
+            && msg.fields[0].kind == ProtoKind::Scalar("Str")
+        {
+            "StringList"
+        } else if msg.custom_marker || msg.nullable_marker {
+            return Err(format!(
+                "{full} is marshalled by custom Go code; add it to SPECIALS"
+            ));
+        } else {
+            "None"
+        })
     }
 
-    /// Walks a fixture value of message `m`, recording what it shows.
-    fn walk(
+    /// The Go struct of message `i`, following `type X pkg.Y` definitions.
+    fn go_struct<'p>(
         &self,
-        m: usize,
-        value: &Value,
-        path: &str,
-        facts: &mut FixtureFacts,
-    ) -> Result<(), String> {
-        facts.seen.insert(m);
-        let Value::Object(object) = value else {
-            return Ok(());
-        };
-        if !self.plain(m) {
-            return Ok(());
-        }
-        for (key, value) in object {
-            // Go's TypeMeta, never a field of an embedded message.
-            if (key == "kind" || key == "apiVersion")
-                && !self.messages[m].fields.iter().any(|f| f.name == *key)
-            {
-                facts.type_meta.insert(m);
-                continue;
-            }
-            let Some(resolved) = self.resolve(m, key, 0) else {
-                return Err(format!(
-                    "{path}.{key}: no (or no single) field of {}",
-                    self.full(m)
-                ));
-            };
-            let (&(owner, j), embedding) = resolved.split_last().ok_or("empty path")?;
-            facts.inline.extend(embedding.iter().copied());
-            facts.seen.extend(resolved.iter().map(|&(o, _)| o));
-            let field = &self.messages[owner].fields[j];
-            if field.name != *key
-                && let Some(other) = facts.json_names.insert((owner, j), key.clone())
-                && other != *key
-            {
-                return Err(format!(
-                    "{}.{}: JSON keys {other} and {key}",
-                    self.full(owner),
-                    field.name
-                ));
-            }
-            let Some(t) = self.target(field) else {
-                continue;
-            };
-            let path = format!("{path}.{key}");
-            match (field.label, value) {
-                (ProtoLabel::Repeated, Value::Array(items)) => {
-                    for (n, item) in items.iter().enumerate() {
-                        self.walk(t, item, &format!("{path}[{n}]"), facts)?;
-                    }
-                }
-                (ProtoLabel::Map, Value::Object(entries)) => {
-                    for (k, v) in entries {
-                        self.walk(t, v, &format!("{path}[{k}]"), facts)?;
-                    }
-                }
-                _ => self.walk(t, value, &path, facts)?,
+        i: usize,
+        packages: &'p HashMap<String, go::GoPackage>,
+    ) -> Result<&'p [go::GoField], String> {
+        let msg = &self.messages[i];
+        let mut key = (
+            format!("k8s.io/{}", msg.pkg.replace('.', "/")),
+            msg.name.clone(),
+        );
+        for _ in 0..4 {
+            match packages.get(&key.0).and_then(|p| p.get(&key.1)) {
+                Some(go::GoType::Struct(fields)) => return Ok(fields),
+                Some(go::GoType::Defined(path, name)) => key = (path.clone(), name.clone()),
+                None => break,
             }
         }
-        Ok(())
+        Err(format!(
+            "{}: no Go struct {}.{}",
+            self.full(i),
+            key.0,
+            key.1
+        ))
     }
+
+    /// Message `i` as the table has it: for a plain message, its fields in
+    /// Go struct order with what the Go struct says of each.
+    fn out_message(
+        &self,
+        i: usize,
+        packages: &HashMap<String, go::GoPackage>,
+    ) -> Result<OutMessage, String> {
+        let msg = &self.messages[i];
+        let full = self.full(i);
+        let special = self.special(i)?;
+        if special != "None" {
+            let fields = (0..msg.fields.len())
+                .map(|j| OutField {
+                    json: msg.fields[j].name.clone(),
+                    proto: j,
+                    inline: false,
+                    go: "Value",
+                    type_meta: None,
+                })
+                .collect();
+            return Ok(OutMessage {
+                special,
+                type_meta: false,
+                fields,
+            });
+        }
+        let mut out = OutMessage {
+            special,
+            type_meta: false,
+            fields: Vec::new(),
+        };
+        for gf in self.go_struct(i, packages)? {
+            let error = |what: &str| format!("{full}: Go field {} {}: {what}", gf.json, gf.ty);
+            if gf.is_type_meta() {
+                out.type_meta = true;
+                continue;
+            }
+            let Some(tag) = gf.tag else {
+                if gf.json == "-" {
+                    continue;
+                }
+                return Err(error("no protobuf tag"));
+            };
+            let j = msg
+                .fields
+                .iter()
+                .position(|f| f.tag == tag)
+                .ok_or_else(|| error("no such protobuf field"))?;
+            let pf = &msg.fields[j];
+            let target = self.target(pf);
+            let inline = gf.embedded && gf.json.is_empty();
+            if inline
+                && (pf.label != ProtoLabel::Optional
+                    || gf.pointer()
+                    || !target.is_some_and(|t| self.plain(t)))
+            {
+                return Err(error("embedded, but not a struct value"));
+            }
+            // encoding/json names an untagged field by its Go name; a field
+            // it skips (`json:"-"`: only `runtime.Unknown`'s `raw`, whose
+            // message is never JSON) keeps its proto name.
+            let json = match gf.json.as_str() {
+                _ if inline => &pf.name,
+                "" => &gf.name,
+                "-" => &pf.name,
+                json => json,
+            };
+            let nullable = gf.pointer()
+                || gf.ty.starts_with("[]")
+                || gf.ty.starts_with("map[")
+                || pf.label != ProtoLabel::Optional
+                || target.is_some_and(|t| self.messages[t].nullable_marker);
+            let go = match (nullable, gf.omitempty) {
+                (false, false) => "Value",
+                (false, true) => "ValueOmitEmpty",
+                (true, false) => "Nil",
+                (true, true) => "NilOmitEmpty",
+            };
+            let type_meta = NESTED_TYPE_META
+                .iter()
+                .find(|(m, f, _, _)| *m == full && *f == json)
+                .map(|&(_, _, v, k)| (v, k));
+            out.fields.push(OutField {
+                json: json.to_string(),
+                proto: j,
+                inline,
+                go,
+                type_meta,
+            });
+        }
+        let mut matched: Vec<usize> = out.fields.iter().map(|f| f.proto).collect();
+        matched.sort_unstable();
+        if matched != (0..msg.fields.len()).collect::<Vec<_>>() {
+            return Err(format!(
+                "{full}: the Go struct and the message have different fields"
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// The field of message `m` (or of a message it embeds inline) with JSON
+/// key `key`: (message, position).
+fn resolve(out: &[OutMessage], schema: &Schema<'_>, m: usize, key: &str) -> Option<(usize, usize)> {
+    let msg = &out[m];
+    if let Some(j) = msg.fields.iter().position(|f| !f.inline && f.json == key) {
+        return Some((m, j));
+    }
+    msg.fields.iter().filter(|f| f.inline).find_map(|f| {
+        let t = schema.target(&schema.messages[m].fields[f.proto])?;
+        resolve(out, schema, t, key)
+    })
+}
+
+/// Checks that every key of a fixture value of message `m` is a field.
+fn walk(
+    out: &[OutMessage],
+    schema: &Schema<'_>,
+    m: usize,
+    value: &Value,
+    path: &str,
+) -> Result<(), String> {
+    let Value::Object(object) = value else {
+        return Ok(());
+    };
+    if out[m].special != "None" {
+        return Ok(());
+    }
+    for (key, value) in object {
+        if out[m].type_meta && (key == "kind" || key == "apiVersion") {
+            continue;
+        }
+        let Some((owner, j)) = resolve(out, schema, m, key) else {
+            return Err(format!("{path}.{key}: no field of {}", schema.full(m)));
+        };
+        let field = &schema.messages[owner].fields[out[owner].fields[j].proto];
+        let Some(t) = schema.target(field) else {
+            continue;
+        };
+        let path = format!("{path}.{key}");
+        match (field.label, value) {
+            (ProtoLabel::Repeated, Value::Array(items)) => {
+                for (n, item) in items.iter().enumerate() {
+                    walk(out, schema, t, item, &format!("{path}[{n}]"))?;
+                }
+            }
+            (ProtoLabel::Map, Value::Object(entries)) => {
+                for (k, v) in entries {
+                    walk(out, schema, t, v, &format!("{path}[{k}]"))?;
+                }
+            }
+            _ => walk(out, schema, t, value, &path)?,
+        }
+    }
+    Ok(())
+}
+
+/// Every `.go` file of the directory of each `generated.proto`, by Go
+/// package path (`k8s.io/api/core/v1`).
+fn go_packages(data: &Path, protos: &[PathBuf]) -> Result<HashMap<String, go::GoPackage>, String> {
+    let mut packages = HashMap::new();
+    for proto in protos {
+        let dir = proto.parent().ok_or("a file has a directory")?;
+        let path = dir
+            .strip_prefix(data)
+            .map_err(|e| e.to_string())?
+            .display()
+            .to_string();
+        let mut files: Vec<PathBuf> = fs::read_dir(dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "go"))
+            .collect();
+        files.sort();
+        let mut package = go::GoPackage::new();
+        for file in files {
+            let name = file
+                .strip_prefix(data)
+                .unwrap_or(&file)
+                .display()
+                .to_string();
+            go::parse_file(&name, &read(&file)?, &mut package)?;
+        }
+        packages.insert(path, package);
+    }
+    Ok(packages)
 }
 
 /// Generates `schema.rs` from the vendored Kubernetes data.
@@ -438,9 +609,29 @@ pub(super) fn generate() -> Result<Generated, String> {
             }
         }
     }
+    let packages = go_packages(&data, &protos)?;
+    let out = (0..messages.len())
+        .map(|i| schema.out_message(i, &packages))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (i, msg) in out.iter().enumerate() {
+        for field in &msg.fields {
+            let proto = &messages[i].fields[field.proto];
+            if field.inline {
+                report.push(format!("inline: {}.{}", schema.full(i), proto.name));
+            }
+            if field.json != proto.name {
+                report.push(format!(
+                    "JSON name: {}.{} is {}",
+                    schema.full(i),
+                    proto.name,
+                    field.json
+                ));
+            }
+        }
+    }
 
-    // The round-trip fixtures.
-    let mut facts = FixtureFacts::default();
+    // The round-trip fixtures: the kinds, and a check of every key.
+    let mut kinds = BTreeMap::new();
     let fixtures_dir = data.join("k8s.io/api/testdata/HEAD");
     let mut fixtures: Vec<PathBuf> = fs::read_dir(&fixtures_dir)
         .map_err(|e| format!("{}: {e}", fixtures_dir.display()))?
@@ -466,69 +657,14 @@ pub(super) fn generate() -> Result<Generated, String> {
         let m = schema
             .kind_message(&api_version, kind)
             .map_err(|e| format!("{name}: {e}"))?;
-        facts.kinds.insert((api_version, kind.to_string()), m);
-        schema
-            .walk(m, &value, "", &mut facts)
-            .map_err(|e| format!("{name}: {e}"))?;
+        kinds.insert((api_version, kind.to_string()), m);
+        walk(&out, &schema, m, &value, "").map_err(|e| format!("{name}: {e}"))?;
     }
-    // Messages no fixture reaches embed what is embedded elsewhere under the
-    // same field name.
-    let embedded: BTreeSet<(&str, usize)> = facts
-        .inline
-        .iter()
-        .filter_map(|&(i, j)| {
-            let field = &messages[i].fields[j];
-            schema.target(field).map(|t| (field.name.as_str(), t))
-        })
-        .collect();
-    let mut inline = facts.inline.clone();
-    for (i, msg) in messages.iter().enumerate() {
-        if facts.seen.contains(&i) {
-            continue;
-        }
-        for (j, field) in msg.fields.iter().enumerate() {
-            if let Some(t) = schema.target(field)
-                && field.label == ProtoLabel::Optional
-                && embedded.contains(&(field.name.as_str(), t))
-            {
-                inline.insert((i, j));
-                report.push(format!(
-                    "inline (by name, no fixture): {}.{}",
-                    schema.full(i),
-                    field.name
-                ));
-            }
-        }
-    }
-    for &(i, j) in &facts.inline {
-        report.push(format!(
-            "inline: {}.{}",
-            schema.full(i),
-            messages[i].fields[j].name
-        ));
-    }
-    for (&(i, j), json) in &facts.json_names {
-        report.push(format!(
-            "JSON name: {}.{} is {json}",
-            schema.full(i),
-            messages[i].fields[j].name
-        ));
-    }
-    let unseen = (0..messages.len())
-        .filter(|i| !facts.seen.contains(i))
-        .count();
-    report.push(format!(
-        "{unseen} of {} messages in no fixture",
-        messages.len()
-    ));
 
     // Kinds: the fixtures', the unversioned ones, and their lists.
-    let mut kinds = facts.kinds.clone();
-    let mut type_meta = facts.type_meta.clone();
     for kind in UNVERSIONED_KINDS {
         let i = schema.kind_message("v1", kind)?;
         kinds.insert(("v1".to_string(), kind.to_string()), i);
-        type_meta.insert(i);
     }
     for ((api_version, kind), i) in kinds.clone() {
         let msg = &messages[i];
@@ -539,48 +675,7 @@ pub(super) fn generate() -> Result<Generated, String> {
             })
         {
             kinds.insert((api_version, format!("{kind}List")), l);
-            type_meta.insert(l);
         }
-    }
-
-    let mut out_messages = Vec::new();
-    for (i, msg) in messages.iter().enumerate() {
-        let full = schema.full(i);
-        let special = if let Some(s) = schema.specials.get(full.as_str()) {
-            *s
-        } else if msg.nullable_marker
-            && msg.fields.len() == 1
-            && msg.fields[0].name == "items"
-            && msg.fields[0].label == ProtoLabel::Repeated
-            && msg.fields[0].kind == ProtoKind::Scalar("Str")
-        {
-            "StringList"
-        } else if msg.custom_marker || msg.nullable_marker {
-            return Err(format!(
-                "{full} is marshalled by custom Go code; add it to SPECIALS"
-            ));
-        } else {
-            "None"
-        };
-        let mut fields = Vec::new();
-        for (j, field) in msg.fields.iter().enumerate() {
-            let kind = match &field.kind {
-                ProtoKind::Scalar(s) => (*s).to_string(),
-                ProtoKind::Message(_) => {
-                    format!("Msg({})", schema.target(field).ok_or("unresolved")?)
-                }
-            };
-            let label = match field.label {
-                _ if inline.contains(&(i, j)) => "Inline",
-                ProtoLabel::Repeated => "Rep",
-                ProtoLabel::Map => "Map",
-                ProtoLabel::Optional if field.optional => "Opt",
-                ProtoLabel::Optional => "Req",
-            };
-            let json = facts.json_names.get(&(i, j)).unwrap_or(&field.name);
-            fields.push(format!("f({json:?}, {}, {kind}, {label})", field.tag));
-        }
-        out_messages.push((full, special, fields));
     }
 
     // Emit.
@@ -589,33 +684,65 @@ pub(super) fn generate() -> Result<Generated, String> {
         "// @generated by reflector/wire/src/protobuf/generate.rs from the Kubernetes API data\n\
          // in reflector/wire/kubernetes (versions in its README). Do not edit. Regenerate with\n\
          // UPDATE_PROTO_SCHEMA=1 cargo test -p kubecache-wire --lib protobuf::generate\n\n\
+         use super::desc::Go::*;\n\
          use super::desc::Kind::*;\n\
          use super::desc::Label::*;\n\
          use super::desc::Special as S;\n\
-         use super::desc::{Message, f, m};\n\n",
+         use super::desc::{Message, f, ft, m};\n\n",
     );
     writeln!(
         s,
         "/// Every message, sorted by package and name; `Msg(i)` is `MESSAGES[i]`.\n\
          pub(crate) static MESSAGES: [Message; {}] = [",
-        out_messages.len()
+        out.len()
     )
     .ok();
-    for (i, (full, special, fields)) in out_messages.iter().enumerate() {
-        let tm = type_meta.contains(&i);
-        if fields.is_empty() {
+    for (i, msg) in out.iter().enumerate() {
+        let full = schema.full(i);
+        let (special, tm) = (msg.special, msg.type_meta);
+        let proto = &messages[i].fields;
+        let mut by_tag: Vec<usize> = (0..msg.fields.len()).collect();
+        by_tag.sort_by_key(|&p| proto[msg.fields[p].proto].tag);
+        let by_tag = if by_tag.iter().enumerate().all(|(n, &p)| n == p) {
+            String::new()
+        } else {
+            let positions: Vec<String> = by_tag.iter().map(|p| p.to_string()).collect();
+            positions.join(", ")
+        };
+        if msg.fields.is_empty() {
             writeln!(
                 s,
-                "    m(\"k8s.io.{full}\", S::{special}, {tm}, &[]), // {i}"
+                "    m(\"k8s.io.{full}\", S::{special}, {tm}, &[], &[]), // {i}"
             )
             .ok();
             continue;
         }
         writeln!(s, "    m(\"k8s.io.{full}\", S::{special}, {tm}, &[ // {i}").ok();
-        for field in fields {
-            writeln!(s, "        {field},").ok();
+        for field in &msg.fields {
+            let proto = &proto[field.proto];
+            let kind = match &proto.kind {
+                ProtoKind::Scalar(s) => (*s).to_string(),
+                ProtoKind::Message(_) => {
+                    format!("Msg({})", schema.target(proto).ok_or("unresolved")?)
+                }
+            };
+            let label = match proto.label {
+                _ if field.inline => "Inline",
+                ProtoLabel::Repeated => "Rep",
+                ProtoLabel::Map => "Map",
+                ProtoLabel::Optional => "One",
+            };
+            let (json, tag, go) = (&field.json, proto.tag, field.go);
+            match field.type_meta {
+                None => writeln!(s, "        f({json:?}, {tag}, {kind}, {label}, {go}),"),
+                Some((v, k)) => writeln!(
+                    s,
+                    "        ft({json:?}, {tag}, {kind}, {label}, {go}, ({v:?}, {k:?})),"
+                ),
+            }
+            .ok();
         }
-        s.push_str("    ]),\n");
+        writeln!(s, "    ], &[{by_tag}]),").ok();
     }
     s.push_str("];\n\n");
     writeln!(

@@ -11,9 +11,12 @@
 //! The message table (`schema.rs`) is generated from Kubernetes' own data,
 //! vendored unmodified in `reflector/wire/kubernetes` (Kubernetes 1.36; see
 //! its README): the official `generated.proto` files give every message
-//! (field numbers, types, `repeated`, `map`, JSON names), k8s.io/api's
-//! round-trip fixtures give each kind's `apiVersion` and the fields Go embeds
-//! with `json:",inline"`. See `generate.rs` for how; regenerate with
+//! (field numbers, types, `repeated`, `map`), the Go structs they are
+//! generated from (`types.go`) give what Go's `encoding/json` acts on: JSON
+//! names, the struct's field order (the API server's key order),
+//! `omitempty`, pointer or value, `json:",inline"` embedding and `TypeMeta`;
+//! k8s.io/api's round-trip fixtures give each kind's `apiVersion`. See
+//! `generate.rs` for how; regenerate with
 //! `UPDATE_PROTO_SCHEMA=1 cargo test -p kubecache-wire --lib protobuf::generate`.
 //! Without the variable that test fails when the committed table is stale; it
 //! reads only committed files, so it runs offline and with vendored
@@ -26,7 +29,21 @@
 //!
 //! # JSON <-> protobuf rules
 //!
-//! As Go's apimachinery does:
+//! Both directions give the bytes the API server gives: protobuf -> JSON is
+//! what Go's `encoding/json` writes for the struct Go's protobuf decoding
+//! makes, JSON -> protobuf what Go's protobuf marshalling writes for the
+//! struct Go's JSON decoding makes (the golden tests check both against a
+//! real API server's recorded bytes). So:
+//! - Keys in Go struct order; a zero value (`""`, `0`, `false`, nil, empty
+//!   slice or map) of an `omitempty` field is left out, other fields are
+//!   always written (`null` for a nil pointer, slice or map; a struct is
+//!   never empty: `"lastState":{}`); a pointer present on the wire is
+//!   written even when zero (`storageClassName: ""`, `replicas: 0`). A
+//!   list's missing `items` are `[]`, as the API server writes them.
+//! - On the protobuf side, every non-pointer field is written, zero or not
+//!   (`generateName: ""`, `generation: 0`, the zero struct), pointers,
+//!   slices and maps only when set; fields in field-number order, map
+//!   entries sorted by key.
 //! - `meta.v1.Time` is an RFC 3339 string with whole seconds, `MicroTime` one
 //!   with 6 fractional digits, both UTC on output; Go's zero time is an empty
 //!   message and `null`.
@@ -43,27 +60,12 @@
 //!   sorted on output, as Go writes them); repeated fields are arrays.
 //! - `kind` and `apiVersion` of a kind's JSON are Go's `TypeMeta`, not part of
 //!   the protobuf message: they are skipped on input, and written first on
-//!   output when a [`TypeMeta`] is given.
+//!   output when a [`TypeMeta`] is given (and on a StatefulSet's
+//!   `volumeClaimTemplates`, which the API server always gives theirs).
 //!
-//! Presence (proto2 `optional`): a field present in the JSON is encoded even
-//! when empty (`""`, `0`, `false`, `{}`); `null` and absent fields are not
-//! encoded, except a `null` `Time`/`MicroTime`: that is Go's zero time,
-//! which Go writes as `null` in JSON and as an empty message in protobuf
-//! (every non-pointer Time, e.g. a condition's `lastProbeTime`), and an
-//! empty message reads back as `null`, so a real server's protobuf gives the
-//! `null`s of its JSON; empty arrays and objects of repeated and map fields
-//! have no protobuf form (they come back absent). On output, every field present on
-//! the wire is written, empty strings included: Go writes every non-pointer
-//! string field to protobuf, so a real server's Pod comes back with
-//! `"generateName":""` and friends where its JSON leaves them out. That is
-//! semantically the same object (Kubernetes treats an empty non-pointer
-//! string as absent), while dropping them would lose a pointer string set to
-//! `""` (a PVC's `storageClassName: ""` means "no class", absent means "the
-//! default class"). Numbers and booleans are kept for the same reason
-//! (`replicas: 0`, `automountServiceAccountToken: false`). So JSON ->
-//! protobuf -> JSON returns the same document up to key order, `null`s
-//! other than times, empty arrays/objects of repeated/map fields and `Time`
-//! fractions.
+//! What JSON -> protobuf -> JSON does not keep is what Go does not keep
+//! either: omitempty zero values, empty arrays and objects (nil), `Time`
+//! fractions, map key order.
 //!
 //! Unknown JSON keys and unknown protobuf field numbers are errors naming the
 //! field path (`spec.containers[0].foo`): the caller decides (e.g. falls back
@@ -73,9 +75,10 @@
 //! # Performance
 //!
 //! JSON -> protobuf is a single streaming serde_json pass writing into the
-//! output (no `serde_json::Value`); nested lengths are patched in place.
-//! Protobuf -> JSON writes straight into the output buffer. Neither allocates
-//! per field, except JSON keys with escapes and out-of-order map entries.
+//! output (no `serde_json::Value`); each message is reassembled in field
+//! order once it ends, and nested lengths are patched in place. Protobuf ->
+//! JSON writes straight into the output buffer. Neither allocates per field,
+//! except JSON keys with escapes and out-of-order map entries.
 
 mod decode;
 mod desc;

@@ -317,7 +317,7 @@ fn bookmark_round_trips_and_keeps_kind_first() {
     proto_to_json_into(ty("v1", "Pod"), &proto, Some(tm), &mut out).unwrap();
     assert_eq!(
         String::from_utf8(out).unwrap(),
-        r#"{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"23736","creationTimestamp":null},"spec":{},"status":{}}"#
+        r#"{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"23736","creationTimestamp":null},"spec":{"containers":null},"status":{}}"#
     );
 }
 
@@ -346,14 +346,14 @@ fn special_types_transcode_like_go() {
     let back = proto_to_json(ty("v1", "Namespace"), &proto).unwrap();
     assert_eq!(
         String::from_utf8(back).unwrap(),
-        r#"{"metadata":{"name":"a","creationTimestamp":"2024-01-02T03:04:05Z","deletionTimestamp":null}}"#
+        r#"{"metadata":{"name":"a","creationTimestamp":"2024-01-02T03:04:05Z","deletionTimestamp":null},"spec":{},"status":{}}"#
     );
     let quota = r#"{"spec":{"hard":{"pods":10,"cpu":"1.5"}}}"#;
     let proto = json_to_proto(ty("v1", "ResourceQuota"), quota.as_bytes()).unwrap();
     let back = proto_to_json(ty("v1", "ResourceQuota"), &proto).unwrap();
     assert_eq!(
         String::from_utf8(back).unwrap(),
-        r#"{"spec":{"hard":{"cpu":"1.5","pods":"10"}}}"#
+        r#"{"metadata":{"creationTimestamp":null},"spec":{"hard":{"cpu":"1.5","pods":"10"}},"status":{}}"#
     );
 
     // RawExtension (ControllerRevision.data) keeps its JSON as is;
@@ -367,16 +367,86 @@ fn special_types_transcode_like_go() {
     assert_round_trip(rl, resources);
 }
 
+/// JSON -> protobuf -> JSON, as text.
+fn through_protobuf(ty: MessageType, json: &str) -> String {
+    let proto = json_to_proto(ty, json.as_bytes()).unwrap();
+    String::from_utf8(proto_to_json(ty, &proto).unwrap()).unwrap()
+}
+
 #[test]
-fn empty_strings_present_on_the_wire_are_kept() {
-    // A pointer string set to "" differs from an absent one (a PVC's
-    // storageClassName), so an empty string on the wire stays in the JSON.
-    let json = r#"{"metadata":{"name":"x","namespace":""},"spec":{"containers":[{"name":"","image":""}],"volumes":[{"name":"v","hostPath":{"path":"/l","type":""}}]}}"#;
-    let proto = json_to_proto(ty("v1", "Pod"), json.as_bytes()).unwrap();
-    let back = proto_to_json(ty("v1", "Pod"), &proto).unwrap();
-    let back: serde_json::Value = serde_json::from_slice(&back).unwrap();
-    let json: serde_json::Value = serde_json::from_str(json).unwrap();
-    assert_eq!(back, json);
+fn omitempty_zero_values_are_left_out_and_the_others_written() {
+    // `namespace` and `image` are omitempty strings; a container's `name` is
+    // not; `generation` is an omitempty int64.
+    let json = r#"{"metadata":{"name":"x","namespace":"","generation":0},"spec":{"containers":[{"name":"","image":""}]}}"#;
+    assert_eq!(
+        through_protobuf(ty("v1", "Pod"), json),
+        r#"{"metadata":{"name":"x","creationTimestamp":null},"spec":{"containers":[{"name":"","resources":{}}]},"status":{}}"#
+    );
+}
+
+#[test]
+fn pointers_on_the_wire_are_written_even_when_zero() {
+    // A pointer set to "" or 0 differs from an absent one (a PVC's
+    // storageClassName "" means "no class"; replicas 0 is not the default 1).
+    let pvc = r#"{"metadata":{"name":"x"},"spec":{"storageClassName":"","resources":{}}}"#;
+    assert_eq!(
+        through_protobuf(ty("v1", "PersistentVolumeClaim"), pvc),
+        r#"{"metadata":{"name":"x","creationTimestamp":null},"spec":{"resources":{},"storageClassName":""},"status":{}}"#
+    );
+    let deployment = r#"{"metadata":{"name":"d"},"spec":{"replicas":0}}"#;
+    let back = through_protobuf(ty("apps/v1", "Deployment"), deployment);
+    assert!(back.contains(r#""spec":{"replicas":0,"selector":null,"template":{"metadata":{"creationTimestamp":null},"spec":{"containers":null}},"strategy":{}}"#), "{back}");
+}
+
+#[test]
+fn absent_fields_without_omitempty_are_go_zero_values() {
+    // A Role's `rules` and an EndpointSlice's `endpoints` are nil slices
+    // without omitempty: `null`; a Container's `lastState` is a struct.
+    assert_eq!(
+        through_protobuf(
+            ty("rbac.authorization.k8s.io/v1", "Role"),
+            r#"{"metadata":{"name":"r"}}"#
+        ),
+        r#"{"metadata":{"name":"r","creationTimestamp":null},"rules":null}"#
+    );
+    assert_eq!(
+        through_protobuf(
+            ty("discovery.k8s.io/v1", "EndpointSlice"),
+            r#"{"metadata":{"name":"e"},"addressType":"IPv4"}"#
+        ),
+        r#"{"metadata":{"name":"e","creationTimestamp":null},"addressType":"IPv4","endpoints":null,"ports":null}"#
+    );
+    let status = r#"{"status":{"containerStatuses":[{"name":"c"}]}}"#;
+    let back = through_protobuf(ty("v1", "Pod"), status);
+    assert!(back.contains(r#""containerStatuses":[{"name":"c","state":{},"lastState":{},"ready":false,"restartCount":0,"image":"","imageID":""}]"#), "{back}");
+}
+
+#[test]
+fn volume_claim_templates_carry_the_type_meta_the_api_server_sets() {
+    let sts = r#"{"metadata":{"name":"s"},"spec":{"volumeClaimTemplates":[{"kind":"PersistentVolumeClaim","apiVersion":"v1","metadata":{"name":"data"}}]}}"#;
+    let back = through_protobuf(ty("apps/v1", "StatefulSet"), sts);
+    assert!(back.contains(r#""volumeClaimTemplates":[{"kind":"PersistentVolumeClaim","apiVersion":"v1","metadata":{"name":"data","creationTimestamp":null},"spec":{"resources":{}},"status":{}}]"#), "{back}");
+}
+
+#[test]
+fn the_encoder_writes_go_zero_values_in_field_number_order() {
+    // ObjectMeta as Go writes it: name=1, generateName=2 "", namespace=3,
+    // selfLink=4 "", uid=5 "", resourceVersion=6 "", generation=7 0,
+    // creationTimestamp=8 (empty: the zero time); then labels=11, sorted.
+    let json = r#"{"metadata":{"labels":{"b":"2","a":"1"},"namespace":"ns","name":"n"}}"#;
+    let proto = json_to_proto(ty("v1", "ConfigMap"), json.as_bytes()).unwrap();
+    let meta = [
+        &[0x0a, 1, b'n'][..],
+        &[0x12, 0],
+        &[0x1a, 2, b'n', b's'],
+        &[0x22, 0, 0x2a, 0, 0x32, 0, 0x38, 0, 0x42, 0],
+        &[0x5a, 6, 0x0a, 1, b'a', 0x12, 1, b'1'],
+        &[0x5a, 6, 0x0a, 1, b'b', 0x12, 1, b'2'],
+    ]
+    .concat();
+    let mut want = vec![0x0a, meta.len() as u8];
+    want.extend_from_slice(&meta);
+    assert_eq!(proto, want);
 }
 
 #[test]
@@ -579,7 +649,7 @@ fn list_bodies_are_built_from_encoded_items() {
     let json = parse(&decode_unknown(&body).unwrap().to_json().unwrap().unwrap());
     assert_eq!(
         json,
-        json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "24000"}})
+        json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "24000"}, "items": []})
     );
 }
 
