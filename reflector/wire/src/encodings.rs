@@ -227,7 +227,8 @@ mod tests {
     }
 
     #[test]
-    fn a_custom_resources_metadata_is_written_in_object_meta_order() {
+    fn a_custom_resources_metadata_is_written_as_go_writes_object_meta() {
+        // ObjectMeta's field order; its zero creationTimestamp is null.
         let widget = decode_object(
             br#"{"metadata":{"labels":{"x":"y"},"name":"a","namespace":"n","resourceVersion":"7"}}"#,
             "Widget",
@@ -237,7 +238,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             widget.metadata_json(false).concat(),
-            br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","namespace":"n","resourceVersion":"7","labels":{"x":"y"}}}"#
+            br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","namespace":"n","resourceVersion":"7","creationTimestamp":null,"labels":{"x":"y"}}}"#
         );
     }
 
@@ -252,7 +253,7 @@ mod tests {
         let decoded = protobuf::proto_to_json(partial_object_metadata(), &meta).unwrap();
         assert_eq!(
             decoded,
-            br#"{"metadata":{"name":"a","namespace":"n","resourceVersion":"7"}}"#
+            br#"{"metadata":{"name":"a","namespace":"n","resourceVersion":"7","creationTimestamp":null}}"#
         );
         let copy = object.clone();
         assert!(
