@@ -649,6 +649,16 @@ async fn metadata_only_gets_and_lists_are_the_real_servers_in_json_and_protobuf(
             }
         }
     }
+    // The whole list is the API server's unstructured list: sorted keys,
+    // `continue` always there.
+    let file = "lists/widgets.list.json";
+    let (code, body) = get(&url, path, &recorded(file).accept).await;
+    let (got, want): (Value, Value) = (serde_json::from_slice(&body).unwrap(), corpus_json(file));
+    assert_eq!(code, 200, "{file}");
+    assert_eq!(keys(&got), keys(&want), "{file}");
+    assert_eq!(keys(&got["metadata"]), keys(&want["metadata"]), "{file}");
+    assert_eq!(got["metadata"]["continue"], want["metadata"]["continue"]);
+    assert_eq!(body.last(), Some(&b'\n'), "{file}");
     let file = "lists/widgets.list.pb";
     let request = recorded(file);
     let (code, body) = get(&url, path, &request.accept).await;

@@ -70,23 +70,23 @@ pub(crate) fn list(
     let (api_version, list_kind) = kind.list_type_meta(shape);
     Ok(match wire {
         Wire::Json => {
+            // A custom resource's list is an unstructured map in the API
+            // server, written with sorted keys.
+            let envelope = match shape == Shape::Object && !kind.builtin {
+                true => unstructured_envelope(&api_version, &list_kind, meta),
+                false => typed_envelope(&api_version, &list_kind, meta),
+            };
             let kind = kind.clone();
-            json_list(
-                &api_version,
-                &list_kind,
-                meta,
-                items,
-                move |object, chunk| {
-                    if shape == Shape::Object && kind.builtin {
-                        chunk.put_u8(b'{');
-                        chunk.put(object.without_type_meta());
-                    } else {
-                        for piece in kind.json(object, shape) {
-                            chunk.put(piece);
-                        }
+            json_list(envelope, items, move |object, chunk| {
+                if shape == Shape::Object && kind.builtin {
+                    chunk.put_u8(b'{');
+                    chunk.put(object.without_type_meta());
+                } else {
+                    for piece in kind.json(object, shape) {
+                        chunk.put(piece);
                     }
-                },
-            )
+                }
+            })
         }
         Wire::Protobuf => {
             let messages = items
@@ -105,14 +105,9 @@ pub(crate) fn stream(chunks: Chunks) -> Body {
     ))
 }
 
-/// The chunks of a JSON list, each item written by `item`.
-fn json_list(
-    api_version: &str,
-    kind: &str,
-    meta: &ListMeta,
-    items: Vec<Arc<CachedObject>>,
-    item: impl Fn(&CachedObject, &mut BytesMut) + Send + 'static,
-) -> Chunks {
+/// The head and tail of a JSON list of a typed kind: `kind`, `apiVersion`,
+/// `metadata` in Go's `ListMeta` order, then `items`.
+fn typed_envelope(api_version: &str, kind: &str, meta: &ListMeta) -> (String, String) {
     let mut head = format!(
         r#"{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{{"resourceVersion":"{}""#,
         meta.resource_version
@@ -124,6 +119,34 @@ fn json_list(
         head.push_str(&format!(r#","remainingItemCount":{remaining}"#));
     }
     head.push_str(r#"},"items":["#);
+    (head, "]}\n".into())
+}
+
+/// The head and tail of a JSON list of a custom resource, as the API server
+/// writes its unstructured list: keys sorted, so `items` before `kind` and
+/// `metadata`, whose `continue` is always there (empty on the last page).
+fn unstructured_envelope(api_version: &str, kind: &str, meta: &ListMeta) -> (String, String) {
+    let head = format!(r#"{{"apiVersion":"{api_version}","items":["#);
+    let token = meta.continue_token.as_deref().unwrap_or_default();
+    let mut tail = format!(r#"],"kind":"{kind}","metadata":{{"continue":"{token}""#);
+    if let Some(remaining) = meta.remaining {
+        tail.push_str(&format!(r#","remainingItemCount":{remaining}"#));
+    }
+    tail.push_str(&format!(
+        r#","resourceVersion":"{}"}}}}"#,
+        meta.resource_version
+    ));
+    tail.push('\n');
+    (head, tail)
+}
+
+/// The chunks of a JSON list between `envelope`'s head and tail, each item
+/// written by `item`.
+fn json_list(
+    (head, tail): (String, String),
+    items: Vec<Arc<CachedObject>>,
+    item: impl Fn(&CachedObject, &mut BytesMut) + Send + 'static,
+) -> Chunks {
     let mut next = 0;
     let mut head = Some(Bytes::from(head));
     Box::new(std::iter::from_fn(move || {
@@ -142,7 +165,7 @@ fn json_list(
             next += 1;
         }
         if next == items.len() {
-            chunk.put_slice(b"]}\n");
+            chunk.put_slice(tail.as_bytes());
             next += 1;
         }
         Some(chunk.freeze())

@@ -39,17 +39,7 @@ pub struct Served {
     pub sim: Sim,
     /// What the router serves.
     pub caches: Arc<ServedResources>,
-    reflectors: Vec<JoinHandle<()>>,
-    server: JoinHandle<()>,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        for task in &self.reflectors {
-            task.abort();
-        }
-        self.server.abort();
-    }
+    front: Front,
 }
 
 /// What to start.
@@ -100,11 +90,7 @@ impl Default for Setup {
 /// Starts the sim, the reflectors and kubecache; returns once every store
 /// is ready.
 pub async fn serve(setup: Setup) -> Served {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let (sim_url, sim) = Sim::start(setup.sim).await.expect("sim starts");
+    let (sim_url, sim) = Sim::start(setup.sim.clone()).await.expect("sim starts");
     let upstream = match setup.auth {
         Some(_) => {
             let kubeconfig = sim
@@ -117,6 +103,41 @@ pub async fn serve(setup: Setup) -> Served {
         }
         None => kube::Config::new(sim_url.parse().unwrap()),
     };
+    let front = front(upstream, setup).await;
+    Served {
+        url: front.url.clone(),
+        sim,
+        caches: front.caches.clone(),
+        front,
+    }
+}
+
+/// kubecache in front of any API server, stopped when dropped.
+pub struct Front {
+    /// kubecache's base URL.
+    pub url: String,
+    /// What the router serves.
+    pub caches: Arc<ServedResources>,
+    reflectors: Vec<JoinHandle<()>>,
+    server: JoinHandle<()>,
+}
+
+impl Drop for Front {
+    fn drop(&mut self) {
+        for task in &self.reflectors {
+            task.abort();
+        }
+        self.server.abort();
+    }
+}
+
+/// Starts the reflectors of `setup` (its `sim` unused) against `upstream`
+/// and kubecache; returns once every store is ready.
+pub async fn front(upstream: kube::Config, setup: Setup) -> Front {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let client = kube::Client::try_from(upstream.clone()).unwrap();
     let mut caches = Vec::new();
     let mut reflectors = Vec::new();
@@ -158,9 +179,8 @@ pub async fn serve(setup: Setup) -> Served {
         .tls(setup.tls)
         .write_stall(setup.write_stall);
     let server = tokio::spawn(server.serve(std::future::pending()));
-    Served {
+    Front {
         url,
-        sim,
         caches,
         reflectors,
         server,
@@ -171,7 +191,7 @@ impl Served {
     /// Ends every reflector, as a panic outside their steps would, and
     /// waits until they are gone; kubecache goes on serving.
     pub async fn stop_reflectors(&mut self) {
-        for task in &mut self.reflectors {
+        for task in &mut self.front.reflectors {
             task.abort();
             let _ = task.await;
         }

@@ -296,6 +296,7 @@ pub(super) fn encode_list(
 /// bytes at a time), the closing brackets.
 struct JsonListChunks {
     head: Option<String>,
+    tail: String,
     items: std::iter::Enumerate<std::vec::IntoIter<Arc<StoredObject>>>,
     form: Form,
     done: bool,
@@ -307,19 +308,34 @@ impl JsonListChunks {
             Form::Whole => (resource.list_kind, resource.api_version()),
             Form::Metadata { .. } => ("PartialObjectMetadataList", METADATA_API_VERSION),
         };
-        let mut head = format!(
-            r#"{{"kind":"{list_kind}","apiVersion":"{api_version}","metadata":{{"resourceVersion":"{}""#,
-            page.revision
-        );
-        if let Some(token) = &page.continue_token {
-            head.push_str(&format!(r#","continue":"{token}""#));
-        }
-        if let Some(remaining) = page.remaining {
-            head.push_str(&format!(r#","remainingItemCount":{remaining}"#));
-        }
-        head.push_str(r#"},"items":["#);
+        // A custom resource's list is an unstructured map in the API
+        // server, written with sorted keys and an always present `continue`.
+        let (head, tail) = if !resource.builtin && matches!(form, Form::Whole) {
+            let token = page.continue_token.as_deref().unwrap_or_default();
+            let mut tail = format!(r#"],"kind":"{list_kind}","metadata":{{"continue":"{token}""#);
+            if let Some(remaining) = page.remaining {
+                tail.push_str(&format!(r#","remainingItemCount":{remaining}"#));
+            }
+            tail.push_str(&format!(r#","resourceVersion":"{}"}}}}"#, page.revision));
+            tail.push('\n');
+            (format!(r#"{{"apiVersion":"{api_version}","items":["#), tail)
+        } else {
+            let mut head = format!(
+                r#"{{"kind":"{list_kind}","apiVersion":"{api_version}","metadata":{{"resourceVersion":"{}""#,
+                page.revision
+            );
+            if let Some(token) = &page.continue_token {
+                head.push_str(&format!(r#","continue":"{token}""#));
+            }
+            if let Some(remaining) = page.remaining {
+                head.push_str(&format!(r#","remainingItemCount":{remaining}"#));
+            }
+            head.push_str(r#"},"items":["#);
+            (head, "]}\n".to_string())
+        };
         JsonListChunks {
             head: Some(head),
+            tail,
             items: page.items.into_iter().enumerate(),
             form,
             done: false,
@@ -340,7 +356,7 @@ impl Iterator for JsonListChunks {
         }
         while buf.len() < CHUNK {
             let Some((i, object)) = self.items.next() else {
-                buf.put_slice(b"]}\n");
+                buf.put_slice(self.tail.as_bytes());
                 self.done = true;
                 break;
             };
