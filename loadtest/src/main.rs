@@ -107,7 +107,8 @@ struct SimArgs {
     /// whatever their age).
     #[arg(long)]
     watch_cache_secs: Option<u64>,
-    /// Seconds between watch bookmarks.
+    /// Seconds between periodic watch bookmarks (kube-apiserver's cacher:
+    /// bookmarkFrequency, a minute).
     #[arg(long, default_value_t = 60)]
     bookmark_interval_secs: u64,
     /// Require this bearer token: one user, `admin`, who may do everything

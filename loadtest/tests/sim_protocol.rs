@@ -352,8 +352,8 @@ async fn bookmarks_carry_the_kinds_empty_shape_and_come_before_the_timeout() {
     })
     .await;
     let now = sim.store().revision();
-    let lines = watch_lines(&format!("{url}/api/v1/pods?watch=1&resourceVersion={now}&allowWatchBookmarks=true&timeoutSeconds=2"), 100, Duration::from_secs(10)).await;
-    assert!(lines.len() >= 2, "periodic and final bookmarks: {lines:?}");
+    let lines = watch_lines(&format!("{url}/api/v1/pods?watch=1&resourceVersion={now}&allowWatchBookmarks=true&timeoutSeconds=3"), 100, Duration::from_secs(10)).await;
+    assert_eq!(lines.len(), 4, "periodic and final bookmarks: {lines:?}");
     for line in &lines {
         assert_eq!(
             line,
@@ -367,6 +367,83 @@ async fn bookmarks_carry_the_kinds_empty_shape_and_come_before_the_timeout() {
     )
     .await;
     assert!(without.is_empty(), "no bookmarks unless asked");
+}
+
+/// The lines of a watch with the (paused) time each arrived, counted from
+/// the request, and when the stream ended.
+async fn timed_watch(url: &str) -> (Vec<(Duration, Value)>, Duration) {
+    let start = tokio::time::Instant::now();
+    let response = client().get(url).send().await.expect("watch");
+    assert_eq!(response.status(), 200, "watch {url}");
+    let mut stream = response.bytes_stream();
+    let mut lines = Vec::new();
+    let mut buf = Vec::new();
+    while let Some(Ok(chunk)) = stream.next().await {
+        buf.extend_from_slice(&chunk);
+        while let Some(end) = buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=end).collect();
+            lines.push((
+                start.elapsed(),
+                serde_json::from_slice(&line).expect("JSON"),
+            ));
+        }
+    }
+    (lines, start.elapsed())
+}
+
+/// Whether `got` is `want`, or at most 100 ms after it (paused time moves
+/// on to the sim's next timer while a chunk crosses loopback).
+fn at(got: Duration, want_ms: u64) -> bool {
+    let want = Duration::from_millis(want_ms);
+    got >= want && got < want + Duration::from_millis(100)
+}
+
+#[tokio::test(start_paused = true)]
+async fn bookmarks_come_as_the_api_servers_cacher_sends_them() {
+    let (url, sim) = sim(SimConfig {
+        pods: 5,
+        ..SimConfig::default()
+    })
+    .await;
+    let now = sim.store().revision();
+    let watch = |timeout: u64| {
+        format!(
+            "{url}/api/v1/pods?watch=1&resourceVersion={now}&allowWatchBookmarks=true&timeoutSeconds={timeout}"
+        )
+    };
+    let (lines, ended) = timed_watch(&watch(3)).await;
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(at(lines[0].0, 1_000), "2 s before the deadline: {lines:?}");
+    assert_eq!(lines[0].1["type"], "BOOKMARK");
+    assert!(at(ended, 3_000), "{ended:?}");
+    let (lines, ended) = timed_watch(&watch(2)).await;
+    assert!(
+        lines.is_empty(),
+        "none when 2 s before the deadline is now: {lines:?}"
+    );
+    assert!(at(ended, 2_000), "{ended:?}");
+
+    let (url, sim) = self::sim(SimConfig {
+        pods: 5,
+        bookmark_interval: Duration::from_millis(700),
+        ..SimConfig::default()
+    })
+    .await;
+    let now = sim.store().revision();
+    let (lines, ended) = timed_watch(&format!(
+        "{url}/api/v1/pods?watch=1&resourceVersion={now}&allowWatchBookmarks=true&timeoutSeconds=4"
+    ))
+    .await;
+    let times: Vec<Duration> = lines.iter().map(|(t, _)| *t).collect();
+    assert_eq!(
+        times.len(),
+        3,
+        "every interval, then 2 s before the deadline: {times:?}"
+    );
+    for (got, want) in times.iter().zip([700, 1_400, 2_000]) {
+        assert!(at(*got, want), "{times:?}");
+    }
+    assert!(at(ended, 4_000), "{ended:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -11,9 +11,22 @@
 //!   `allowWatchBookmarks`), then the events after the snapshot.
 //!
 //! A watch whose selector an object leaves sees it DELETED; one it enters,
-//! ADDED (as the watch cache filters). Bookmarks come every
-//! `bookmark_interval` and once shortly before `timeoutSeconds` ends the
-//! stream.
+//! ADDED (as the watch cache filters).
+//!
+//! Bookmarks (with `allowWatchBookmarks`) come when kube-apiserver's cacher
+//! sends them (`cacheWatcher.nextBookmarkTime` in
+//! `staging/src/k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go`): the
+//! next one is due `bookmark_interval` after the watch started or after the
+//! previous one (bookmarkFrequency, a minute), but no later than 2 s before
+//! the deadline; when that moment is not after now, none is due any more. So
+//! a watch of `timeoutSeconds=3` gets one bookmark, 1 s in, and one of
+//! `timeoutSeconds=2` or less gets none. (The cacher keeps due times in
+//! one-second buckets checked on a ticker of about a second, so a real one
+//! may come up to a second early, and then once more when due: the golden
+//! `watch/pods-meta.watch.json` ends with two at the same revision. The sim
+//! sends each exactly when due.) A bookmark carries the watch's
+//! position: the store's revision once the watch has sent every event up to
+//! it, as the cacher's bookmark carries the last revision it processed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,9 +56,16 @@ use kubecache_wire::ChangeType;
 /// 30–60 minutes (`--min-request-timeout` 1800 s); the simulator uses 30.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 
-/// The final bookmark comes this long before the timeout (kube-apiserver
-/// sends it about 2 s early so clients can resume without a gap).
+/// The last bookmark comes this long before the deadline (kube-apiserver
+/// sends it 2 s early so clients can resume without a gap).
 const FINAL_BOOKMARK_LEAD: Duration = Duration::from_secs(2);
+
+/// When the bookmark after `now` is due, if any (see the module doc).
+fn next_bookmark(now: Instant, deadline: Instant, interval: Duration) -> Option<Instant> {
+    let last = deadline.checked_sub(FINAL_BOOKMARK_LEAD)?;
+    let at = (now + interval).min(last);
+    (at > now).then_some(at)
+}
 
 /// Events read from the store per lock.
 const BATCH: usize = 512;
@@ -147,10 +167,11 @@ impl Watch {
         let mut revisions = store.subscribe();
         let mut cuts = self.ctx.cuts.subscribe();
         let timeout = self.params.timeout.unwrap_or(DEFAULT_TIMEOUT);
-        let deadline = Instant::now() + timeout;
-        let final_bookmark = deadline - FINAL_BOOKMARK_LEAD.min(timeout / 2);
-        let bookmarks = self.params.allow_bookmarks;
+        let started = Instant::now();
+        let deadline = started + timeout;
         let interval = self.ctx.serve.bookmark_interval;
+        let mut next =
+            next_bookmark(started, deadline, interval).filter(|_| self.params.allow_bookmarks);
         let mut position = match start {
             Start::After(rv) => rv,
             Start::InitialEvents { at, end_bookmark } => {
@@ -169,7 +190,7 @@ impl Watch {
                     }
                     Err(e) => return self.out.error(too_old(at, e)).await,
                 }
-                if end_bookmark && bookmarks {
+                if end_bookmark && self.params.allow_bookmarks {
                     self.out.bookmark(at, true).await?;
                 }
                 at
@@ -181,8 +202,6 @@ impl Watch {
                 .error(too_old(position, ReadError::Compacted(store.revision())))
                 .await;
         }
-        let mut next_bookmark = Instant::now() + interval;
-        let mut final_sent = false;
         loop {
             loop {
                 let (events, upto) = match store.events_after(self.target.resource, position, BATCH)
@@ -203,17 +222,9 @@ impl Watch {
             self.out.flush().await?;
             tokio::select! {
                 changed = revisions.changed() => if changed.is_err() { return Ok(()) },
-                _ = sleep_until(next_bookmark) => {
-                    if bookmarks {
-                        self.out.bookmark(position, false).await?;
-                    }
-                    next_bookmark += interval;
-                }
-                _ = sleep_until(final_bookmark), if !final_sent => {
-                    if bookmarks {
-                        self.out.bookmark(position, false).await?;
-                    }
-                    final_sent = true;
+                () = sleep_until(next.unwrap_or(deadline)), if next.is_some() => {
+                    self.out.bookmark(position, false).await?;
+                    next = next_bookmark(Instant::now(), deadline, interval);
                 }
                 _ = sleep_until(deadline) => return self.out.flush().await,
                 _ = cuts.changed() => return self.out.cut().await,
@@ -404,5 +415,49 @@ impl Output {
             .send(Err(std::io::Error::other("injected fault: watch dropped")))
             .await;
         Err(Closed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The due times of every bookmark of a watch of `timeout`.
+    fn schedule(timeout: Duration, interval: Duration) -> Vec<Duration> {
+        let start = Instant::now();
+        let deadline = start + timeout;
+        std::iter::successors(next_bookmark(start, deadline, interval), |&at| {
+            next_bookmark(at, deadline, interval)
+        })
+        .map(|at| at - start)
+        .collect()
+    }
+
+    #[test]
+    fn a_watch_of_three_seconds_gets_one_bookmark_one_second_in() {
+        let secs = Duration::from_secs;
+        assert_eq!(schedule(secs(3), secs(60)), [secs(1)]);
+    }
+
+    #[test]
+    fn a_watch_of_two_seconds_or_less_gets_no_bookmark() {
+        for timeout in [0, 1, 2] {
+            let timeout = Duration::from_secs(timeout);
+            assert_eq!(schedule(timeout, Duration::from_millis(300)), []);
+        }
+    }
+
+    #[test]
+    fn bookmarks_come_every_interval_until_two_seconds_before_the_deadline() {
+        let ms = Duration::from_millis;
+        assert_eq!(
+            schedule(ms(4_000), ms(700)),
+            [ms(700), ms(1_400), ms(2_000)]
+        );
+        let minute = Duration::from_secs(60);
+        let hour = schedule(Duration::from_secs(1800), minute);
+        assert_eq!(hour.len(), 30, "{hour:?}");
+        assert_eq!(hour[28], minute * 29);
+        assert_eq!(hour[29], Duration::from_secs(1798));
     }
 }
