@@ -95,6 +95,10 @@ struct SimArgs {
     /// Delay before every list page (simulates slow etcd reads).
     #[arg(long, default_value_t = 0)]
     page_latency_ms: u64,
+    /// Delay of every read without resourceVersion (a list's first page, a
+    /// get): etcd's quorum read (default: a local etcd's).
+    #[arg(long, default_value_t = kubecache_loadtest::sim::CONSISTENT_READ_LATENCY.as_secs_f64() * 1e3)]
+    consistent_read_latency_ms: f64,
     /// Pace responses to a real kube-apiserver's measured throughput per
     /// encoding and path: 56 MB/s JSON and 69 MB/s protobuf for pages from
     /// etcd, 114 and 246 MB/s from the watch cache (rv=0 lists, watches).
@@ -186,6 +190,8 @@ async fn sim(args: SimArgs) -> anyhow::Result<()> {
         widgets: args.widgets,
         churn_per_sec: args.churn,
         page_latency: Duration::from_millis(args.page_latency_ms),
+        consistent_read_latency: Duration::try_from_secs_f64(args.consistent_read_latency_ms / 1e3)
+            .context("--consistent-read-latency-ms")?,
         serving_cost: args.serving_cost.then(ServingCost::default),
         history: HistoryWindow {
             max_revisions: None,

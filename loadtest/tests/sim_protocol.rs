@@ -447,6 +447,68 @@ async fn bookmarks_come_as_the_api_servers_cacher_sends_them() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn reads_without_resource_version_wait_for_etcds_quorum_read_and_are_counted() {
+    let latency = Duration::from_secs(5);
+    let (url, sim) = sim(SimConfig {
+        pods: 5,
+        consistent_read_latency: latency,
+        ..SimConfig::default()
+    })
+    .await;
+    let pod = sim.state(ids::PODS)[0].clone();
+    let pod_path = format!(
+        "{url}/api/v1/namespaces/{}/pods/{}",
+        pod.namespace, pod.name
+    );
+    let timed = |path: String| async move {
+        let start = tokio::time::Instant::now();
+        let (code, _) = get_json(&path).await;
+        assert_eq!(code, 200, "{path}");
+        start.elapsed()
+    };
+    for consistent in [
+        pod_path.clone(),
+        format!("{pod_path}/status"),
+        format!("{url}/api/v1/pods"),
+        format!("{url}/api/v1/pods?limit=1"),
+    ] {
+        let took = timed(consistent.clone()).await;
+        assert!(took >= latency, "{consistent}: {took:?}");
+    }
+    for from_cache in [
+        format!("{pod_path}?resourceVersion=0"),
+        format!("{url}/api/v1/pods?resourceVersion=0&limit=1"),
+    ] {
+        let took = timed(from_cache.clone()).await;
+        assert!(took < Duration::from_secs(1), "{from_cache}: {took:?}");
+    }
+    let now = sim.store().revision();
+    let watch = format!("{url}/api/v1/pods?watch=1&resourceVersion={now}&timeoutSeconds=1");
+    assert!(
+        watch_lines(&watch, 1, Duration::from_secs(2))
+            .await
+            .is_empty()
+    );
+
+    let pods = kubecache_loadtest::sim::Counts {
+        consistent_lists: 2,
+        consistent_gets: 2,
+        limit_one_lists: 2,
+        watches: 1,
+    };
+    let counters = sim.counters();
+    assert_eq!(counters["pods"], pods);
+    assert_eq!(counters["configmaps"], Default::default());
+    let (code, served) = get_json(&format!("{url}/sim/counters")).await;
+    assert_eq!(code, 200);
+    assert_eq!(served, serde_json::to_value(&counters).unwrap());
+    assert_eq!(
+        served["pods"],
+        json!({"consistentLists": 2, "consistentGets": 2, "limitOneLists": 2, "watches": 1})
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_streaming_list_sends_every_object_then_the_initial_events_end_bookmark() {
     let (url, sim) = sim(SimConfig {
         pods: 200,

@@ -2,7 +2,8 @@
 //!
 //! resourceVersion semantics of a list, as kube-apiserver 1.28+:
 //! - unset: a consistent read at the newest revision ("from etcd", paginated,
-//!   page latency applies);
+//!   page latency applies), after etcd's quorum read
+//!   (`consistent_read_latency`), as a get without resourceVersion;
 //! - `0`: "any", from the watch cache: the newest state, `limit` ignored;
 //! - `N` with `Exact`, or `N` with a limit and no match (the legacy rule):
 //!   the snapshot at `N`, 410 when compacted;
@@ -27,6 +28,7 @@ use super::params::{CollectionParams, VersionMatch};
 use super::{Context, Target, body_response, fault_for, status_response, watch};
 use crate::sim::ServingCost;
 use crate::sim::cost::Source;
+use crate::sim::counters::Asked;
 use crate::sim::encoding::{self, Form, Wire};
 use crate::sim::faults::{self, Fault, RequestKind};
 use crate::sim::object::StoredObject;
@@ -59,12 +61,20 @@ pub async fn collection(
         Ok(params) => params,
         Err(status) => return status_response(&status, wire),
     };
+    let counters = &ctx.counters;
     if params.watch {
+        counters.count(target.resource, Asked::Watch);
         // Events are single objects: either metadata form will do.
         return watch::serve(ctx, target, params, wire, form).await;
     }
     if form == (Form::Metadata { as_list: false }) {
         return status_response(&encoding::wrong_metadata_shape(resource, true), wire);
+    }
+    if params.limit == 1 {
+        counters.count(target.resource, Asked::LimitOneList);
+    }
+    if params.continue_token.is_none() && params.resource_version.is_none() {
+        counters.count(target.resource, Asked::ConsistentList);
     }
     let kind = if params.continue_token.is_some() {
         RequestKind::Continue
@@ -131,7 +141,10 @@ async fn list(
                     true,
                 )
             }
-            (None, None) => (store.revision(), None, Some(0), params.limit, true),
+            (None, None) => {
+                consistent_read(ctx).await;
+                (store.revision(), None, Some(0), params.limit, true)
+            }
             (None, Some(0)) if params.version_match != Some(VersionMatch::Exact) => {
                 (store.revision(), None, Some(0), 0, false)
             }
@@ -230,11 +243,26 @@ fn too_large_resource_version(wanted: u64, current: u64) -> Status {
     status
 }
 
-/// `GET` of one object, in `form`.
-pub fn get(ctx: &Context, target: &Target, wire: Wire, form: Form) -> Response {
+/// Waits out etcd's quorum read of a read without resourceVersion.
+async fn consistent_read(ctx: &Context) {
+    if !ctx.serve.consistent_read_latency.is_zero() {
+        tokio::time::sleep(ctx.serve.consistent_read_latency).await;
+    }
+}
+
+/// `GET` of one object, in `form`; without `resourceVersion` after etcd's
+/// quorum read (other resourceVersions read the newest state at once).
+pub async fn get(ctx: &Context, target: &Target, query: &str, wire: Wire, form: Form) -> Response {
     let resource = &RESOURCES[target.resource];
     if form == (Form::Metadata { as_list: true }) {
         return status_response(&encoding::wrong_metadata_shape(resource, false), wire);
+    }
+    let resource_version = form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == "resourceVersion")
+        .map(|(_, v)| v);
+    if resource_version.is_none_or(|rv| rv.is_empty()) {
+        ctx.counters.count(target.resource, Asked::ConsistentGet);
+        consistent_read(ctx).await;
     }
     let namespace = target.namespace.as_deref().unwrap_or_default();
     let name = target.name.as_deref().unwrap_or_default();

@@ -1,7 +1,7 @@
 //! The simulator's HTTP API: the Kubernetes paths for the served resources
 //! and their subresources, discovery, the review APIs, and `/sim/faults` to
-//! arm faults and `/sim/cut-watches` to cut every open watch from outside
-//! the process. Every request but those under `/sim/` passes
+//! arm faults, `/sim/cut-watches` to cut every open watch from outside
+//! the process and `/sim/counters` to read the [`Counters`]. Every request but those under `/sim/` passes
 //! [`auth::guard`] first.
 
 mod auth;
@@ -35,6 +35,7 @@ pub use request_info::RequestInfo;
 use write::Part;
 
 use super::auth::Policy;
+use super::counters::Counters;
 use super::encoding::{self, Wire};
 use super::faults::{self, Fault, FaultSpec, Faults, RequestKind};
 use super::resources::{RESOURCES, ResourceId};
@@ -53,6 +54,8 @@ pub struct Context {
     pub cuts: tokio::sync::watch::Sender<u64>,
     /// The policy enforced on every request; `None` allows everything.
     pub policy: RwLock<Option<Arc<Policy>>>,
+    /// What was asked of each resource.
+    pub counters: Counters,
 }
 
 impl Context {
@@ -72,6 +75,8 @@ impl Context {
 pub struct ServeConfig {
     /// Delay before each list page that is read "from etcd".
     pub page_latency: Duration,
+    /// Delay of a read without `resourceVersion` (etcd's quorum read).
+    pub consistent_read_latency: Duration,
     /// The throughput responses are paced to, if any.
     pub serving_cost: Option<super::ServingCost>,
     /// Interval of watch bookmarks.
@@ -100,6 +105,7 @@ pub fn router(ctx: Arc<Context>) -> Router {
         )
         .route("/sim/faults", post(arm_fault))
         .route("/sim/cut-watches", post(cut_watches))
+        .route("/sim/counters", get(counters))
         .fallback(dispatch)
         .layer(axum::middleware::from_fn_with_state(
             ctx.clone(),
@@ -119,6 +125,10 @@ async fn arm_fault(State(ctx): State<Arc<Context>>, body: Bytes) -> Response {
             Wire::Json,
         ),
     }
+}
+
+async fn counters(State(ctx): State<Arc<Context>>) -> axum::Json<impl serde::Serialize> {
+    axum::Json(ctx.counters.snapshot())
 }
 
 async fn cut_watches(State(ctx): State<Arc<Context>>) -> StatusCode {
@@ -239,7 +249,7 @@ async fn dispatch(
             list::collection(&ctx, &target, &query, wire, form).await
         }
         (None, &Method::GET, false) => list::collection(&ctx, &target, &query, wire, form).await,
-        (None, &Method::GET, true) => list::get(&ctx, &target, wire, form),
+        (None, &Method::GET, true) => list::get(&ctx, &target, &query, wire, form).await,
         (None, &Method::POST, false) => call.create(&body),
         (None, &Method::PUT, true) => call.replace(&body, Part::Whole),
         (None, &Method::PATCH, true) => call.patch(&body, Part::Whole),
@@ -248,7 +258,7 @@ async fn dispatch(
             call.delete_collection()
         }
         (Some(sub), method, true) if resource.has_subresource(sub) => {
-            call.subresource(sub, method, &body)
+            call.subresource(sub, method, &body).await
         }
         (Some(_), _, _) => status_response(&faults::not_found(), Wire::Json),
         (None, method, _) => method_not_allowed(method, wire),

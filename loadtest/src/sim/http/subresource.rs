@@ -16,14 +16,17 @@ use crate::sim::store::key_of;
 
 impl Call<'_> {
     /// A request to a subresource the target's resource has.
-    pub fn subresource(&self, subresource: &str, method: &Method, request: &Bytes) -> Response {
+    pub async fn subresource(
+        &self,
+        subresource: &str,
+        method: &Method,
+        request: &Bytes,
+    ) -> Response {
         match (subresource, method) {
-            ("status", &Method::GET) => list::get(
-                self.ctx,
-                self.target,
-                self.wire,
-                crate::sim::encoding::Form::Whole,
-            ),
+            ("status", &Method::GET) => {
+                let form = crate::sim::encoding::Form::Whole;
+                list::get(self.ctx, self.target, self.query, self.wire, form).await
+            }
             ("status", &Method::PUT) => self.replace(request, Part::Status),
             ("status", &Method::PATCH) => self.patch(request, Part::Status),
             ("log", &Method::GET) => self.log(),

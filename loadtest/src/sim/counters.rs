@@ -1,0 +1,88 @@
+//! What the simulator was asked, per resource: the requests a cache in
+//! front of it sends to keep its reads fresh, so a benchmark can tell their
+//! rate (`GET /sim/counters`, [`super::Sim::counters`]).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use super::resources::{RESOURCES, Resource, ResourceId};
+
+/// Requests of one resource since the start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Counts {
+    /// Lists without `resourceVersion` (and without a continue token): the
+    /// quorum reads from etcd.
+    pub consistent_lists: u64,
+    /// Gets of one object without `resourceVersion`: quorum reads too.
+    pub consistent_gets: u64,
+    /// Lists with `limit=1`, whatever their resourceVersion: how a client
+    /// asks for the current resourceVersion.
+    pub limit_one_lists: u64,
+    /// Watches started.
+    pub watches: u64,
+}
+
+/// What was asked of each resource.
+#[derive(Debug)]
+pub struct Counters {
+    by_resource: Vec<[AtomicU64; 4]>,
+}
+
+/// One kind of request counted.
+#[derive(Debug, Clone, Copy)]
+pub enum Asked {
+    /// See [`Counts::consistent_lists`].
+    ConsistentList,
+    /// See [`Counts::consistent_gets`].
+    ConsistentGet,
+    /// See [`Counts::limit_one_lists`].
+    LimitOneList,
+    /// See [`Counts::watches`].
+    Watch,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters {
+            by_resource: RESOURCES.iter().map(|_| Default::default()).collect(),
+        }
+    }
+}
+
+impl Counters {
+    /// Counts one request of `resource`.
+    pub fn count(&self, resource: ResourceId, asked: Asked) {
+        self.by_resource[resource][asked as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counts so far, by resource (`pods`, `widgets.example.com`, ...).
+    pub fn snapshot(&self) -> BTreeMap<String, Counts> {
+        RESOURCES
+            .iter()
+            .zip(&self.by_resource)
+            .map(|(resource, counts)| {
+                let get = |asked: Asked| counts[asked as usize].load(Ordering::Relaxed);
+                let counts = Counts {
+                    consistent_lists: get(Asked::ConsistentList),
+                    consistent_gets: get(Asked::ConsistentGet),
+                    limit_one_lists: get(Asked::LimitOneList),
+                    watches: get(Asked::Watch),
+                };
+                (name(resource), counts)
+            })
+            .collect()
+    }
+}
+
+/// `plural` for the core group, `plural.group` otherwise (as kubectl names
+/// a resource).
+fn name(resource: &Resource) -> String {
+    if resource.group.is_empty() {
+        resource.plural.to_string()
+    } else {
+        format!("{}.{}", resource.plural, resource.group)
+    }
+}
