@@ -5,6 +5,7 @@ pub mod run;
 pub mod sim;
 
 pub mod chaos;
+pub mod fresh;
 
 /// The defaults of a set of flags, as clap fills them in with no flag given.
 pub(crate) fn flag_defaults<T: clap::Args + clap::FromArgMatches>() -> T {

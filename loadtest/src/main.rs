@@ -35,6 +35,11 @@ enum Command {
     /// and kubecache's RSS over time; exits non-zero on any loss or failure
     /// of the well-behaved clients.
     Chaos(kubecache_loadtest::chaos::Chaos),
+    /// Consistent reads (GET and list without resourceVersion, a quiet
+    /// resource while pods churn, read-your-writes) through a running
+    /// kubecache and against the sim it caches, same run; kubecache's
+    /// requests to the sim for freshness; a markdown table with ratios.
+    Fresh(kubecache_loadtest::fresh::Fresh),
 }
 
 #[derive(clap::Args)]
@@ -145,6 +150,7 @@ async fn main() -> anyhow::Result<()> {
         Command::RawList(args) => raw_list(args).await,
         Command::Run(args) => run(args).await,
         Command::Chaos(args) => chaos(args).await,
+        Command::Fresh(args) => fresh(args).await,
     }
 }
 
@@ -156,6 +162,16 @@ async fn chaos(args: kubecache_loadtest::chaos::Chaos) -> anyhow::Result<()> {
         write_json(&path, &report)?;
     }
     anyhow::ensure!(report.ok(), "the chaos run failed: see above");
+    Ok(())
+}
+
+async fn fresh(args: kubecache_loadtest::fresh::Fresh) -> anyhow::Result<()> {
+    let json = args.json.clone();
+    let report = kubecache_loadtest::fresh::fresh(args).await?;
+    print!("{report}");
+    if let Some(path) = json {
+        write_json(&path, &report)?;
+    }
     Ok(())
 }
 

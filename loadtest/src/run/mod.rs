@@ -23,6 +23,7 @@
 //! the run fail (non-zero exit).
 
 mod report;
+pub(crate) use report::percentile_ms;
 mod requests;
 mod targets;
 mod watchers;

@@ -30,10 +30,7 @@ impl Latency {
     /// Percentiles of `samples` (microseconds; sorted in place).
     fn of(samples: &mut [u64]) -> Self {
         samples.sort_unstable();
-        let at = |q: f64| {
-            let i = ((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1;
-            samples[i] as f64 / 1e3
-        };
+        let at = |q: f64| percentile_ms(samples, q);
         if samples.is_empty() {
             return Latency::default();
         }
@@ -45,6 +42,16 @@ impl Latency {
             max_ms: samples[samples.len() - 1] as f64 / 1e3,
         }
     }
+}
+
+/// The `q` quantile (nearest rank) of sorted microsecond `samples`, in
+/// milliseconds; 0 without samples.
+pub(crate) fn percentile_ms(sorted: &[u64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i] as f64 / 1e3
 }
 
 /// One request kind, while measuring.
