@@ -176,7 +176,7 @@ async fn list(
         // the current state.
         (Some(_), _) => (cache.reader.snapshot(), None),
         (None, None) => {
-            cache.freshness.consistent(wait).await?;
+            caches.consistent(cache).await?;
             (cache.reader.snapshot(), Some(0))
         }
         (None, Some(0)) if params.version_match != VersionMatch::Exact => {
@@ -373,7 +373,7 @@ async fn get(
 ) -> Result<Response, ApiError> {
     let wait = caches.settings.read_wait;
     match kubecache_wire::list_options::resource_version(query)? {
-        None => cache.freshness.consistent(wait).await?,
+        None => caches.consistent(cache).await?,
         Some(0) => {}
         Some(rv) => cache.freshness.not_older_than(rv, wait).await?,
     }

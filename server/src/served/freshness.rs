@@ -1,245 +1,308 @@
 //! Consistent reads: waiting until the store holds every change up to a
-//! resourceVersion, and learning the API server's current one.
+//! resourceVersion, proving it when other resources moved the revision.
 //!
 //! # How a read becomes consistent
 //!
 //! A read with no resourceVersion must see every write the API server had
-//! accepted when the read arrived. kubecache asks the API server for its
-//! current resourceVersion `R` with one `limit=1` list, shared by every
-//! read that arrived before the request was sent (reads arriving while it
-//! is in flight wait for the next one: an answer begun before they arrived
-//! could miss writes they must see), then waits until the store has caught
-//! up with `R`.
+//! accepted when the read arrived. It learns the API server's current
+//! resourceVersion `R` from the shared [`Clock`] (a request sent after the
+//! read arrived), then waits until the store is complete through `R`.
 //!
 //! `R` is the API server's *global* revision: writes to other resources move
 //! it too, and the store only moves with events of its own resource (and
-//! with bookmarks, about once a minute). So when the store has not reached
-//! `R` shortly after, a shared *probe* asks the API server what lies between
-//! the store's resourceVersion `S` and `R`: a short watch from `S`. A
-//! bookmark at `B` as its first line proves that the resource has no change
-//! in `(S, B]`, so the store is complete through `B` (remembered, so later
-//! reads up to `B` do not probe again); an event as its first line means a
-//! change is on its way through the reflector's own watch, and the read
-//! keeps waiting for it. kube-apiserver sends that bookmark about one second
-//! into a watch of `timeoutSeconds=3` (`nextBookmarkTime` in
-//! `cacher/cacher.go`), which bounds the cost of a read whose `R` came from
-//! another resource's write.
+//! with the reflector's bookmarks, about once a minute). The store at `S <
+//! R` then needs a proof that its resource has no change in `(S, R]`.
+//!
+//! # Probes
+//!
+//! A probe is a short watch from the resourceVersion `S` the store is
+//! complete through, read until its first bookmark at `B`. The API server
+//! sends every change of the watched resource in `(S, B]` before that
+//! bookmark (events and bookmarks leave kube-apiserver's cacher in revision
+//! order, and a bookmark carries the revision the cacher has processed). So
+//! if the probe saw no event, the resource has no change in `(S, B]` and
+//! the store is complete through `B` at once; if its last event was at `L`,
+//! the store is complete through `B` once it has itself reached `L` (its
+//! own watch delivers the same changes). Proven resourceVersions are kept
+//! (later reads up to them need no probe) and wake the waiting reads.
+//!
+//! kube-apiserver sends a watch's bookmark 2 s before its deadline (not at
+//! all if that moment is not after the watch starts), else about once a
+//! minute (`nextBookmarkTime` in `cacher/cacher.go`); a probe of
+//! `timeoutSeconds=3` gets it about 1 s in. So while reads of the resource
+//! wait, or waited within [`KEEP_WARM`], probes are started every
+//! `probe_interval` (staggered), each closed after its bookmark, at most
+//! [`max_probes`] at once: once the cadence is warm, a bookmark comes every
+//! `probe_interval`, and a waiting read is proven by the first one sent
+//! after the API server reached its `R`. A cold read (none waited within
+//! [`KEEP_WARM`]) waits about 1 s for the first bookmark; passing a cold
+//! single-object GET through to the API server instead is left for later
+//! (it needs the caller's credentials on the read path). Nothing is sent
+//! while no read waits.
+//!
+//! A probe that sees an event while the store is already complete through
+//! every resourceVersion a read waited for ends there: the resource moves
+//! by itself, its store catches up through its own watch, and the probe
+//! would only copy the churn.
+//!
+//! kube-apiserver's cacher dispatches bookmarks on a timer of about one
+//! second (bookmark times are bucketed by the second), so against it the
+//! bookmarks of staggered probes come in bursts about a second apart;
+//! the stagger pays off against servers that honour each watch's own
+//! bookmark time, and bounds the wait by that timer otherwise.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use kubecache_reflector::StoreReader;
 use kubecache_reflector::upstream::{Query, Upstream};
 use kubecache_wire::{Status, WatchEventType};
-use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::{Instant, MissedTickBehavior};
 
-/// How long a waiting read lets the reflector's own watch deliver before it
-/// asks for a probe (and between probes): a write normally reaches the store
-/// within milliseconds.
-const PROBE_AFTER: Duration = Duration::from_millis(250);
+use super::clock::{Clock, Source};
 
 /// `timeoutSeconds` of a probe watch: the shortest for which kube-apiserver
-/// sends a bookmark before closing (it sends it 2 s before the timeout and
-/// not at all when that moment has already passed).
+/// sends a bookmark before closing (2 s before the timeout).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Requests shared by the reads waiting at the same moment.
-type Waiters<T> = mpsc::UnboundedSender<oneshot::Sender<T>>;
+/// When a probe's bookmark comes: [`PROBE_TIMEOUT`] less kube-apiserver's
+/// 2 s lead.
+const PROBE_BOOKMARK_AFTER: Duration = Duration::from_secs(1);
+
+/// How long after the last waiting read probes keep coming: a resource
+/// read now and then stays warm.
+pub(crate) const KEEP_WARM: Duration = Duration::from_secs(2);
+
+/// Most probes of one resource open at once: each is open about
+/// [`PROBE_BOOKMARK_AFTER`], one starts every `interval`.
+pub(crate) fn max_probes(interval: Duration) -> usize {
+    let interval = interval.max(Duration::from_millis(1));
+    (PROBE_BOOKMARK_AFTER
+        .as_nanos()
+        .div_ceil(interval.as_nanos()) as usize)
+        + 1
+}
 
 /// Consistent reads of one store.
-#[derive(Debug)]
 pub(crate) struct Freshness {
-    reader: StoreReader,
-    /// The store holds every change of the resource up to this
-    /// resourceVersion (as far as probes have shown beyond its own).
-    complete_through: Arc<AtomicU64>,
+    shared: Arc<Shared>,
+    /// When a read last began or ended waiting; wakes the probe cadence.
+    demand: watch::Sender<Instant>,
     /// The API server's newest resourceVersion learnt so far.
-    upstream: AtomicU64,
-    current: Waiters<Result<u64, Status>>,
-    probes: Waiters<()>,
+    learnt: AtomicU64,
+}
+
+struct Shared {
+    reader: StoreReader,
+    upstream: Upstream,
+    /// The store is complete through this resourceVersion, as probes have
+    /// proven beyond its own.
+    proven: watch::Sender<u64>,
+    /// The newest resourceVersion a read waited for.
+    wanted: AtomicU64,
+    /// Reads waiting for a proof now.
+    waiting: AtomicUsize,
+}
+
+impl Shared {
+    fn complete_through(&self) -> u64 {
+        self.reader
+            .current_resource_version()
+            .max(*self.proven.borrow())
+    }
 }
 
 impl Freshness {
-    /// Serves consistent reads of `reader`, asking `upstream`. Spawns the
-    /// two request loops; they end when this is dropped.
-    pub(crate) fn new(upstream: Upstream, reader: StoreReader) -> Self {
-        let complete_through = Arc::new(AtomicU64::new(0));
-        let current = spawn_shared({
-            let upstream = upstream.clone();
-            move || {
-                let upstream = upstream.clone();
-                async move { current_resource_version(&upstream).await }
-            }
-        });
-        let probes = spawn_shared({
-            let reader = reader.clone();
-            let complete_through = complete_through.clone();
-            move || {
-                let (upstream, reader) = (upstream.clone(), reader.clone());
-                let complete_through = complete_through.clone();
-                async move { probe(&upstream, &reader, &complete_through).await }
-            }
-        });
-        Freshness {
+    /// Serves consistent reads of `reader`, probing `upstream` every
+    /// `probe_interval` while reads wait. Spawns the probe cadence; it ends
+    /// when this is dropped.
+    pub(crate) fn new(upstream: Upstream, reader: StoreReader, probe_interval: Duration) -> Self {
+        let shared = Arc::new(Shared {
             reader,
-            complete_through,
-            upstream: AtomicU64::new(0),
-            current,
-            probes,
+            upstream,
+            proven: watch::Sender::new(0),
+            wanted: AtomicU64::new(0),
+            waiting: AtomicUsize::new(0),
+        });
+        let (demand, idle) = watch::channel(Instant::now());
+        tokio::spawn(cadence(shared.clone(), idle, probe_interval));
+        Freshness {
+            shared,
+            demand,
+            learnt: AtomicU64::new(0),
         }
+    }
+
+    /// What the [`Clock`] may list to learn the API server's revision.
+    pub(crate) fn source(&self) -> Source {
+        Source::new(self.shared.upstream.clone(), self.shared.reader.clone())
     }
 
     /// The newest resourceVersion up to which the store is known to hold
     /// every change.
     pub(crate) fn complete_through(&self) -> u64 {
-        self.reader
-            .current_resource_version()
-            .max(self.complete_through.load(Ordering::Acquire))
+        self.shared.complete_through()
     }
 
     /// How far the store is behind the API server's resourceVersion last
     /// learnt by a consistent read (0 when caught up, or never asked).
     pub(crate) fn lag(&self) -> u64 {
-        self.upstream
+        self.learnt
             .load(Ordering::Acquire)
             .saturating_sub(self.complete_through())
     }
 
     /// Waits until the store holds every change up to the API server's
-    /// current resourceVersion.
+    /// current resourceVersion, learnt from `clock`.
     ///
     /// # Errors
     ///
     /// 504 when the API server cannot be asked, or the store does not catch
     /// up within `timeout`.
-    pub(crate) async fn consistent(&self, timeout: Duration) -> Result<(), Status> {
+    pub(crate) async fn consistent(&self, clock: &Clock, timeout: Duration) -> Result<(), Status> {
         let deadline = Instant::now() + timeout;
-        let (tx, rx) = oneshot::channel();
-        let asked = self.current.send(tx).is_ok();
-        let current = match tokio::time::timeout_at(deadline, rx).await {
-            Ok(Ok(result)) if asked => result?,
-            Ok(_) => return Err(unavailable("the request loop has stopped")),
-            Err(_) => return Err(unavailable("the API server did not answer in time")),
-        };
-        self.upstream.fetch_max(current, Ordering::AcqRel);
-        self.not_older_than_by(current, deadline).await
+        let current = clock.now(deadline).await?;
+        self.learnt.fetch_max(current, Ordering::AcqRel);
+        self.wait(current, deadline, true).await
     }
 
-    /// Waits until the store holds every change up to `rv`.
+    /// Waits until the store holds every change up to `rv`, probing when
+    /// it lags (`rv` may come from another resource).
     ///
     /// # Errors
     ///
     /// 504 `Too large resource version` when it does not within `timeout`,
     /// as kube-apiserver answers (clients retry after a second).
     pub(crate) async fn not_older_than(&self, rv: u64, timeout: Duration) -> Result<(), Status> {
-        self.not_older_than_by(rv, Instant::now() + timeout).await
+        self.wait(rv, Instant::now() + timeout, true).await
     }
 
-    async fn not_older_than_by(&self, rv: u64, deadline: Instant) -> Result<(), Status> {
+    /// Waits until the store itself reaches `rv`, a resourceVersion of this
+    /// resource's own change (a client's write): its event brings the store
+    /// there, no probe is needed.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::not_older_than`].
+    pub(crate) async fn reached(&self, rv: u64, timeout: Duration) -> Result<(), Status> {
+        self.wait(rv, Instant::now() + timeout, false).await
+    }
+
+    async fn wait(&self, rv: u64, deadline: Instant, probe: bool) -> Result<(), Status> {
+        if self.complete_through() >= rv {
+            return Ok(());
+        }
+        let _waiting = probe.then(|| Waiting::new(self, rv));
+        let mut proven = self.shared.proven.subscribe();
         loop {
-            if self.complete_through() >= rv {
+            let complete = self.complete_through();
+            if complete >= rv {
                 return Ok(());
             }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(Status::too_large_resource_version(
-                    rv,
-                    self.complete_through(),
-                ));
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Status::too_large_resource_version(rv, complete));
             }
-            let wait = (deadline - now).min(PROBE_AFTER);
-            if self.reader.wait_for(rv, wait).await.is_ok() {
-                return Ok(());
-            }
-            if Instant::now() < deadline {
-                let (tx, rx) = oneshot::channel();
-                if self.probes.send(tx).is_ok() {
-                    let _ = tokio::time::timeout_at(deadline, rx).await;
-                }
+            tokio::select! {
+                _ = self.shared.reader.wait_for(rv, left) => {}
+                _ = proven.changed() => {}
             }
         }
     }
 }
 
-/// Spawns a loop that runs `request` once for all the waiters queued when
-/// it starts, and answers each of them with the result.
-fn spawn_shared<T, F, Fut>(request: F) -> Waiters<T>
-where
-    T: Clone + Send + 'static,
-    F: Fn() -> Fut + Send + 'static,
-    Fut: Future<Output = T> + Send,
-{
-    let (tx, mut rx) = mpsc::unbounded_channel::<oneshot::Sender<T>>();
-    tokio::spawn(async move {
-        while let Some(first) = rx.recv().await {
-            let mut waiters = vec![first];
-            while let Ok(more) = rx.try_recv() {
-                waiters.push(more);
+/// A read waiting for a proof, counted while it lives.
+struct Waiting<'f>(&'f Freshness);
+
+impl<'f> Waiting<'f> {
+    fn new(freshness: &'f Freshness, rv: u64) -> Self {
+        let shared = &freshness.shared;
+        shared.wanted.fetch_max(rv, Ordering::AcqRel);
+        shared.waiting.fetch_add(1, Ordering::AcqRel);
+        freshness.demand.send_replace(Instant::now());
+        Waiting(freshness)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.shared.waiting.fetch_sub(1, Ordering::AcqRel);
+        self.0.demand.send_replace(Instant::now());
+    }
+}
+
+/// Starts a probe every `interval` while reads wait or waited within
+/// [`KEEP_WARM`]; ends when the [`Freshness`] is dropped.
+async fn cadence(shared: Arc<Shared>, mut demand: watch::Receiver<Instant>, interval: Duration) {
+    let max = max_probes(interval);
+    let mut probes = JoinSet::new();
+    while demand.changed().await.is_ok() {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            let last = *demand.borrow_and_update();
+            if shared.waiting.load(Ordering::Acquire) == 0 && last.elapsed() >= KEEP_WARM {
+                break;
             }
-            let result = request().await;
-            for waiter in waiters {
-                let _ = waiter.send(result.clone());
+            tokio::select! {
+                _ = tick.tick() => {
+                    while probes.try_join_next().is_some() {}
+                    if probes.len() < max {
+                        probes.spawn(probe(shared.clone()));
+                    }
+                }
+                changed = demand.changed() => if changed.is_err() { return },
             }
         }
-    });
-    tx
+    }
 }
 
-/// The API server's current resourceVersion: one `limit=1` list.
-async fn current_resource_version(upstream: &Upstream) -> Result<u64, Status> {
-    let query = Query {
-        limit: Some(1),
-        ..Query::default()
-    };
-    let body = upstream
-        .list(&query)
-        .await
-        .map_err(|e| unavailable(&e.to_string()))?;
-    body.page()
-        .map(|page| page.resource_version)
-        .map_err(|e| unavailable(&format!("its list could not be read: {e}")))
-}
-
-/// One probe: a short watch from the store's resourceVersion; a bookmark as
-/// its first line moves `complete_through` (see the module doc).
-async fn probe(upstream: &Upstream, reader: &StoreReader, complete_through: &AtomicU64) {
-    let from = reader.current_resource_version();
+/// One probe (see the module doc).
+async fn probe(shared: Arc<Shared>) {
+    let from = shared.complete_through();
+    if from == 0 {
+        return;
+    }
+    metrics::counter!("kubecache_freshness_requests_total", "kind" => "probe").increment(1);
     let query = Query {
         watch: true,
         resource_version: Some(from),
         timeout: Some(PROBE_TIMEOUT),
         ..Query::default()
     };
-    let Ok(mut events) = upstream.watch(&query).await else {
+    let Ok(mut events) = shared.upstream.watch(&query).await else {
         return;
     };
-    let Ok(Some(event)) = events.next_event().await else {
+    let mut last_event = None;
+    let bookmark = loop {
+        let Ok(Some(event)) = events.next_event().await else {
+            return;
+        };
+        let Ok(line) = event.line() else {
+            return;
+        };
+        let Ok(rv) = line.resource_version() else {
+            return;
+        };
+        match line.event_type {
+            WatchEventType::Bookmark => break rv,
+            WatchEventType::Error => return,
+            _ if shared.complete_through() >= shared.wanted.load(Ordering::Acquire) => return,
+            _ => last_event = Some(rv),
+        }
+    };
+    drop(events);
+    if let Some(last) = last_event
+        && shared.reader.wait_for(last, PROBE_TIMEOUT).await.is_err()
+    {
         return;
-    };
-    let Ok(line) = event.line() else {
-        return;
-    };
-    let Ok(rv) = line.resource_version() else {
-        return;
-    };
-    let through = match line.event_type {
-        WatchEventType::Bookmark => rv,
-        WatchEventType::Error => return,
-        // The first change after `from` is at `rv`: none lies in between.
-        _ => rv.saturating_sub(1),
-    };
-    complete_through.fetch_max(through, Ordering::AcqRel);
-}
-
-/// 504 for a consistent read that could not learn the API server's state.
-fn unavailable(why: &str) -> Status {
-    Status::failure(
-        504,
-        "Timeout",
-        format!(
-            "a consistent read needs the API server's current resourceVersion, and {why}; retry, or read with resourceVersion=0 to accept the cache's current state"
-        ),
-    )
+    }
+    shared.proven.send_if_modified(|proven| {
+        let newer = bookmark > *proven;
+        *proven = (*proven).max(bookmark);
+        newer
+    });
 }

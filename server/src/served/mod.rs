@@ -2,6 +2,7 @@
 //! needs (store reader, consistent reads, held list snapshots, watch
 //! fan-out), below the HTTP layer and free of it.
 
+mod clock;
 pub(crate) mod encoding;
 pub(crate) mod fanout;
 mod filter;
@@ -30,6 +31,7 @@ pub(crate) use quota::Owner;
 pub(crate) use scope::Scope;
 pub(crate) use writes::ClientKey;
 
+use clock::Clock;
 use fanout::Hub;
 use freshness::Freshness;
 use pages::HeldSnapshots;
@@ -62,6 +64,14 @@ pub struct ServeSettings {
     /// selectors together: each costs every object examined (and, for a
     /// watch, every event) a lookup.
     pub max_selector_requirements: usize,
+    /// Most requests for the API server's current resourceVersion in
+    /// flight at once, for the consistent reads of every resource (see
+    /// [`clock`]).
+    pub freshness_requests: usize,
+    /// How often a probe watch starts while consistent reads of a resource
+    /// wait for a proof (see [`freshness`]): it bounds their wait once the
+    /// cadence is warm.
+    pub probe_interval: Duration,
 }
 
 impl ServeSettings {
@@ -95,6 +105,16 @@ impl ServeSettings {
     /// values, `k in (a,b,…)`, is one requirement however many values it
     /// has), far less than the thousands that made one list cost seconds.
     pub const DEFAULT_MAX_SELECTOR_REQUIREMENTS: usize = 100;
+
+    /// Four: a read then waits at most about one round trip for a request
+    /// sent after it arrived, at a cost of at most four cheap lists in
+    /// flight.
+    pub const DEFAULT_FRESHNESS_REQUESTS: usize = 4;
+
+    /// 100 ms: a quiet resource's read is proven within about 100 ms of
+    /// the API server reaching its revision, at about ten probe watches
+    /// opened per second per resource while reads wait.
+    pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_millis(100);
 }
 
 impl Default for ServeSettings {
@@ -106,6 +126,8 @@ impl Default for ServeSettings {
             watches_per_client: Self::DEFAULT_WATCHES_PER_CLIENT,
             continue_ttl: Self::DEFAULT_CONTINUE_TTL,
             max_selector_requirements: Self::DEFAULT_MAX_SELECTOR_REQUIREMENTS,
+            freshness_requests: Self::DEFAULT_FRESHNESS_REQUESTS,
+            probe_interval: Self::DEFAULT_PROBE_INTERVAL,
         }
     }
 }
@@ -190,7 +212,7 @@ impl ServedResource {
             indexes,
             builtin,
             protobuf,
-            freshness: Freshness::new(upstream, reader.clone()),
+            freshness: Freshness::new(upstream, reader.clone(), settings.probe_interval),
             pages: HeldSnapshots::start(settings.continue_ttl),
             reader,
             status,
@@ -228,7 +250,7 @@ impl ServedResource {
             "kubecache_read_your_writes_waiting",
             "resource" => resource.clone()
         ));
-        let result = self.freshness.not_older_than(written, timeout).await;
+        let result = self.freshness.reached(written, timeout).await;
         drop(waiting);
         let outcome = if result.is_ok() {
             "caught_up"
@@ -292,12 +314,16 @@ pub struct ServedResources {
     shutdown: watch::Sender<bool>,
     /// Open watches per client.
     pub(crate) watch_quota: WatchQuota,
+    /// The API server's current resourceVersion, for consistent reads.
+    clock: Clock,
 }
 
 impl ServedResources {
     /// Serves `caches` with `settings`.
     pub fn new(caches: Vec<ServedResource>, settings: ServeSettings) -> Self {
+        let sources = caches.iter().map(|c| c.freshness.source()).collect();
         ServedResources {
+            clock: Clock::start(sources, settings.freshness_requests),
             caches: caches.into_iter().map(Arc::new).collect(),
             watch_quota: WatchQuota::new(settings.watches_per_client),
             settings,
@@ -315,6 +341,20 @@ impl ServedResources {
     /// Resolves (`changed()`, or already `true`) when the server shuts down.
     pub fn shutting_down(&self) -> watch::Receiver<bool> {
         self.shutdown.subscribe()
+    }
+
+    /// Waits until `cache` holds every change the API server had accepted
+    /// when this was called (see [`freshness`]).
+    ///
+    /// # Errors
+    ///
+    /// 504 when the API server cannot be asked, or the store does not
+    /// catch up within the read wait.
+    pub(crate) async fn consistent(&self, cache: &ServedResource) -> Result<(), Status> {
+        cache
+            .freshness
+            .consistent(&self.clock, self.settings.read_wait)
+            .await
     }
 
     /// Every cache, in configuration order.

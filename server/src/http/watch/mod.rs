@@ -84,7 +84,7 @@ pub(crate) async fn serve(
     // unless a resourceVersion to resume from is given.
     let initial = params.send_initial_events.unwrap_or(from.is_none());
     match params.resource_version {
-        None => cache.freshness.consistent(wait).await?,
+        None => caches.consistent(cache).await?,
         Some(0) => {}
         // The state at `rv` or later is sent first: it must be there.
         Some(rv) if initial => cache.freshness.not_older_than(rv, wait).await?,
