@@ -30,20 +30,23 @@
 //! all if that moment is not after the watch starts), else about once a
 //! minute (`nextBookmarkTime` in `cacher/cacher.go`); a probe of
 //! `timeoutSeconds=3` gets it about 1 s in. So while reads of the resource
-//! wait, or waited within [`KEEP_WARM`], probes are started every
+//! that may need a proof (consistent or `NotOlderThan`) wait, or arrived
+//! within [`KEEP_WARM`], probes are started every
 //! `probe_interval` (staggered), each closed after its bookmark, at most
 //! [`max_probes`] at once: once the cadence is warm, a bookmark comes every
 //! `probe_interval`, and a waiting read is proven by the first one sent
-//! after the API server reached its `R`. A cold read (none waited within
-//! [`KEEP_WARM`]) waits about 1 s for the first bookmark; passing a cold
+//! after the API server reached its `R`. A cold read (none arrived within
+//! [`KEEP_WARM`]) that needs a proof waits about 1 s for the first bookmark; passing a cold
 //! single-object GET through to the API server instead is left for later
 //! (it needs the caller's credentials on the read path). Nothing is sent
 //! while no read waits.
 //!
-//! A probe that sees an event while the store is already complete through
-//! every resourceVersion a read waited for ends there: the resource moves
-//! by itself, its store catches up through its own watch, and the probe
-//! would only copy the churn.
+//! The cost: while warm, about one watch opened per `probe_interval` per
+//! resource read consistently, and each open probe receives its resource's
+//! events until its bookmark (about ten probes: ten times the resource's
+//! event rate). A probe is not ended early when it sees events, although
+//! its resource moves by itself: the store's own events end a read's wait
+//! only if more come, and a writer waiting for its read sends none.
 //!
 //! kube-apiserver's cacher dispatches bookmarks on a timer of about one
 //! second (bookmark times are bucketed by the second), so against it the
@@ -68,28 +71,22 @@ use super::clock::{Clock, Source};
 /// sends a bookmark before closing (2 s before the timeout).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// When a probe's bookmark comes: [`PROBE_TIMEOUT`] less kube-apiserver's
-/// 2 s lead.
-const PROBE_BOOKMARK_AFTER: Duration = Duration::from_secs(1);
-
 /// How long after the last waiting read probes keep coming: a resource
 /// read now and then stays warm.
 pub(crate) const KEEP_WARM: Duration = Duration::from_secs(2);
 
-/// Most probes of one resource open at once: each is open about
-/// [`PROBE_BOOKMARK_AFTER`], one starts every `interval`.
+/// Most probes of one resource at once: one starts every `interval`, and
+/// each ends by its bookmark (about 1 s in on kube-apiserver) or by its
+/// [`PROBE_TIMEOUT`] at the latest.
 pub(crate) fn max_probes(interval: Duration) -> usize {
     let interval = interval.max(Duration::from_millis(1));
-    (PROBE_BOOKMARK_AFTER
-        .as_nanos()
-        .div_ceil(interval.as_nanos()) as usize)
-        + 1
+    PROBE_TIMEOUT.as_nanos().div_ceil(interval.as_nanos()) as usize
 }
 
 /// Consistent reads of one store.
 pub(crate) struct Freshness {
     shared: Arc<Shared>,
-    /// When a read last began or ended waiting; wakes the probe cadence.
+    /// When a read last arrived or ended waiting; wakes the probe cadence.
     demand: watch::Sender<Instant>,
     /// The API server's newest resourceVersion learnt so far.
     learnt: AtomicU64,
@@ -101,8 +98,6 @@ struct Shared {
     /// The store is complete through this resourceVersion, as probes have
     /// proven beyond its own.
     proven: watch::Sender<u64>,
-    /// The newest resourceVersion a read waited for.
-    wanted: AtomicU64,
     /// Reads waiting for a proof now.
     waiting: AtomicUsize,
 }
@@ -124,7 +119,6 @@ impl Freshness {
             reader,
             upstream,
             proven: watch::Sender::new(0),
-            wanted: AtomicU64::new(0),
             waiting: AtomicUsize::new(0),
         });
         let (demand, idle) = watch::channel(Instant::now());
@@ -192,10 +186,13 @@ impl Freshness {
     }
 
     async fn wait(&self, rv: u64, deadline: Instant, probe: bool) -> Result<(), Status> {
+        if probe {
+            self.keep_warm();
+        }
         if self.complete_through() >= rv {
             return Ok(());
         }
-        let _waiting = probe.then(|| Waiting::new(self, rv));
+        let _waiting = probe.then(|| Waiting::new(self));
         let mut proven = self.shared.proven.subscribe();
         loop {
             let complete = self.complete_through();
@@ -214,15 +211,25 @@ impl Freshness {
     }
 }
 
+impl Freshness {
+    /// Keeps (or starts) the probe cadence for [`KEEP_WARM`] from now:
+    /// every read that may need a proof calls it, so a resource read
+    /// consistently has its bookmarks coming before a read needs one.
+    /// Refreshed at most every quarter of it, sparing the lock.
+    fn keep_warm(&self) {
+        let now = Instant::now();
+        if now.duration_since(*self.demand.borrow()) >= KEEP_WARM / 4 {
+            self.demand.send_replace(now);
+        }
+    }
+}
+
 /// A read waiting for a proof, counted while it lives.
 struct Waiting<'f>(&'f Freshness);
 
 impl<'f> Waiting<'f> {
-    fn new(freshness: &'f Freshness, rv: u64) -> Self {
-        let shared = &freshness.shared;
-        shared.wanted.fetch_max(rv, Ordering::AcqRel);
-        shared.waiting.fetch_add(1, Ordering::AcqRel);
-        freshness.demand.send_replace(Instant::now());
+    fn new(freshness: &'f Freshness) -> Self {
+        freshness.shared.waiting.fetch_add(1, Ordering::AcqRel);
         Waiting(freshness)
     }
 }
@@ -290,7 +297,6 @@ async fn probe(shared: Arc<Shared>) {
         match line.event_type {
             WatchEventType::Bookmark => break rv,
             WatchEventType::Error => return,
-            _ if shared.complete_through() >= shared.wanted.load(Ordering::Acquire) => return,
             _ => last_event = Some(rv),
         }
     };
