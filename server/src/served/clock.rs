@@ -181,3 +181,83 @@ pub(crate) fn unavailable(why: &str) -> Status {
         ),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::served::fake_api::FakeApi;
+
+    fn clock(api: &Arc<FakeApi>, plurals: &[&str], max_in_flight: usize) -> Arc<Clock> {
+        let sources = plurals
+            .iter()
+            .map(|p| {
+                Source::new(
+                    api.upstream(p),
+                    kubecache_reflector::store(Default::default()).1,
+                )
+            })
+            .collect();
+        Arc::new(Clock::start(sources, max_in_flight))
+    }
+
+    /// Reads arriving 10 ms apart, each after a write: the revision when
+    /// each arrives is its index. Their answers, in order.
+    async fn reads(api: &Arc<FakeApi>, clock: &Arc<Clock>, n: u64, then: u64) -> Vec<u64> {
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut reads = Vec::new();
+        for i in 1..=n {
+            api.revision.store(i, SeqCst);
+            let clock = clock.clone();
+            reads.push(tokio::spawn(async move { clock.now(deadline).await }));
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        api.revision.store(then, SeqCst);
+        let mut answers = Vec::new();
+        for read in reads {
+            answers.push(read.await.unwrap().unwrap());
+        }
+        answers
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reads_arriving_while_requests_are_in_flight_send_their_own_up_to_the_cap() {
+        let api = Arc::new(FakeApi {
+            latency: Duration::from_millis(50),
+            ..FakeApi::default()
+        });
+        let clock = clock(&api, &["pods"], 2);
+        // The first two are sent at once; the third when the first is back
+        // (at 50 ms), after the revision moved to 9 (at 30 ms).
+        assert_eq!(reads(&api, &clock, 3, 9).await, [1, 2, 9]);
+        assert_eq!(api.count("limit=1"), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_read_waiting_when_a_request_is_sent_shares_it() {
+        let api = Arc::new(FakeApi {
+            latency: Duration::from_millis(50),
+            ..FakeApi::default()
+        });
+        let clock = clock(&api, &["pods"], 1);
+        assert_eq!(reads(&api, &clock, 4, 9).await, [1, 9, 9, 9]);
+        assert_eq!(api.count("limit=1"), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_resource_that_refuses_is_asked_last_from_then_on() {
+        let api = Arc::new(FakeApi {
+            forbidden: vec!["/api/v1/pods".into()],
+            ..FakeApi::default()
+        });
+        let clock = clock(&api, &["pods", "configmaps"], 1);
+        let deadline = Instant::now() + Duration::from_secs(3);
+        api.revision.store(7, SeqCst);
+        assert_eq!(clock.now(deadline).await.unwrap(), 7);
+        assert_eq!(clock.now(deadline).await.unwrap(), 7);
+        assert_eq!(api.count("/api/v1/pods?"), 1);
+        assert_eq!(api.count("/api/v1/configmaps?"), 2);
+    }
+}

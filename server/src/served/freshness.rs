@@ -86,8 +86,9 @@ pub(crate) fn max_probes(interval: Duration) -> usize {
 /// Consistent reads of one store.
 pub(crate) struct Freshness {
     shared: Arc<Shared>,
-    /// When a read last arrived or ended waiting; wakes the probe cadence.
-    demand: watch::Sender<Instant>,
+    /// When a read last arrived or ended waiting (`None`: never); wakes
+    /// the probe cadence.
+    demand: watch::Sender<Option<Instant>>,
     /// The API server's newest resourceVersion learnt so far.
     learnt: AtomicU64,
 }
@@ -121,7 +122,7 @@ impl Freshness {
             proven: watch::Sender::new(0),
             waiting: AtomicUsize::new(0),
         });
-        let (demand, idle) = watch::channel(Instant::now());
+        let (demand, idle) = watch::channel(None);
         tokio::spawn(cadence(shared.clone(), idle, probe_interval));
         Freshness {
             shared,
@@ -218,8 +219,9 @@ impl Freshness {
     /// Refreshed at most every quarter of it, sparing the lock.
     fn keep_warm(&self) {
         let now = Instant::now();
-        if now.duration_since(*self.demand.borrow()) >= KEEP_WARM / 4 {
-            self.demand.send_replace(now);
+        let last = *self.demand.borrow();
+        if last.is_none_or(|last| now.duration_since(last) >= KEEP_WARM / 4) {
+            self.demand.send_replace(Some(now));
         }
     }
 }
@@ -237,13 +239,17 @@ impl<'f> Waiting<'f> {
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.0.shared.waiting.fetch_sub(1, Ordering::AcqRel);
-        self.0.demand.send_replace(Instant::now());
+        self.0.demand.send_replace(Some(Instant::now()));
     }
 }
 
 /// Starts a probe every `interval` while reads wait or waited within
 /// [`KEEP_WARM`]; ends when the [`Freshness`] is dropped.
-async fn cadence(shared: Arc<Shared>, mut demand: watch::Receiver<Instant>, interval: Duration) {
+async fn cadence(
+    shared: Arc<Shared>,
+    mut demand: watch::Receiver<Option<Instant>>,
+    interval: Duration,
+) {
     let max = max_probes(interval);
     let mut probes = JoinSet::new();
     while demand.changed().await.is_ok() {
@@ -251,7 +257,8 @@ async fn cadence(shared: Arc<Shared>, mut demand: watch::Receiver<Instant>, inte
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             let last = *demand.borrow_and_update();
-            if shared.waiting.load(Ordering::Acquire) == 0 && last.elapsed() >= KEEP_WARM {
+            let cold = last.is_none_or(|last| last.elapsed() >= KEEP_WARM);
+            if shared.waiting.load(Ordering::Acquire) == 0 && cold {
                 break;
             }
             tokio::select! {
@@ -311,4 +318,97 @@ async fn probe(shared: Arc<Shared>) {
         *proven = (*proven).max(bookmark);
         newer
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering::SeqCst;
+
+    use super::*;
+    use crate::served::fake_api::FakeApi;
+
+    const INTERVAL: Duration = Duration::from_millis(100);
+    const WAIT: Duration = Duration::from_secs(3);
+
+    /// A store at resourceVersion 5 (with its writer, to move it), served
+    /// through `api`, whose revision is 10: other resources moved it.
+    fn quiet(api: &Arc<FakeApi>) -> (kubecache_reflector::StoreWriter, Freshness) {
+        let (mut writer, reader) = kubecache_reflector::store(Default::default());
+        writer.mark_listed(5);
+        api.revision.store(10, SeqCst);
+        let freshness = Freshness::new(api.upstream("configmaps"), reader, INTERVAL);
+        (writer, freshness)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quiet_resource_is_proven_complete_by_a_probes_bookmark() {
+        let api = Arc::new(FakeApi::default());
+        let (_writer, freshness) = quiet(&api);
+        let started = Instant::now();
+        freshness.not_older_than(10, WAIT).await.unwrap();
+        assert_eq!(freshness.complete_through(), 10);
+        assert!(api.count("watch=1&allowWatchBookmarks=true&resourceVersion=5") >= 1);
+        // Cold: the first probe's bookmark, 1 s in.
+        assert_eq!(started.elapsed(), Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn once_warm_a_read_is_proven_within_one_probe_interval() {
+        let api = Arc::new(FakeApi::default());
+        let (_writer, freshness) = quiet(&api);
+        freshness.not_older_than(10, WAIT).await.unwrap();
+        for rv in 11..20 {
+            tokio::time::sleep(Duration::from_millis(370)).await;
+            api.revision.store(rv, SeqCst);
+            let started = Instant::now();
+            freshness.not_older_than(rv, WAIT).await.unwrap();
+            assert!(
+                started.elapsed() <= INTERVAL,
+                "{rv}: {:?}",
+                started.elapsed()
+            );
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nothing_is_sent_while_no_read_waits() {
+        let api = Arc::new(FakeApi::default());
+        let (_writer, freshness) = quiet(&api);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(api.count(""), 0, "before any read");
+        freshness.not_older_than(10, WAIT).await.unwrap();
+        tokio::time::sleep(KEEP_WARM + PROBE_TIMEOUT).await;
+        let sent = api.count("watch=1");
+        assert!(sent >= 1, "the read was proven by a probe");
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(api.count(""), sent, "nothing a minute after the last read");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_clients_own_write_is_waited_for_without_probes() {
+        let api = Arc::new(FakeApi::default());
+        let (mut writer, freshness) = quiet(&api);
+        let reached = tokio::spawn(async move {
+            freshness.reached(8, WAIT).await.unwrap();
+            freshness
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        writer.advance(8);
+        let freshness = reached.await.unwrap();
+        assert_eq!(freshness.complete_through(), 8);
+        assert_eq!(api.count(""), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_the_store_cannot_reach_in_time_gets_too_large_resource_version() {
+        let api = Arc::new(FakeApi::default());
+        let (_writer, freshness) = quiet(&api);
+        let status = freshness.not_older_than(11, WAIT).await.unwrap_err();
+        assert_eq!(status.code, 504);
+        assert!(
+            status.message.contains("Too large resource version"),
+            "{}",
+            status.message
+        );
+    }
 }

@@ -4,6 +4,8 @@
 
 mod clock;
 pub(crate) mod encoding;
+#[cfg(test)]
+mod fake_api;
 pub(crate) mod fanout;
 mod filter;
 pub(crate) mod freshness;
