@@ -108,6 +108,14 @@ pub struct Cli {
     /// may hold; one more gets 429 [default: 1000].
     #[arg(long, env = "KUBECACHE_MAX_WATCHES_PER_CLIENT")]
     pub max_watches_per_client: Option<usize>,
+    /// Most requests for the API server's current resourceVersion in
+    /// flight at once, for consistent reads [default: 4].
+    #[arg(long, env = "KUBECACHE_FRESHNESS_REQUESTS")]
+    pub freshness_requests: Option<usize>,
+    /// How often a probe watch starts while consistent reads of a resource
+    /// wait for proof that it is complete, in seconds [default: 0.1].
+    #[arg(long, env = "KUBECACHE_PROBE_INTERVAL_SECONDS")]
+    pub probe_interval_seconds: Option<f64>,
     /// Longest a write to a client may wait for it to read before its
     /// connection is closed, in seconds [default: 30].
     #[arg(long, env = "KUBECACHE_WRITE_STALL_SECONDS")]
@@ -175,6 +183,8 @@ pub struct FileConfig {
     watcher_queue: Option<usize>,
     max_selector_requirements: Option<usize>,
     max_watches_per_client: Option<usize>,
+    freshness_requests: Option<usize>,
+    probe_interval_seconds: Option<f64>,
     write_stall_seconds: Option<f64>,
     event_log: Option<EventLogFile>,
     auth: Option<AuthFile>,
@@ -456,8 +466,23 @@ impl Config {
                 .max_watches_per_client
                 .or(file.max_watches_per_client)
                 .unwrap_or(ServeSettings::DEFAULT_WATCHES_PER_CLIENT),
+            freshness_requests: cli
+                .freshness_requests
+                .or(file.freshness_requests)
+                .unwrap_or(ServeSettings::DEFAULT_FRESHNESS_REQUESTS),
+            probe_interval: seconds(
+                "probeIntervalSeconds (--probe-interval-seconds)",
+                cli.probe_interval_seconds.or(file.probe_interval_seconds),
+                ServeSettings::DEFAULT_PROBE_INTERVAL,
+            )?,
             ..ServeSettings::default()
         };
+        if serve.freshness_requests == 0 {
+            return Err(invalid(
+                "freshnessRequests (--freshness-requests)",
+                "must be at least 1",
+            ));
+        }
         if serve.watcher_queue == 0 {
             return Err(invalid(
                 "watcherQueue (--watcher-queue)",
@@ -718,6 +743,22 @@ mod tests {
                 idle_timeout: Duration::from_secs(5),
                 ..Limits::default()
             }
+        );
+    }
+
+    #[test]
+    fn freshness_settings_come_from_flags_over_the_file_and_zero_is_refused() {
+        let yaml = "freshnessRequests: 2\nprobeIntervalSeconds: 0.5";
+        let config = resolve(yaml, &["--probe-interval-seconds", "0.25"]).unwrap();
+        assert_eq!(config.serve.freshness_requests, 2);
+        assert_eq!(config.serve.probe_interval, Duration::from_millis(250));
+        assert_eq!(
+            error_field("", &["--freshness-requests", "0"]),
+            "freshnessRequests (--freshness-requests)"
+        );
+        assert_eq!(
+            error_field("probeIntervalSeconds: 0", &[]),
+            "probeIntervalSeconds (--probe-interval-seconds)"
         );
     }
 

@@ -355,6 +355,10 @@ fn describe() {
         Unit::Seconds,
         "Pass-through latency to the API server's response head, by verb."
     );
+    describe_counter!(
+        "kubecache_freshness_requests_total",
+        "Requests sent to the API server for consistent reads, by kind: current (a limit=1 list learning its resourceVersion), probe (a watch proving a resource complete through a bookmark)."
+    );
     describe_gauge!(
         "kubecache_read_your_writes_waiting",
         "Reads waiting until the cache holds their client's own write."

@@ -253,7 +253,7 @@ async fn cadence(
     let max = max_probes(interval);
     let mut probes = JoinSet::new();
     while demand.changed().await.is_ok() {
-        let mut tick = tokio::time::interval(interval);
+        let mut tick = tokio::time::interval(interval.max(Duration::from_millis(1)));
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             let last = *demand.borrow_and_update();

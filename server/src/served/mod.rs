@@ -68,11 +68,11 @@ pub struct ServeSettings {
     pub max_selector_requirements: usize,
     /// Most requests for the API server's current resourceVersion in
     /// flight at once, for the consistent reads of every resource (see
-    /// [`clock`]).
+    /// `served/clock.rs`).
     pub freshness_requests: usize,
     /// How often a probe watch starts while consistent reads of a resource
-    /// wait for a proof (see [`freshness`]): it bounds their wait once the
-    /// cadence is warm.
+    /// may need a proof that it is complete (see `served/freshness.rs`): it
+    /// bounds their wait once the cadence is warm.
     pub probe_interval: Duration,
 }
 

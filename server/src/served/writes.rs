@@ -8,6 +8,16 @@
 //! client and resource, the newest written; it is forgotten once the cache
 //! has reached it, or after the read wait (no read waits longer), and at
 //! most [`MAX_CLIENTS`] are kept per resource (the oldest goes first).
+//!
+//! The written resourceVersion `W` is the resource's own change: its event
+//! brings the store to `W`, so the wait needs no probe
+//! ([`Freshness::reached`](super::freshness::Freshness::reached)). `W` does
+//! not make a consistent read of the writer: that read must also see other
+//! clients' writes accepted before it arrived, so it still waits for the
+//! API server's current resourceVersion `R` from the clock; `R >= W`, as the
+//! write was accepted before the read, so `max(R, W)` is `R` and the wait
+//! for `W` only comes first (it is over within the write's own event
+//! latency). Reads at `resourceVersion=0` or `N` wait for `W` alone.
 
 use std::collections::HashMap;
 use std::time::Duration;
