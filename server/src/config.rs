@@ -21,6 +21,8 @@
 //! bookmarkIntervalSeconds: 60
 //! watcherQueue: 1024
 //! maxWatchesPerClient: 1000
+//! freshnessRequests: 4
+//! probeIntervalSeconds: 0.1
 //! writeStallSeconds: 30
 //! eventLog: { maxEvents: 102400, maxAgeSeconds: 300 }
 //! auth: { mode: kubernetes, allowedTtlSeconds: 60, deniedTtlSeconds: 10, cacheEntries: 10000 }
