@@ -1,5 +1,6 @@
 //! Consistent reads see every write the API server accepted before them,
-//! whatever moved the global resourceVersion: a randomized, seeded test
+//! and `NotOlderThan` reads wait for their resourceVersion, whatever moved
+//! the global resourceVersion: a randomized, seeded test
 //! (replay one seed with `KUBECACHE_SEED=n`), against the sim with
 //! kubecache caching pods and config maps.
 
@@ -29,13 +30,24 @@ fn resource_version(body: &[u8]) -> (u64, Value) {
     (rv, value)
 }
 
-/// A consistent read of `ns/name` in `plural`, by GET or by a list selecting
-/// it: the object's resourceVersion.
-async fn read(url: &str, plural: &str, ns: &str, name: &str, by_list: bool) -> u64 {
+/// A read of `ns/name` in `plural`, by GET or by a list selecting it,
+/// consistent or (`at`) not older than a resourceVersion: the object's
+/// resourceVersion.
+async fn read(
+    url: &str,
+    plural: &str,
+    ns: &str,
+    name: &str,
+    by_list: bool,
+    at: Option<u64>,
+) -> u64 {
+    let at = at.map_or_else(String::new, |rv| {
+        format!("resourceVersion={rv}&resourceVersionMatch=NotOlderThan&")
+    });
     let path = if by_list {
-        format!("/api/v1/namespaces/{ns}/{plural}?fieldSelector=metadata.name%3D{name}")
+        format!("/api/v1/namespaces/{ns}/{plural}?{at}fieldSelector=metadata.name%3D{name}")
     } else {
-        format!("/api/v1/namespaces/{ns}/{plural}/{name}")
+        format!("/api/v1/namespaces/{ns}/{plural}/{name}?{at}")
     };
     let (code, body) = get(url, &path).await;
     assert_eq!(code, 200, "{path}: {}", String::from_utf8_lossy(&body));
@@ -116,6 +128,7 @@ async fn a_consistent_read_sees_each_write_made_before_it_under_churn_of_other_r
                     &target.namespace,
                     &target.name,
                     by_list,
+                    None,
                 )
                 .await;
                 assert!(
@@ -129,16 +142,20 @@ async fn a_consistent_read_sees_each_write_made_before_it_under_churn_of_other_r
                 );
             }
             // The quiet resource while pods churn harder: its reads answer,
-            // and see its newest state.
+            // consistent or not older than the last pod write (waiting for
+            // it as the API server does, not failing), and see its newest
+            // state.
             if rng.random_bool(0.3) {
+                let mut last = 0;
                 for _ in 0..rng.random_range(1..20) {
                     let pod = &pods[rng.random_range(0..pods.len())];
                     let patch = json!({"metadata": {"annotations": {"churn": step.to_string()}}});
-                    served
+                    last = served
                         .sim
                         .store()
                         .merge_patch(ids::PODS, &pod.namespace, &pod.name, &patch)
-                        .unwrap();
+                        .unwrap()
+                        .revision;
                 }
                 let target = &configmaps[rng.random_range(0..configmaps.len())];
                 let newest: u64 = served.sim.versions(ids::CONFIGMAPS)[&target.key]
@@ -150,6 +167,7 @@ async fn a_consistent_read_sees_each_write_made_before_it_under_churn_of_other_r
                     &target.namespace,
                     &target.name,
                     rng.random_bool(0.5),
+                    rng.random_bool(0.5).then_some(last),
                 )
                 .await;
                 assert_eq!(
