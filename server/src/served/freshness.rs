@@ -31,15 +31,18 @@
 //! minute (`nextBookmarkTime` in `cacher/cacher.go`); a probe of
 //! `timeoutSeconds=3` gets it about 1 s in. So while reads of the resource
 //! that may need a proof (consistent or `NotOlderThan`) wait, or arrived
-//! within [`KEEP_WARM`], probes are started every
-//! `probe_interval` (staggered), each closed after its bookmark, at most
-//! [`max_probes`] at once: once the cadence is warm, a bookmark comes every
-//! `probe_interval`, and a waiting read is proven by the first one sent
-//! after the API server reached its `R`. A cold read (none arrived within
-//! [`KEEP_WARM`]) that needs a proof waits about 1 s for the first bookmark; passing a cold
-//! single-object GET through to the API server instead is left for later
-//! (it needs the caller's credentials on the read path). Nothing is sent
-//! while no read waits.
+//! within [`KEEP_WARM`], a probe starts every `probe_interval`
+//! (staggered), each closed after its bookmark, at most [`max_probes`] at
+//! once: once the cadence is warm, a bookmark comes every `probe_interval`,
+//! and a waiting read is proven by the first one sent after the API server
+//! reached its `R`.
+//!
+//! A cold read (none arrived within [`KEEP_WARM`]) that needs a proof
+//! waits about 1 s, for the first probe's bookmark. Passing a cold
+//! single-object GET through to the API server instead would answer it in
+//! one round trip; it is left for later (decided: the first read after a
+//! quiet spell pays once, the reads after it are warm). Nothing is sent
+//! while no read arrives.
 //!
 //! The cost: while warm, about one watch opened per `probe_interval` per
 //! resource read consistently, and each open probe receives its resource's
@@ -71,8 +74,8 @@ use super::clock::{Clock, Source};
 /// sends a bookmark before closing (2 s before the timeout).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// How long after the last waiting read probes keep coming: a resource
-/// read now and then stays warm.
+/// How long after the last read that may need a proof probes keep
+/// coming: a resource read now and then stays warm.
 pub(crate) const KEEP_WARM: Duration = Duration::from_secs(2);
 
 /// Most probes of one resource at once: one starts every `interval`, and
@@ -243,7 +246,7 @@ impl Drop for Waiting<'_> {
     }
 }
 
-/// Starts a probe every `interval` while reads wait or waited within
+/// Starts a probe every `interval` while reads wait or arrived within
 /// [`KEEP_WARM`]; ends when the [`Freshness`] is dropped.
 async fn cadence(
     shared: Arc<Shared>,
