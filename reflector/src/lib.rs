@@ -7,7 +7,8 @@ mod store;
 pub mod upstream;
 
 pub use store::{
-    Change, Event, EventLogConfig, EventLogStatus, IndexLookup, IndexSpec, Readiness, RecvError,
-    Snapshot, StoreClosed, StoreConfig, StoreConfigError, StoreReader, StoreWriter, Subscription,
-    TooOld, TryRecvError, WaitTimeout, store,
+    Change, Event, EventLogConfig, EventLogStatus, IndexLookup, IndexSpec, LoadError,
+    LossyTransform, Readiness, RecvError, SaveStats, SavedState, Snapshot, StateFile, StoreClosed,
+    StoreConfig, StoreConfigError, StoreNotNew, StoreReader, StoreWriter, Subscription, TooOld,
+    TryRecvError, WaitTimeout, store,
 };

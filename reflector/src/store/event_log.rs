@@ -258,6 +258,38 @@ impl EventLog {
         ring.floor = ring.floor.max(rv);
     }
 
+    /// The exact history: where it starts and the events positioned after
+    /// that, oldest first (what a state file keeps; events at or before the
+    /// start can never be replayed).
+    pub(crate) fn history(&self) -> (u64, Vec<Arc<Event>>) {
+        let ring = self.ring.read();
+        let from = ring
+            .events
+            .partition_point(|e| e.event.resource_version <= ring.floor);
+        let events = ring.events.range(from..).map(|e| e.event.clone()).collect();
+        (ring.floor, events)
+    }
+
+    /// Fills an empty log with restored history: exact from `floor`, known
+    /// up to `newest`, `events` positioned after `floor` in non-decreasing
+    /// order. Their age counts from now (the bounds apply as to new events).
+    pub(crate) fn restore(&self, floor: u64, newest: u64, events: Vec<Arc<Event>>) {
+        let evicted = {
+            let mut ring = self.ring.write();
+            ring.floor = ring.floor.max(floor);
+            ring.newest = ring.newest.max(newest);
+            let appended = Instant::now();
+            for event in events {
+                ring.newest = ring.newest.max(event.resource_version);
+                ring.bytes += event.pinned();
+                ring.events.push_back(Entry { event, appended });
+            }
+            self.evict(&mut ring)
+        };
+        self.appended.notify_waiters();
+        drop(evicted);
+    }
+
     pub(crate) fn close(&self) {
         self.ring.write().closed = true;
         self.appended.notify_waiters();

@@ -98,6 +98,7 @@ mod config;
 mod event_log;
 mod index;
 mod snapshot;
+mod state_file;
 
 #[cfg(test)]
 mod measure;
@@ -113,6 +114,7 @@ use tokio::sync::watch;
 pub use config::{EventLogConfig, IndexSpec, StoreConfig, StoreConfigError};
 pub use event_log::{Event, EventLogStatus, RecvError, Subscription, TooOld, TryRecvError};
 pub use snapshot::{Change, IndexLookup, Snapshot};
+pub use state_file::{LoadError, LossyTransform, SaveStats, SavedState, StateFile, StoreNotNew};
 
 use event_log::EventLog;
 use kubecache_wire::{CachedObject, ObjectKey};
