@@ -31,7 +31,7 @@ fn rss_bytes() -> usize {
 
 /// A pod as a realistic workload has them: 5 labels (two shared by the pods
 /// of one ReplicaSet), one owner, a node, ~2.4 KB of stripped JSON.
-fn realistic_pod(i: usize, rv: u64, status: &str) -> Arc<CachedObject> {
+pub(super) fn realistic_pod(i: usize, rv: u64, status: &str) -> Arc<CachedObject> {
     let rs = i / PODS_PER_REPLICA_SET;
     let namespace = format!("team-{:03}", rs % NAMESPACES);
     let name = format!("web-{rs:06}-7d9f8c6b5-{:05x}", i * 7919 % 0xFFFFF);

@@ -93,6 +93,16 @@
 //! keeps no tombstones: once a key is deleted, an older upsert of it is
 //! applied as a new object, so list items must never be applied after
 //! watch events newer than the list.
+//!
+//! # Warm restart
+//!
+//! [`StateFile`] saves a store's objects, its event log's exact history and
+//! its resourceVersions to disk (from a snapshot: the store stays
+//! writable), and loads them back, refusing every kind of damage or
+//! mismatch; [`StoreWriter::restore`] fills a new store with them without
+//! a list: history goes on from where it started before the restart, so
+//! watchers resume across it. The store stays not ready until the caller
+//! says otherwise.
 
 mod config;
 mod event_log;
