@@ -270,6 +270,73 @@ fn a_subscriber_of_a_restored_store_gets_new_events_after_the_restored_ones() {
     assert_eq!(subscription.try_recv().map(|e| e.resource_version), Ok(31));
 }
 
+/// Pod `k % 20` changed at `21 + k`: the `k`th change after a list of 20.
+fn churn(k: u64) -> Change {
+    let phase = ["Running", "Succeeded"][(k % 2) as usize];
+    Change::Upsert(pod(
+        "ns-0",
+        &format!("p{:02}", k % 20),
+        21 + k,
+        "node-a",
+        phase,
+    ))
+}
+
+/// The store after the list of 20 and the changes up to `rv`.
+fn listed_and_churned(rv: u64) -> (StoreWriter, StoreReader) {
+    let (mut writer, reader) = store(config());
+    for i in 0..20u64 {
+        writer.apply(Change::Upsert(pod(
+            "ns-0",
+            &format!("p{i:02}"),
+            i + 1,
+            "node-a",
+            "Pending",
+        )));
+    }
+    writer.mark_listed(20);
+    for k in 0..rv.saturating_sub(20) {
+        writer.apply(churn(k));
+    }
+    (writer, reader)
+}
+
+#[test]
+fn saves_while_the_writer_applies_are_each_one_consistent_state() {
+    let dir = directory("concurrent");
+    let file = state_file(dir.join("pods.state"));
+    let (mut writer, reader) = listed_and_churned(20);
+    // 3,000 changes through a log of 1,000: history's start moves too.
+    let saved: Vec<SavedState> = std::thread::scope(|scope| {
+        scope.spawn(move || (0..3000).for_each(|k| drop(writer.apply(churn(k)))));
+        (0..5)
+            .map(|_| {
+                file.save(&reader, 0).expect("saved");
+                file.load().expect("valid").expect("a file")
+            })
+            .collect()
+    });
+    for state in saved {
+        let rv = state.resource_version;
+        let history = state.history_start;
+        let (mut restored_writer, restored) = store(config());
+        restored_writer.restore(state).expect("a new store");
+        let (_writer, expected) = listed_and_churned(rv);
+        let objects = |r: &StoreReader| r.snapshot().range(None, None).cloned().collect::<Vec<_>>();
+        assert_eq!(
+            objects(&restored),
+            objects(&expected),
+            "the store as of {rv}"
+        );
+        let from = history.max(expected.event_log_status().oldest);
+        assert_eq!(
+            all_seen(&restored.events_since(from).expect("covered")),
+            all_seen(&expected.events_since(from).expect("covered")),
+            "history from {from} as of {rv}"
+        );
+    }
+}
+
 #[test]
 fn missing_file_is_a_cold_start() {
     let dir = directory("missing");
