@@ -22,7 +22,9 @@
 //! ([`StateFile::new`] refuses it with [`LossyTransform`]).
 //!
 //! Events at or before the start of exact history (a list's items) are not
-//! kept: no replay can reach them.
+//! kept: no replay can reach them. Restored events count their age from the
+//! restore (the log's age bound starts again), and a smaller
+//! `max_events` than when saved keeps the newest of them.
 //!
 //! # Identity
 //!
@@ -320,6 +322,9 @@ impl StateFile {
     /// Writes the store's state, replacing the file atomically (see the
     /// module's *Writing and reading*). `upstream_resource_version` is
     /// where the upstream watch should resume after a restart.
+    ///
+    /// Blocking file I/O (about half a second per 100k pods): call it from a
+    /// blocking thread, not from an async task.
     ///
     /// # Errors
     ///

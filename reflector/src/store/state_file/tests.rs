@@ -115,6 +115,10 @@ fn seen(event: &Event) -> (ChangeType, u64, Bytes, Option<Bytes>) {
     )
 }
 
+fn rvs(events: &[Arc<Event>]) -> Vec<u64> {
+    events.iter().map(|e| e.resource_version).collect()
+}
+
 fn all_seen(events: &[Arc<Event>]) -> Vec<(ChangeType, u64, Bytes, Option<Bytes>)> {
     events.iter().map(|e| seen(e)).collect()
 }
@@ -157,6 +161,7 @@ fn round_trip_restores_objects_indexes_resource_version_and_history() {
     let dir = directory("round-trip");
     let file = state_file(dir.join("pods.state"));
     let (_writer, original) = store_with_history();
+    let before = SystemTime::now() - Duration::from_millis(1);
     let stats = file.save(&original, 29).expect("saved");
     assert_eq!((stats.objects, stats.events), (20, 7), "{stats:?}");
 
@@ -170,6 +175,7 @@ fn round_trip_restores_objects_indexes_resource_version_and_history() {
         ),
         (30, 29, 20, 7)
     );
+    assert!(saved.written_at >= before && saved.written_at <= SystemTime::now());
     let (_restored_writer, restored) = {
         let (mut writer, reader) = store(config());
         writer.restore(saved).expect("a new store");
@@ -335,6 +341,26 @@ fn saves_while_the_writer_applies_are_each_one_consistent_state() {
             "history from {from} as of {rv}"
         );
     }
+}
+
+#[test]
+fn restore_into_a_smaller_event_log_keeps_the_newest_history() {
+    let dir = directory("smaller-log");
+    let file = state_file(dir.join("pods.state"));
+    let (_writer, original) = store_with_history();
+    file.save(&original, 30).expect("saved");
+    let saved = file.load().expect("valid").expect("a file");
+    let mut small = config();
+    small.event_log.max_events = 3;
+    let (mut writer, restored) = store(small);
+    writer.restore(saved).expect("a new store");
+    // The newest 3 of 21..=27 stay; history now starts after the 4th.
+    assert_eq!(restored.event_log_status().oldest, 24);
+    assert_eq!(
+        rvs(&restored.events_since(24).expect("covered")),
+        [25, 26, 27]
+    );
+    assert_eq!(restored.events_since(23), Err(TooOld { oldest: 24 }));
 }
 
 #[test]
