@@ -165,7 +165,7 @@ pub enum LoadError {
     /// Written for another resource.
     #[error("state file of another resource: {found}, this is {expected}")]
     OtherResource {
-        /// The file's resource (`plural.group/version kind`).
+        /// The file's resource, e.g. `deployments (apps/v1 Deployment)`.
         found: String,
         /// This one.
         expected: String,
@@ -424,9 +424,10 @@ impl StateFile {
             let current = snapshot
                 .get(&object.key)
                 .is_some_and(|held| Arc::ptr_eq(held, object));
-            let (json, key) = match current {
-                true => (Bytes::new(), object.key.as_str().to_owned()),
-                false => (object.json.clone(), String::new()),
+            let (json, key) = if current {
+                (Bytes::new(), object.key.as_str().to_owned())
+            } else {
+                (object.json.clone(), String::new())
             };
             let previous = match (&event.previous, last.get(object.key.as_str())) {
                 (Some(previous), Some(&earlier)) if Arc::ptr_eq(previous, earlier) => Bytes::new(),
@@ -467,9 +468,10 @@ impl StateFile {
         let head = read_at(&file, 0, MAGIC.len() + 4)?;
         if !head.starts_with(MAGIC) {
             let short_prefix = head.len() < MAGIC.len() && MAGIC.starts_with(&head);
-            return Err(match short_prefix {
-                true => LoadError::Truncated { length },
-                false => LoadError::BadMagic,
+            return Err(if short_prefix {
+                LoadError::Truncated { length }
+            } else {
+                LoadError::BadMagic
             });
         }
         let version = head
@@ -557,8 +559,9 @@ impl StateFile {
                 &resource.kind,
             )
         {
-            let name = |group: &str, version: &str, plural: &str, kind: &str| {
-                format!("{plural}.{group}/{version} {kind}")
+            let name = |group: &str, version: &str, plural: &str, kind: &str| match group {
+                "" => format!("{plural} ({version} {kind})"),
+                _ => format!("{plural} ({group}/{version} {kind})"),
             };
             return Err(LoadError::OtherResource {
                 found: name(&header.group, &header.version, &header.plural, &header.kind),
@@ -621,12 +624,13 @@ impl StateFile {
                 return Err(undecodable(&what(), "out of resourceVersion order"));
             }
             position = record.resource_version;
-            let object = match record.json.is_empty() {
-                false => decode(&what, &record.json)?,
-                true => objects
+            let object = if record.json.is_empty() {
+                objects
                     .binary_search_by(|o| o.key.as_str().cmp(&record.key))
                     .map(|at| objects[at].clone())
-                    .map_err(|_| undecodable(&what(), "its key is not in the store"))?,
+                    .map_err(|_| undecodable(&what(), "its key is not in the store"))?
+            } else {
+                decode(&what, &record.json)?
             };
             let previous = match (kind, record.previous.is_empty()) {
                 (_, false) => Some(decode(&what, &record.previous)?),

@@ -491,7 +491,7 @@ fn other_resource_is_refused() {
     };
     assert_eq!(
         (found.as_str(), expected.as_str()),
-        ("pods./v1 Pod", "deployments.apps/v1 Deployment")
+        ("pods (v1 Pod)", "deployments (apps/v1 Deployment)")
     );
 }
 
@@ -610,9 +610,10 @@ proptest! {
         let dir = directory("random");
         let file = state_file(dir.join("pods.state"));
         // Behind a valid magic and version too, to reach the parser.
-        let mut bytes = match framed {
-            true => [&MAGIC[..], &VERSION.to_le_bytes()].concat(),
-            false => Vec::new(),
+        let mut bytes = if framed {
+            [&MAGIC[..], &VERSION.to_le_bytes()].concat()
+        } else {
+            Vec::new()
         };
         bytes.extend(tail);
         prop_assert!(load_bytes(&file, &bytes).is_err());
@@ -624,9 +625,10 @@ proptest! {
         let file = state_file(dir.join("pods.state"));
         let mut bytes = valid_bytes().to_vec();
         let at = at.index(bytes.len());
-        match cut {
-            true => bytes.truncate(at),
-            false => bytes[at] ^= 1 << bit,
+        if cut {
+            bytes.truncate(at);
+        } else {
+            bytes[at] ^= 1 << bit;
         }
         prop_assert!(load_bytes(&file, &bytes).is_err());
     }
