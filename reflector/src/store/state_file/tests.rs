@@ -391,6 +391,14 @@ fn load_bytes(file: &StateFile, bytes: &[u8]) -> Result<Option<SavedState>, Load
 }
 
 #[test]
+fn unreadable_file_is_an_io_error() {
+    let dir = directory("unreadable");
+    // A directory where the file should be.
+    let loaded = state_file(dir.clone()).load();
+    assert!(matches!(loaded, Err(LoadError::Io(_))), "{loaded:?}");
+}
+
+#[test]
 fn truncated_file_is_refused() {
     let dir = directory("truncated");
     let file = state_file(dir.join("pods.state"));
