@@ -31,12 +31,28 @@ fn config() -> StoreConfig {
     }
 }
 
-/// A fresh directory for one test.
-fn directory(test: &str) -> PathBuf {
+/// A fresh directory for one test, removed with it.
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn directory(test: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("kubecache-state-{}-{test}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).expect("a temporary directory");
-    dir
+    Scratch(dir)
 }
 
 fn state_file(path: PathBuf) -> StateFile {
@@ -394,7 +410,7 @@ fn load_bytes(file: &StateFile, bytes: &[u8]) -> Result<Option<SavedState>, Load
 fn unreadable_file_is_an_io_error() {
     let dir = directory("unreadable");
     // A directory where the file should be.
-    let loaded = state_file(dir.clone()).load();
+    let loaded = state_file(dir.to_path_buf()).load();
     assert!(matches!(loaded, Err(LoadError::Io(_))), "{loaded:?}");
 }
 
