@@ -23,6 +23,7 @@
 //! maxWatchesPerClient: 1000
 //! freshnessRequests: 4
 //! probeIntervalSeconds: 0.1
+//! coldGetPassthrough: true
 //! writeStallSeconds: 30
 //! eventLog: { maxEvents: 102400, maxAgeSeconds: 300 }
 //! auth: { mode: kubernetes, allowedTtlSeconds: 60, deniedTtlSeconds: 10, cacheEntries: 10000 }
@@ -118,6 +119,16 @@ pub struct Cli {
     /// wait for proof that it is complete, in seconds [default: 0.1].
     #[arg(long, env = "KUBECACHE_PROBE_INTERVAL_SECONDS")]
     pub probe_interval_seconds: Option<f64>,
+    /// Pass a consistent GET of one object through to the API server when
+    /// it would wait for a cold probe (about 1 s), instead of waiting
+    /// [default: true].
+    #[arg(
+        long,
+        env = "KUBECACHE_COLD_GET_PASSTHROUGH",
+        num_args = 1,
+        value_name = "BOOL"
+    )]
+    pub cold_get_passthrough: Option<bool>,
     /// Longest a write to a client may wait for it to read before its
     /// connection is closed, in seconds [default: 30].
     #[arg(long, env = "KUBECACHE_WRITE_STALL_SECONDS")]
@@ -187,6 +198,7 @@ pub struct FileConfig {
     max_watches_per_client: Option<usize>,
     freshness_requests: Option<usize>,
     probe_interval_seconds: Option<f64>,
+    cold_get_passthrough: Option<bool>,
     write_stall_seconds: Option<f64>,
     event_log: Option<EventLogFile>,
     auth: Option<AuthFile>,
@@ -477,6 +489,10 @@ impl Config {
                 cli.probe_interval_seconds.or(file.probe_interval_seconds),
                 ServeSettings::DEFAULT_PROBE_INTERVAL,
             )?,
+            cold_get_passthrough: cli
+                .cold_get_passthrough
+                .or(file.cold_get_passthrough)
+                .unwrap_or(ServeSettings::default().cold_get_passthrough),
             ..ServeSettings::default()
         };
         if serve.freshness_requests == 0 {
@@ -762,6 +778,21 @@ mod tests {
             error_field("probeIntervalSeconds: 0", &[]),
             "probeIntervalSeconds (--probe-interval-seconds)"
         );
+    }
+
+    #[test]
+    fn cold_get_passthrough_is_on_unless_the_file_or_the_flag_turns_it_off() {
+        assert!(resolve("", &[]).unwrap().serve.cold_get_passthrough);
+        let off = resolve("coldGetPassthrough: false", &[]).unwrap();
+        assert!(!off.serve.cold_get_passthrough);
+        let on = resolve(
+            "coldGetPassthrough: false",
+            &["--cold-get-passthrough=true"],
+        )
+        .unwrap();
+        assert!(on.serve.cold_get_passthrough);
+        let off = resolve("", &["--cold-get-passthrough", "false"]).unwrap();
+        assert!(!off.serve.cold_get_passthrough);
     }
 
     #[test]

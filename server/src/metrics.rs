@@ -357,7 +357,7 @@ fn describe() {
     );
     describe_counter!(
         "kubecache_freshness_requests_total",
-        "Requests sent to the API server for consistent reads, by kind: current (a limit=1 list learning its resourceVersion), probe (a watch proving a resource complete through a bookmark)."
+        "Requests sent to the API server for consistent reads, by kind: current (a limit=1 list learning its resourceVersion), probe (a watch proving a resource complete through a bookmark), passthrough (a consistent GET of one object passed through instead of waiting for a cold probe)."
     );
     describe_gauge!(
         "kubecache_read_your_writes_waiting",

@@ -7,8 +7,10 @@
 mod common;
 
 use common::{Setup, get, resource, serve};
-use kubecache_loadtest::sim::{SimConfig, ids};
+use kubecache_loadtest::sim::{Policy, SimConfig, ids};
 use kubecache_reflector::upstream::ApiResource;
+use kubecache_server::ServeSettings;
+use kubecache_server::auth::AuthSettings;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -178,4 +180,137 @@ async fn a_consistent_read_sees_each_write_made_before_it_under_churn_of_other_r
         }
     }
     churn.abort();
+}
+
+/// The consistent GETs of config maps the sim has answered so far.
+fn configmap_gets(sim: &kubecache_loadtest::sim::Sim) -> u64 {
+    sim.counters()["configmaps"].consistent_gets
+}
+
+/// kubecache caching pods and a few quiet config maps, with `settings`
+/// and `auth`.
+async fn quiet(settings: ServeSettings, auth: Option<AuthSettings>) -> common::Served {
+    serve(Setup {
+        sim: SimConfig {
+            pods: 50,
+            configmaps: 5,
+            churn_per_sec: 0.0,
+            policy: auth.is_some().then(Policy::demo),
+            ..SimConfig::default()
+        },
+        resources: vec![
+            ApiResource::pods(),
+            resource("", "configmaps", "ConfigMap", true),
+        ],
+        settings,
+        auth,
+        ..Setup::default()
+    })
+    .await
+}
+
+/// Writes one pod: the global resourceVersion moves, config maps do not.
+fn move_the_revision(served: &common::Served, step: &str) -> u64 {
+    let pod = &served.sim.state(ids::PODS)[0];
+    let patch = json!({"metadata": {"annotations": {"moved": step}}});
+    served
+        .sim
+        .store()
+        .merge_patch(ids::PODS, &pod.namespace, &pod.name, &patch)
+        .unwrap()
+        .revision
+}
+
+/// Writes the first config map; its path and the revision written.
+fn write_configmap(served: &common::Served, step: &str) -> (String, u64) {
+    let target = &served.sim.state(ids::CONFIGMAPS)[0];
+    let patch = json!({"metadata": {"labels": {"step": step}}});
+    let written = served
+        .sim
+        .store()
+        .merge_patch(ids::CONFIGMAPS, &target.namespace, &target.name, &patch)
+        .unwrap();
+    let path = format!(
+        "/api/v1/namespaces/{}/configmaps/{}",
+        target.namespace, target.name
+    );
+    (path, written.revision)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_consistent_get_of_a_quiet_resource_is_answered_by_the_api_server_then_warm_ones_by_the_cache()
+ {
+    let served = quiet(ServeSettings::default(), None).await;
+    let (path, written) = write_configmap(&served, "cold");
+    move_the_revision(&served, "cold");
+    let before = configmap_gets(&served.sim);
+    let (code, body) = get(&served.url, &path).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(configmap_gets(&served.sim), before + 1, "passed through");
+    assert_eq!(resource_version(&body).0, written, "the latest write");
+    let (_, direct) = get(served.sim.url(), &path).await;
+    assert_eq!(body, direct, "the API server's bytes");
+
+    // A consistent list waits for the probes' first bookmark; the probes
+    // go on coming, so the GETs right after it are warm.
+    let (code, _) = get(&served.url, "/api/v1/configmaps").await;
+    assert_eq!(code, 200);
+    let (_, written) = write_configmap(&served, "warm");
+    move_the_revision(&served, "warm");
+    let before = configmap_gets(&served.sim);
+    let (code, body) = get(&served.url, &path).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(resource_version(&body).0, written, "the latest write");
+    assert_eq!(configmap_gets(&served.sim), before, "served from the cache");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_cold_get_passthrough_off_a_cold_get_waits_for_the_probe() {
+    let settings = ServeSettings {
+        cold_get_passthrough: false,
+        ..ServeSettings::default()
+    };
+    let served = quiet(settings, None).await;
+    let (path, written) = write_configmap(&served, "off");
+    move_the_revision(&served, "off");
+    let before = configmap_gets(&served.sim);
+    let (code, body) = get(&served.url, &path).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(resource_version(&body).0, written, "the latest write");
+    assert_eq!(configmap_gets(&served.sim), before, "served from the cache");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_get_of_a_missing_object_gets_the_api_servers_404() {
+    let served = quiet(ServeSettings::default(), None).await;
+    move_the_revision(&served, "missing");
+    let path = "/api/v1/namespaces/default/configmaps/not-there";
+    let before = configmap_gets(&served.sim);
+    let (code, body) = get(&served.url, path).await;
+    assert_eq!(code, 404, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(configmap_gets(&served.sim), before + 1, "passed through");
+    let (direct_code, direct) = get(served.sim.url(), path).await;
+    assert_eq!((code, body), (direct_code, direct), "the API server's 404");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_get_the_caller_may_not_make_is_refused_before_anything_is_sent() {
+    let served = quiet(ServeSettings::default(), Some(AuthSettings::default())).await;
+    let (path, _) = write_configmap(&served, "forbidden");
+    move_the_revision(&served, "forbidden");
+    let sent = |sim: &kubecache_loadtest::sim::Sim| {
+        sim.counters()
+            .values()
+            .map(|c| c.consistent_gets + c.limit_one_lists)
+            .sum::<u64>()
+    };
+    let before = sent(&served.sim);
+    // bob reads pods only.
+    let (code, body) = common::get_as(&served.url, &path, "bob-token").await;
+    assert_eq!(code, 403, "{body}");
+    assert_eq!(sent(&served.sim), before, "nothing sent for the read");
+    // The same read by a caller who may: passed through.
+    let (code, body) = common::get_as(&served.url, &path, "admin-token").await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(configmap_gets(&served.sim), 1);
 }

@@ -5,7 +5,10 @@
 //! kubecache holds the current state, not a history of states, so it serves
 //! every read from a snapshot of the store:
 //! - unset: a consistent read (see [`crate::served::freshness`]): the store catches
-//!   up with the API server's current resourceVersion first;
+//!   up with the API server's current resourceVersion first; a GET of one
+//!   object that would wait for a cold probe is passed through to the API
+//!   server instead ([`Answer::Upstream`], unless
+//!   `--cold-get-passthrough=false`), a list waits;
 //! - `0` ("any"): the store as it is, no waiting;
 //! - `N` with `NotOlderThan` (or `N` without a limit, the legacy rule): the
 //!   store once it has reached `N` (504 after the read-wait timeout);
@@ -41,6 +44,7 @@ use super::offload;
 use super::path::ResourcePath;
 use crate::http::table::{self, TableMeta};
 use crate::served::encoding::{Kind, Shape, Wire};
+use crate::served::freshness::Consistent;
 use crate::served::{Filter, Owner, Predicates};
 use crate::served::{ServedResource, ServedResources};
 
@@ -94,6 +98,16 @@ pub fn collection_params(
     Ok(params)
 }
 
+/// What a read of a cache came to.
+pub enum Answer {
+    /// Served from the cache.
+    Served(Response),
+    /// A consistent GET of one object the cache could not prove fresh
+    /// without waiting for a cold probe (see [`crate::served::freshness`]):
+    /// the API server answers it, through pass-through.
+    Upstream,
+}
+
 /// `GET` of a resource path by `caller`, once its own writes are in the
 /// cache: one object, or the collection with `params` (from
 /// [`collection_params`]; `None` for one object).
@@ -105,7 +119,7 @@ pub async fn serve(
     rendering: Rendering,
     predicates: Predicates,
     caller: Caller,
-) -> Result<Response, ApiError> {
+) -> Result<Answer, ApiError> {
     let cache = &target.cache;
     if let kubecache_reflector::Readiness::NotReady { reason } = cache.reader.readiness() {
         return Err(not_ready(&cache.name(), &reason));
@@ -143,9 +157,12 @@ pub async fn serve(
             rendering,
             caller.owner,
         )
-        .await;
+        .await
+        .map(Answer::Served);
     }
-    list(caches, cache, &filter, &params, rendering, caller.owner).await
+    list(caches, cache, &filter, &params, rendering, caller.owner)
+        .await
+        .map(Answer::Served)
 }
 
 /// The `predicates` query parameter.
@@ -362,7 +379,7 @@ async fn snapshot_at(
     }
 }
 
-/// `GET` of one object.
+/// `GET` of one object; a consistent one may go [`Answer::Upstream`].
 async fn get(
     caches: &ServedResources,
     cache: &ServedResource,
@@ -370,10 +387,14 @@ async fn get(
     name: &str,
     query: &str,
     rendering: Rendering,
-) -> Result<Response, ApiError> {
+) -> Result<Answer, ApiError> {
     let wait = caches.settings.read_wait;
     match kubecache_wire::list_options::resource_version(query)? {
-        None => caches.consistent(cache).await?,
+        None => {
+            if caches.consistent_get(cache).await? == Consistent::Cold {
+                return Ok(Answer::Upstream);
+            }
+        }
         Some(0) => {}
         Some(rv) => cache.freshness.not_older_than(rv, wait).await?,
     }
@@ -402,12 +423,12 @@ async fn get(
             Wire::Json,
         ),
     };
-    Ok(response(
+    Ok(Answer::Served(response(
         Body::from(body),
         snapshot.resource_version(),
         wire,
         false,
-    ))
+    )))
 }
 
 /// The key of `namespace/name` (or `name`, cluster-scoped) as in a

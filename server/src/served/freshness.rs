@@ -37,12 +37,22 @@
 //! and a waiting read is proven by the first one sent after the API server
 //! reached its `R`.
 //!
-//! A cold read (none arrived within [`KEEP_WARM`]) that needs a proof
-//! waits about 1 s, for the first probe's bookmark. Passing a cold
-//! single-object GET through to the API server instead would answer it in
-//! one round trip; it is left for later (decided: the first read after a
-//! quiet spell pays once, the reads after it are warm). Nothing is sent
-//! while no read arrives.
+//! # Cold reads
+//!
+//! A cold read (no probe's bookmark due within [`COLD_HORIZON`], as before
+//! the first bookmarks of a cadence that just started) that needs a proof
+//! would wait about 1 s, for the first probe's bookmark. A consistent GET
+//! of one object asks [`Freshness::consistent_or_cold`] instead: when the
+//! store is not complete through `R` and no running probe's bookmark is
+//! due within [`COLD_HORIZON`], it answers [`Consistent::Cold`] and the
+//! GET is passed through to the API server (one round trip, consistent by
+//! construction; see [`crate::http`]). The cadence is started all the
+//! same, so the reads that follow it are warm and served from the store;
+//! until its first bookmark is due (about 1 s), every such GET passes
+//! through. A consistent list is never passed through (its answer may be
+//! huge): a cold one waits for the first bookmark. The API server's
+//! bookmark may come later than due (kube-apiserver's one-second timer):
+//! a read that was judged warm then waits for it, as before.
 //!
 //! The cost: while warm, about one watch opened per `probe_interval` per
 //! resource read consistently, and each open probe receives its resource's
@@ -57,8 +67,8 @@
 //! the stagger pays off against servers that honour each watch's own
 //! bookmark time, and bounds the wait by that timer otherwise.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kubecache_reflector::StoreReader;
@@ -73,6 +83,15 @@ use super::clock::{Clock, Source};
 /// `timeoutSeconds` of a probe watch: the shortest for which kube-apiserver
 /// sends a bookmark before closing (2 s before the timeout).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How soon a running probe's bookmark must be due for a consistent GET to
+/// wait for it rather than pass through: the bound on a quiet
+/// resource's read.
+pub(crate) const COLD_HORIZON: Duration = Duration::from_millis(150);
+
+/// When a probe's bookmark is due after it starts: kube-apiserver sends it
+/// 2 s before the watch's deadline.
+const BOOKMARK_AFTER: Duration = PROBE_TIMEOUT.saturating_sub(Duration::from_secs(2));
 
 /// How long after the last read that may need a proof probes keep
 /// coming: a resource read now and then stays warm.
@@ -104,6 +123,8 @@ struct Shared {
     proven: watch::Sender<u64>,
     /// Reads waiting for a proof now.
     waiting: AtomicUsize,
+    /// When the bookmarks of the running probes are due, one entry each.
+    due: Mutex<Vec<Instant>>,
 }
 
 impl Shared {
@@ -124,6 +145,7 @@ impl Freshness {
             upstream,
             proven: watch::Sender::new(0),
             waiting: AtomicUsize::new(0),
+            due: Mutex::default(),
         });
         let (demand, idle) = watch::channel(None);
         tokio::spawn(cadence(shared.clone(), idle, probe_interval));
@@ -154,17 +176,40 @@ impl Freshness {
     }
 
     /// Waits until the store holds every change up to the API server's
-    /// current resourceVersion, learnt from `clock`.
+    /// current resourceVersion, learnt from `clock`. With `cold_passes`,
+    /// answers [`Consistent::Cold`] at once instead when the store is not
+    /// complete through it and no probe's bookmark is due within
+    /// [`COLD_HORIZON`] (see the module doc); the probes start either way.
     ///
     /// # Errors
     ///
     /// 504 when the API server cannot be asked, or the store does not catch
     /// up within `timeout`.
-    pub(crate) async fn consistent(&self, clock: &Clock, timeout: Duration) -> Result<(), Status> {
+    pub(crate) async fn consistent(
+        &self,
+        clock: &Clock,
+        timeout: Duration,
+        cold_passes: bool,
+    ) -> Result<Consistent, Status> {
         let deadline = Instant::now() + timeout;
         let current = clock.now(deadline).await?;
         self.learnt.fetch_max(current, Ordering::AcqRel);
-        self.wait(current, deadline, true).await
+        if cold_passes && self.complete_through() < current && !self.bookmark_due(COLD_HORIZON) {
+            self.keep_warm();
+            metrics::counter!("kubecache_freshness_requests_total", "kind" => "passthrough")
+                .increment(1);
+            return Ok(Consistent::Cold);
+        }
+        self.wait(current, deadline, true).await?;
+        Ok(Consistent::Proven)
+    }
+
+    /// Whether a running probe's bookmark is due within `horizon` from
+    /// now (or overdue).
+    fn bookmark_due(&self, horizon: Duration) -> bool {
+        let soon = Instant::now() + horizon;
+        let due = self.shared.due.lock().unwrap_or_else(|e| e.into_inner());
+        due.iter().any(|&at| at <= soon)
     }
 
     /// Waits until the store holds every change up to `rv`, probing when
@@ -229,6 +274,42 @@ impl Freshness {
     }
 }
 
+/// What [`Freshness::consistent_or_cold`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Consistent {
+    /// The store holds every change up to the API server's resourceVersion.
+    Proven,
+    /// It may not, and no proof is due soon: ask the API server.
+    Cold,
+}
+
+/// A running probe's bookmark due time, listed while it lives.
+struct Due<'s> {
+    shared: &'s Shared,
+    at: Instant,
+}
+
+impl<'s> Due<'s> {
+    fn new(shared: &'s Shared) -> Self {
+        let at = Instant::now() + BOOKMARK_AFTER;
+        shared
+            .due
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(at);
+        Due { shared, at }
+    }
+}
+
+impl Drop for Due<'_> {
+    fn drop(&mut self) {
+        let mut due = self.shared.due.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = due.iter().position(|&at| at == self.at) {
+            due.swap_remove(i);
+        }
+    }
+}
+
 /// A read waiting for a proof, counted while it lives.
 struct Waiting<'f>(&'f Freshness);
 
@@ -284,6 +365,7 @@ async fn probe(shared: Arc<Shared>) {
         return;
     }
     metrics::counter!("kubecache_freshness_requests_total", "kind" => "probe").increment(1);
+    let _due = Due::new(&shared);
     let query = Query {
         watch: true,
         resource_version: Some(from),

@@ -35,7 +35,7 @@ pub(crate) use writes::ClientKey;
 
 use clock::Clock;
 use fanout::Hub;
-use freshness::Freshness;
+use freshness::{Consistent, Freshness};
 use pages::HeldSnapshots;
 use quota::WatchQuota;
 use writes::Writes;
@@ -74,6 +74,10 @@ pub struct ServeSettings {
     /// may need a proof that it is complete (see `served/freshness.rs`): it
     /// bounds their wait once the cadence is warm.
     pub probe_interval: Duration,
+    /// Whether a consistent GET of one object that would wait for a cold
+    /// probe is passed through to the API server instead (see
+    /// `served/freshness.rs`).
+    pub cold_get_passthrough: bool,
 }
 
 impl ServeSettings {
@@ -130,6 +134,7 @@ impl Default for ServeSettings {
             max_selector_requirements: Self::DEFAULT_MAX_SELECTOR_REQUIREMENTS,
             freshness_requests: Self::DEFAULT_FRESHNESS_REQUESTS,
             probe_interval: Self::DEFAULT_PROBE_INTERVAL,
+            cold_get_passthrough: true,
         }
     }
 }
@@ -355,7 +360,29 @@ impl ServedResources {
     pub(crate) async fn consistent(&self, cache: &ServedResource) -> Result<(), Status> {
         cache
             .freshness
-            .consistent(&self.clock, self.settings.read_wait)
+            .consistent(&self.clock, self.settings.read_wait, false)
+            .await
+            .map(|_| ())
+    }
+
+    /// As [`Self::consistent`] for a GET of one object, which may be
+    /// passed through instead of waiting for a cold probe: then
+    /// [`Consistent::Cold`] (with [`ServeSettings::cold_get_passthrough`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::consistent`].
+    pub(crate) async fn consistent_get(
+        &self,
+        cache: &ServedResource,
+    ) -> Result<Consistent, Status> {
+        cache
+            .freshness
+            .consistent(
+                &self.clock,
+                self.settings.read_wait,
+                self.settings.cold_get_passthrough,
+            )
             .await
     }
 
