@@ -42,7 +42,7 @@
 //! A cold read (no probe's bookmark due within [`COLD_HORIZON`], as before
 //! the first bookmarks of a cadence that just started) that needs a proof
 //! would wait about 1 s, for the first probe's bookmark. A consistent GET
-//! of one object asks [`Freshness::consistent_or_cold`] instead: when the
+//! of one object asks [`Freshness::consistent`] instead: when the
 //! store is not complete through `R` and no running probe's bookmark is
 //! due within [`COLD_HORIZON`], it answers [`Consistent::Cold`] and the
 //! GET is passed through to the API server (one round trip, consistent by
@@ -274,7 +274,7 @@ impl Freshness {
     }
 }
 
-/// What [`Freshness::consistent_or_cold`] found.
+/// What [`Freshness::consistent`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Consistent {
     /// The store holds every change up to the API server's resourceVersion.
@@ -467,6 +467,34 @@ mod tests {
         assert!(sent >= 1, "the read was proven by a probe");
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert_eq!(api.count(""), sent, "nothing a minute after the last read");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cold_get_is_told_to_pass_through_until_a_probes_bookmark_is_due_soon() {
+        let api = Arc::new(FakeApi::default());
+        let (_writer, freshness) = quiet(&api);
+        let clock = Clock::start(vec![freshness.source()], 1);
+        let started = Instant::now();
+        let answer = freshness.consistent(&clock, WAIT, true).await.unwrap();
+        assert_eq!(answer, Consistent::Cold);
+        assert_eq!(started.elapsed(), Duration::ZERO, "no wait for a probe");
+        // The probes started all the same: once the first bookmark is due
+        // within the horizon, reads wait for it (and the ones after).
+        tokio::time::sleep(BOOKMARK_AFTER - COLD_HORIZON).await;
+        let answer = freshness.consistent(&clock, WAIT, true).await.unwrap();
+        assert_eq!(answer, Consistent::Proven);
+        assert!(
+            started.elapsed() <= BOOKMARK_AFTER,
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(freshness.complete_through(), 10);
+        // Turned off, a cold read waits for the probe.
+        let api = Arc::new(FakeApi::default());
+        let (_writer, freshness) = quiet(&api);
+        let clock = Clock::start(vec![freshness.source()], 1);
+        let answer = freshness.consistent(&clock, WAIT, false).await.unwrap();
+        assert_eq!(answer, Consistent::Proven);
     }
 
     #[tokio::test(start_paused = true)]
