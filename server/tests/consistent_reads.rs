@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Setup, get, resource, serve};
+use common::{Setup, get, get_as, resource, serve};
 use kubecache_loadtest::sim::{Policy, SimConfig, ids};
 use kubecache_reflector::upstream::ApiResource;
 use kubecache_server::ServeSettings;
@@ -313,4 +313,59 @@ async fn a_cold_get_the_caller_may_not_make_is_refused_before_anything_is_sent()
     let (code, body) = common::get_as(&served.url, &path, "admin-token").await;
     assert_eq!(code, 200, "{body}");
     assert_eq!(configmap_gets(&served.sim), 1);
+}
+
+/// A merge patch of `path` through kubecache by the client of `token`: the
+/// resourceVersion written.
+async fn patch_as(url: &str, path: &str, token: &str, patch: &Value) -> u64 {
+    let request = http::Request::patch(path)
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/merge-patch+json")
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            patch.to_string(),
+        )))
+        .unwrap();
+    let (code, body) = common::send(url, request).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    resource_version(&body).0
+}
+
+/// The config map requests kubecache has sent the sim that could prove a
+/// read fresh: watches (probes) and consistent GETs (pass-through).
+fn configmap_proofs(sim: &kubecache_loadtest::sim::Sim) -> (u64, u64) {
+    let counts = &sim.counters()["configmaps"];
+    (counts.watches, counts.consistent_gets)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writers_first_read_after_its_write_waits_for_that_write_only() {
+    let served = quiet(ServeSettings::default(), None).await;
+    let target = served.sim.state(ids::CONFIGMAPS)[0].clone();
+    let path = format!(
+        "/api/v1/namespaces/{}/configmaps/{}",
+        target.namespace, target.name
+    );
+    let patch = json!({"metadata": {"labels": {"step": "own"}}});
+    let written = patch_as(&served.url, &path, "writer", &patch).await;
+    move_the_revision(&served, "after the write");
+
+    let before = configmap_proofs(&served.sim);
+    let (code, read) = get_as(&served.url, &path, "writer").await;
+    assert_eq!(code, 200, "{read}");
+    assert_eq!(read["metadata"]["resourceVersion"], written.to_string());
+    assert_eq!(read["metadata"]["labels"]["step"], "own");
+    assert_eq!(
+        configmap_proofs(&served.sim),
+        before,
+        "no probe, no pass-through"
+    );
+
+    // Its next read is consistent as usual: it sees another client's write
+    // made since, proven by the API server.
+    let (_, theirs) = write_configmap(&served, "theirs");
+    move_the_revision(&served, "after theirs");
+    let (code, read) = get_as(&served.url, &path, "writer").await;
+    assert_eq!(code, 200, "{read}");
+    assert_eq!(read["metadata"]["resourceVersion"], theirs.to_string());
+    assert_ne!(configmap_proofs(&served.sim), before, "proven upstream");
 }

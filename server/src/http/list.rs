@@ -8,7 +8,10 @@
 //!   up with the API server's current resourceVersion first; a GET of one
 //!   object that would wait for a cold probe is passed through to the API
 //!   server instead ([`Answer::Upstream`], unless
-//!   `--cold-get-passthrough=false`), a list waits;
+//!   `--cold-get-passthrough=false`), a list waits; the writer's next read
+//!   after its write through kubecache waits for that write only, as with
+//!   `N` = the write's resourceVersion and `NotOlderThan` (see
+//!   [`crate::served::writes`]);
 //! - `0` ("any"): the store as it is, no waiting;
 //! - `N` with `NotOlderThan` (or `N` without a limit, the legacy rule): the
 //!   store once it has reached `N` (504 after the read-wait timeout);
@@ -124,7 +127,8 @@ pub async fn serve(
     if let kubecache_reflector::Readiness::NotReady { reason } = cache.reader.readiness() {
         return Err(not_ready(&cache.name(), &reason));
     }
-    cache
+    // The writer's first read after its write needs only that write.
+    let own_write = cache
         .read_your_writes(caller.writer, caches.settings.read_wait)
         .await?;
     let Some(mut params) = params else {
@@ -136,6 +140,7 @@ pub async fn serve(
             name,
             query,
             rendering,
+            own_write,
         )
         .await;
     };
@@ -160,9 +165,17 @@ pub async fn serve(
         .await
         .map(Answer::Served);
     }
-    list(caches, cache, &filter, &params, rendering, caller.owner)
-        .await
-        .map(Answer::Served)
+    list(
+        caches,
+        cache,
+        &filter,
+        &params,
+        rendering,
+        caller.owner,
+        own_write,
+    )
+    .await
+    .map(Answer::Served)
 }
 
 /// The `predicates` query parameter.
@@ -181,6 +194,7 @@ async fn list(
     params: &CollectionParams,
     rendering: Rendering,
     owner: Option<Owner>,
+    own_write: bool,
 ) -> Result<Response, ApiError> {
     let wait = caches.settings.read_wait;
     let (snapshot, before) = match (&params.continue_token, params.resource_version) {
@@ -193,7 +207,9 @@ async fn list(
         // the current state.
         (Some(_), _) => (cache.reader.snapshot(), None),
         (None, None) => {
-            caches.consistent(cache).await?;
+            if !own_write {
+                caches.consistent(cache).await?;
+            }
             (cache.reader.snapshot(), Some(0))
         }
         (None, Some(0)) if params.version_match != VersionMatch::Exact => {
@@ -387,9 +403,11 @@ async fn get(
     name: &str,
     query: &str,
     rendering: Rendering,
+    own_write: bool,
 ) -> Result<Answer, ApiError> {
     let wait = caches.settings.read_wait;
     match kubecache_wire::list_options::resource_version(query)? {
+        None if own_write => {}
         None => {
             if caches.consistent_get(cache).await? == Consistent::Cold {
                 return Ok(Answer::Upstream);

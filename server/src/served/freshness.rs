@@ -39,12 +39,12 @@
 //!
 //! # Cold reads
 //!
-//! A cold read (no probe's bookmark due within [`COLD_HORIZON`], as before
+//! A cold read (no probe's bookmark due within one `probe_interval`, as before
 //! the first bookmarks of a cadence that just started) that needs a proof
 //! would wait about 1 s, for the first probe's bookmark. A consistent GET
 //! of one object asks [`Freshness::consistent`] instead: when the
 //! store is not complete through `R` and no running probe's bookmark is
-//! due within [`COLD_HORIZON`], it answers [`Consistent::Cold`] and the
+//! due within one `probe_interval` (the wait of a warm read), it answers [`Consistent::Cold`] and the
 //! GET is passed through to the API server (one round trip, consistent by
 //! construction; see [`crate::http`]). The cadence is started all the
 //! same, so the reads that follow it are warm and served from the store;
@@ -84,11 +84,6 @@ use super::clock::{Clock, Source};
 /// sends a bookmark before closing (2 s before the timeout).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// How soon a running probe's bookmark must be due for a consistent GET to
-/// wait for it rather than pass through: the bound on a quiet
-/// resource's read.
-pub(crate) const COLD_HORIZON: Duration = Duration::from_millis(150);
-
 /// When a probe's bookmark is due after it starts: kube-apiserver sends it
 /// 2 s before the watch's deadline.
 const BOOKMARK_AFTER: Duration = PROBE_TIMEOUT.saturating_sub(Duration::from_secs(2));
@@ -113,6 +108,8 @@ pub(crate) struct Freshness {
     demand: watch::Sender<Option<Instant>>,
     /// The API server's newest resourceVersion learnt so far.
     learnt: AtomicU64,
+    /// How often a probe starts while warm: the longest a warm read waits.
+    probe_interval: Duration,
 }
 
 struct Shared {
@@ -153,6 +150,7 @@ impl Freshness {
             shared,
             demand,
             learnt: AtomicU64::new(0),
+            probe_interval,
         }
     }
 
@@ -179,7 +177,7 @@ impl Freshness {
     /// current resourceVersion, learnt from `clock`. With `cold_passes`,
     /// answers [`Consistent::Cold`] at once instead when the store is not
     /// complete through it and no probe's bookmark is due within
-    /// [`COLD_HORIZON`] (see the module doc); the probes start either way.
+    /// one probe interval (see the module doc); the probes start either way.
     ///
     /// # Errors
     ///
@@ -194,7 +192,10 @@ impl Freshness {
         let deadline = Instant::now() + timeout;
         let current = clock.now(deadline).await?;
         self.learnt.fetch_max(current, Ordering::AcqRel);
-        if cold_passes && self.complete_through() < current && !self.bookmark_due(COLD_HORIZON) {
+        if cold_passes
+            && self.complete_through() < current
+            && !self.bookmark_due(self.probe_interval)
+        {
             self.keep_warm();
             metrics::counter!("kubecache_freshness_requests_total", "kind" => "passthrough")
                 .increment(1);
@@ -480,7 +481,7 @@ mod tests {
         assert_eq!(started.elapsed(), Duration::ZERO, "no wait for a probe");
         // The probes started all the same: once the first bookmark is due
         // within the horizon, reads wait for it (and the ones after).
-        tokio::time::sleep(BOOKMARK_AFTER - COLD_HORIZON).await;
+        tokio::time::sleep(BOOKMARK_AFTER - INTERVAL).await;
         let answer = freshness.consistent(&clock, WAIT, true).await.unwrap();
         assert_eq!(answer, Consistent::Proven);
         assert!(

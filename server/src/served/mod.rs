@@ -231,12 +231,12 @@ impl ServedResource {
     /// Records that `client` wrote this resource at `resource_version` (see
     /// [`writes`]).
     pub(crate) fn wrote(&self, client: ClientKey, resource_version: u64) {
-        self.writes
-            .record(client, resource_version, self.freshness.complete_through());
+        self.writes.record(client, resource_version);
     }
 
-    /// Waits until the store holds `client`'s last write of this resource
-    /// (see [`writes`]).
+    /// Waits until the store holds `client`'s last write of this resource;
+    /// `true` if this is the client's first read since that write, which
+    /// then needs no other wait (see [`writes`]).
     ///
     /// # Errors
     ///
@@ -245,12 +245,15 @@ impl ServedResource {
         &self,
         client: Option<ClientKey>,
         timeout: Duration,
-    ) -> Result<(), Status> {
-        let Some(written) =
-            client.and_then(|c| self.writes.pending(c, self.freshness.complete_through()))
-        else {
-            return Ok(());
+    ) -> Result<bool, Status> {
+        let held = self.freshness.complete_through();
+        let Some(claim) = client.and_then(|c| self.writes.claim(c, held)) else {
+            return Ok(false);
         };
+        let written = claim.resource_version;
+        if held >= written {
+            return Ok(claim.first);
+        }
         let resource = self.name();
         let started = std::time::Instant::now();
         let waiting = Waiting::new(metrics::gauge!(
@@ -270,7 +273,7 @@ impl ServedResource {
             "outcome" => outcome
         )
         .record(started.elapsed().as_secs_f64());
-        result
+        result.map(|()| claim.first)
     }
 
     /// Open watches of this resource.

@@ -1,23 +1,30 @@
 //! Read-your-writes: after a client's write to a cached resource passed
-//! through, that client's next reads of the resource wait until the cache
-//! has applied the written resourceVersion.
+//! through, that client's reads of the resource wait until the cache has
+//! applied the written resourceVersion `W`; the first of them needs
+//! nothing more.
 //!
 //! A client is its credential: a bearer token (kept as a keyed hash, never
 //! as the token) or a certificate's user name. Anonymous callers cannot be
 //! told apart and get no read-your-writes. One resourceVersion is kept per
 //! client and resource, the newest written; it is forgotten once the cache
-//! has reached it, or after the read wait (no read waits longer), and at
-//! most [`MAX_CLIENTS`] are kept per resource (the oldest goes first).
+//! has it and the client's next read came, or after the read wait (no read
+//! waits longer), and at most [`MAX_CLIENTS`] are kept per resource (the
+//! oldest goes first).
 //!
-//! The written resourceVersion `W` is the resource's own change: its event
-//! brings the store to `W`, so the wait needs no probe
-//! ([`Freshness::reached`](super::freshness::Freshness::reached)). `W` does
-//! not make a consistent read of the writer: that read must also see other
-//! clients' writes accepted before it arrived, so it still waits for the
-//! API server's current resourceVersion `R` from the clock; `R >= W`, as the
-//! write was accepted before the read, so `max(R, W)` is `R` and the wait
-//! for `W` only comes first (it is over within the write's own event
-//! latency). Reads at `resourceVersion=0` or `N` wait for `W` alone.
+//! `W` is the resource's own change: its event brings the store to `W`, so
+//! the wait needs no probe
+//! ([`Freshness::reached`](super::freshness::Freshness::reached)). The
+//! writer's first read after the write, even one with no resourceVersion,
+//! is then served as
+//! `resourceVersion=W&resourceVersionMatch=NotOlderThan` would be: it sees
+//! the write and everything before it, not the API server's current
+//! resourceVersion `R`, which would need a probe's proof when other
+//! resources moved it (about one probe interval). Decided (issue 17: the
+//! writer's read waits for its write only): a write followed by a read is
+//! what controllers and `kubectl apply` do, and they need their write, not
+//! a proof about other clients' writes made in the moment between (a read
+//! sent just before them could not tell either); the client's following
+//! reads are consistent as usual.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -71,6 +78,18 @@ pub(crate) struct Writes {
 struct Written {
     resource_version: u64,
     until: Instant,
+    /// Whether the client's next read after the write came.
+    read: bool,
+}
+
+/// What a read finds of its client's last write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Claim {
+    /// The resourceVersion written: the read waits for it.
+    pub(crate) resource_version: u64,
+    /// Whether this is the client's first read since the write: it needs
+    /// nothing more.
+    pub(crate) first: bool,
 }
 
 impl Writes {
@@ -82,16 +101,12 @@ impl Writes {
         }
     }
 
-    /// Records that `client` wrote at `resource_version`, while the cache
-    /// holds everything through `held`.
-    pub(crate) fn record(&self, client: ClientKey, resource_version: u64, held: u64) {
-        if resource_version <= held {
-            return;
-        }
+    /// Records that `client` wrote at `resource_version`.
+    pub(crate) fn record(&self, client: ClientKey, resource_version: u64) {
         let now = Instant::now();
         let mut written = self.written.lock();
         if written.len() >= MAX_CLIENTS && !written.contains_key(&client) {
-            written.retain(|_, w| w.until > now && w.resource_version > held);
+            written.retain(|_, w| w.until > now);
             if written.len() >= MAX_CLIENTS
                 && let Some(oldest) = written.iter().min_by_key(|(_, w)| w.until).map(|(k, _)| *k)
             {
@@ -101,21 +116,31 @@ impl Writes {
         let entry = written.entry(client).or_insert(Written {
             resource_version,
             until: now,
+            read: false,
         });
         entry.resource_version = entry.resource_version.max(resource_version);
         entry.until = now + self.ttl;
+        entry.read = false;
     }
 
-    /// The resourceVersion `client` last wrote, if the cache, holding
-    /// everything through `held`, has not reached it yet.
-    pub(crate) fn pending(&self, client: ClientKey, held: u64) -> Option<u64> {
+    /// `client`'s last write within the read wait, for a read of it while
+    /// the cache holds everything through `held`.
+    pub(crate) fn claim(&self, client: ClientKey, held: u64) -> Option<Claim> {
         let mut written = self.written.lock();
-        let w = *written.get(&client)?;
-        if w.resource_version <= held || w.until <= Instant::now() {
+        let w = written.get_mut(&client)?;
+        if w.until <= Instant::now() {
             written.remove(&client);
             return None;
         }
-        Some(w.resource_version)
+        let claim = Claim {
+            resource_version: w.resource_version,
+            first: !w.read,
+        };
+        w.read = true;
+        if claim.resource_version <= held {
+            written.remove(&client);
+        }
+        Some(claim)
     }
 
     /// How many clients' writes are remembered.
@@ -149,34 +174,46 @@ mod tests {
         assert_eq!(ClientKey::of(&Credential::Anonymous), None);
     }
 
+    fn claim(resource_version: u64, first: bool) -> Option<Claim> {
+        Some(Claim {
+            resource_version,
+            first,
+        })
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn a_write_is_pending_until_the_cache_or_the_read_wait_passes_it() {
+    async fn reads_wait_for_a_write_until_the_cache_has_it_and_the_first_one_came() {
         let writes = Writes::new(Duration::from_secs(3));
-        writes.record(token("a"), 10, 5);
-        writes.record(token("a"), 8, 5);
-        assert_eq!(writes.pending(token("a"), 5), Some(10), "the newest write");
-        assert_eq!(writes.pending(token("b"), 5), None, "another client");
-        assert_eq!(writes.pending(token("a"), 10), None, "the cache has it");
+        writes.record(token("a"), 10);
+        writes.record(token("a"), 8);
+        assert_eq!(writes.claim(token("b"), 5), None, "another client");
+        assert_eq!(writes.claim(token("a"), 5), claim(10, true), "the newest");
+        assert_eq!(writes.claim(token("a"), 5), claim(10, false), "not first");
+        assert_eq!(writes.claim(token("a"), 10), claim(10, false));
+        assert_eq!(writes.claim(token("a"), 10), None, "the cache has it");
         assert_eq!(writes.len(), 0, "and forgets it");
 
-        writes.record(token("a"), 12, 11);
+        writes.record(token("a"), 12);
+        assert_eq!(writes.claim(token("a"), 12), claim(12, true), "in already");
+        assert_eq!(writes.len(), 0);
+
+        writes.record(token("a"), 14);
         tokio::time::advance(Duration::from_secs(3)).await;
-        assert_eq!(writes.pending(token("a"), 11), None, "past the read wait");
-        writes.record(token("a"), 12, 12);
-        assert_eq!(writes.len(), 0, "a write the cache has is not recorded");
+        assert_eq!(writes.claim(token("a"), 11), None, "past the read wait");
+        assert_eq!(writes.len(), 0, "and forgotten");
     }
 
     #[tokio::test(start_paused = true)]
     async fn the_map_is_bounded_and_sheds_the_oldest() {
         let writes = Writes::new(Duration::from_secs(3));
         for i in 0..MAX_CLIENTS {
-            writes.record(token(&i.to_string()), 10, 0);
+            writes.record(token(&i.to_string()), 10);
             tokio::time::advance(Duration::from_micros(100)).await;
         }
-        writes.record(token("new"), 10, 0);
+        writes.record(token("new"), 10);
         assert_eq!(writes.len(), MAX_CLIENTS);
-        assert_eq!(writes.pending(token("0"), 0), None, "the oldest went");
-        assert_eq!(writes.pending(token("1"), 0), Some(10));
-        assert_eq!(writes.pending(token("new"), 0), Some(10));
+        assert_eq!(writes.claim(token("0"), 0), None, "the oldest went");
+        assert_eq!(writes.claim(token("1"), 0), claim(10, true));
+        assert_eq!(writes.claim(token("new"), 0), claim(10, true));
     }
 }
