@@ -1126,6 +1126,7 @@ async fn with_a_serving_cost_each_body_takes_its_bytes_over_the_throughput_of_it
         etcd_protobuf: 8.0 * MB,
         cache_json: 16.0 * MB,
         cache_protobuf: 32.0 * MB,
+        quorum_reads_per_sec: f64::INFINITY,
     };
     let (url, sim) = sim(SimConfig {
         pods: 400,
@@ -1167,5 +1168,48 @@ async fn with_a_serving_cost_each_body_takes_its_bytes_over_the_throughput_of_it
             body.len()
         );
     }
+    sim.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_a_serving_cost_consistent_reads_beyond_the_quorum_rate_queue_up() {
+    let cost = ServingCost {
+        quorum_reads_per_sec: 10.0,
+        ..ServingCost::default()
+    };
+    let (url, sim) = sim(SimConfig {
+        pods: 5,
+        consistent_read_latency: Duration::ZERO,
+        serving_cost: Some(cost),
+        ..SimConfig::default()
+    })
+    .await;
+    let pod = sim.state(ids::PODS)[0].clone();
+    let path = format!(
+        "{url}/api/v1/namespaces/{}/pods/{}",
+        pod.namespace, pod.name
+    );
+    let reads = |query: &'static str| {
+        let path = path.clone();
+        futures::future::join_all((0..20).map(move |_| {
+            let path = format!("{path}{query}");
+            async move { client().get(path).send().await.unwrap().status() }
+        }))
+    };
+    let started = tokio::time::Instant::now();
+    let codes = reads("?resourceVersion=0").await;
+    assert!(codes.iter().all(|c| c.is_success()), "{codes:?}");
+    assert!(
+        started.elapsed() < Duration::from_millis(100),
+        "from the cache, at once"
+    );
+    let started = tokio::time::Instant::now();
+    let codes = reads("").await;
+    assert!(codes.iter().all(|c| c.is_success()), "{codes:?}");
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(1_900) && took <= Duration::from_millis(2_100),
+        "20 consistent gets at 10/s took {took:?}"
+    );
     sim.shutdown().await;
 }

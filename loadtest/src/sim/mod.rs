@@ -168,6 +168,7 @@ impl Sim {
             faults: Arc::new(faults::Faults::default()),
             cuts,
             counters: counters::Counters::default(),
+            quorum_reads: cost::QuorumReads::default(),
             serve: ServeConfig {
                 page_latency: config.page_latency,
                 consistent_read_latency: config.consistent_read_latency,

@@ -243,8 +243,14 @@ fn too_large_resource_version(wanted: u64, current: u64) -> Status {
     status
 }
 
-/// Waits out etcd's quorum read of a read without resourceVersion.
+/// Waits out etcd's quorum read of a read without resourceVersion, and
+/// with a serving cost its turn among the others (see [`ServingCost`]).
+///
+/// [`ServingCost`]: crate::sim::ServingCost
 async fn consistent_read(ctx: &Context) {
+    if let Some(cost) = ctx.serve.serving_cost {
+        ctx.quorum_reads.wait(cost.quorum_reads_per_sec).await;
+    }
     if !ctx.serve.consistent_read_latency.is_zero() {
         tokio::time::sleep(ctx.serve.consistent_read_latency).await;
     }

@@ -56,6 +56,8 @@ pub struct Context {
     pub policy: RwLock<Option<Arc<Policy>>>,
     /// What was asked of each resource.
     pub counters: Counters,
+    /// The consistent reads' capacity, with a serving cost.
+    pub quorum_reads: super::cost::QuorumReads,
 }
 
 impl Context {
