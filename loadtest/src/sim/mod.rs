@@ -184,6 +184,12 @@ impl Sim {
         let url = format!("http://{}", listener.local_addr()?);
         let app = http::router(ctx.clone());
         let server = tokio::spawn(async move {
+            // Go's net package turns Nagle's algorithm off on every TCP
+            // connection, kube-apiserver's included; without it, a paced
+            // body's second small write would wait ~40 ms for a delayed ACK.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             if let Err(e) = axum::serve(listener, app).await {
                 tracing::error!("simulated API server stopped: {e}");
             }
