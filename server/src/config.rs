@@ -21,7 +21,7 @@
 //! bookmarkIntervalSeconds: 60
 //! watcherQueue: 1024
 //! maxWatchesPerClient: 1000
-//! freshnessRequests: 4
+//! freshnessRequests: 2
 //! probeIntervalSeconds: 0.1
 //! coldGetPassthrough: true
 //! writeStallSeconds: 30
@@ -112,7 +112,7 @@ pub struct Cli {
     #[arg(long, env = "KUBECACHE_MAX_WATCHES_PER_CLIENT")]
     pub max_watches_per_client: Option<usize>,
     /// Most requests for the API server's current resourceVersion in
-    /// flight at once, for consistent reads [default: 4].
+    /// flight at once, for consistent reads [default: 2].
     #[arg(long, env = "KUBECACHE_FRESHNESS_REQUESTS")]
     pub freshness_requests: Option<usize>,
     /// How often a probe watch starts while consistent reads of a resource

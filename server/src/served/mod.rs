@@ -112,10 +112,15 @@ impl ServeSettings {
     /// has), far less than the thousands that made one list cost seconds.
     pub const DEFAULT_MAX_SELECTOR_REQUIREMENTS: usize = 100;
 
-    /// Four: a read then waits at most about one round trip for a request
-    /// sent after it arrived, at a cost of at most four cheap lists in
-    /// flight.
-    pub const DEFAULT_FRESHNESS_REQUESTS: usize = 4;
+    /// Two: a read then waits about one and a half round trips for a
+    /// request sent after it arrived, and the API server answers at most
+    /// two cheap lists for kubecache at once. Measured against the sim with
+    /// a real server's costs (1,000 consistent reads/s), 32 clients' GETs:
+    /// 1 in flight gave 2,613 reads/s at p50 12.0 ms for 163 lists/s; 2,
+    /// 3,252/s at 9.7 ms for 316/s; 4, 4,129/s at 7.6 ms for 664/s (two
+    /// thirds of the server's capacity); the server itself, 1,000/s at
+    /// 32 ms (`benches/README.md`, "Fresh reads").
+    pub const DEFAULT_FRESHNESS_REQUESTS: usize = 2;
 
     /// 100 ms: a quiet resource's read is proven within about 100 ms of
     /// the API server reaching its revision, at about ten probe watches
