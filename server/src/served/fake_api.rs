@@ -1,7 +1,9 @@
 //! A fake API server for unit tests of consistent reads under paused time:
 //! lists answer its revision after a latency; watches send one bookmark at
 //! the revision of 1 s in (kube-apiserver's bookmark 2 s before a 3 s
-//! timeout), then end at their timeout. It records every request.
+//! timeout), or with a `bookmark_tick` at the first tick after that (as
+//! kube-apiserver's dispatch timer does), then end at their timeout. It
+//! records every request.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -25,6 +27,11 @@ pub(crate) struct FakeApi {
     pub(crate) revision: AtomicU64,
     /// How long a list takes.
     pub(crate) latency: Duration,
+    /// Bookmarks wait for the next multiple of this since the first
+    /// request.
+    pub(crate) bookmark_tick: Option<Duration>,
+    /// When the first request came.
+    pub(crate) epoch: Mutex<Option<tokio::time::Instant>>,
     /// Paths (without query) answered 403.
     pub(crate) forbidden: Vec<String>,
     /// Every request's path and query, in order of arrival.
@@ -69,10 +76,23 @@ impl FakeApi {
             return response;
         }
         let watch = uri.query().unwrap_or_default().contains("watch=1");
+        let now = tokio::time::Instant::now();
+        let epoch = *self.epoch.lock().get_or_insert(now);
+        let due = now + Duration::from_secs(1);
+        let bookmark = match self.bookmark_tick {
+            Some(tick) => {
+                let ticks = due
+                    .duration_since(epoch)
+                    .as_nanos()
+                    .div_ceil(tick.as_nanos());
+                epoch + tick * u32::try_from(ticks).expect("a short test")
+            }
+            None => due,
+        };
         let api = self.clone();
         let chunks = if watch {
             futures::stream::once(async move {
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                tokio::time::sleep_until(bookmark).await;
                 let rv = api.revision.load(Ordering::SeqCst);
                 Bytes::from(format!(
                     r#"{{"type":"BOOKMARK","object":{{"kind":"Pod","apiVersion":"v1","metadata":{{"resourceVersion":"{rv}"}}}}}}
@@ -80,7 +100,7 @@ impl FakeApi {
                 ))
             })
             .chain(
-                futures::stream::once(tokio::time::sleep(Duration::from_secs(2)))
+                futures::stream::once(tokio::time::sleep_until(now + Duration::from_secs(3)))
                     .filter_map(|()| async { None }),
             )
             .boxed()

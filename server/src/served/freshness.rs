@@ -39,20 +39,24 @@
 //!
 //! # Cold reads
 //!
-//! A cold read (no probe's bookmark due within one `probe_interval`, as before
-//! the first bookmarks of a cadence that just started) that needs a proof
-//! would wait about 1 s, for the first probe's bookmark. A consistent GET
-//! of one object asks [`Freshness::consistent`] instead: when the
-//! store is not complete through `R` and no running probe's bookmark is
-//! due within one `probe_interval` (the wait of a warm read), it answers [`Consistent::Cold`] and the
-//! GET is passed through to the API server (one round trip, consistent by
-//! construction; see [`crate::http`]). The cadence is started all the
-//! same, so the reads that follow it are warm and served from the store;
-//! until its first bookmark is due (about 1 s), every such GET passes
-//! through. A consistent list is never passed through (its answer may be
-//! huge): a cold one waits for the first bookmark. The API server's
-//! bookmark may come later than due (kube-apiserver's one-second timer):
-//! a read that was judged warm then waits for it, as before.
+//! A read that needs a proof while no bookmarks come often (a cold
+//! cadence, which starts with the read; or an API server whose bookmarks
+//! come less often than probes start) would wait for the next one: about
+//! 1 s. A consistent GET of one object asks [`Freshness::consistent`]
+//! whether to wait: when the store is not complete through `R` and the
+//! proofs are not coming every probe interval (the last two came more than
+//! 1.5 intervals apart, or the newest longer ago than that; see
+//! [`Cadence`]), it answers [`Consistent::Cold`] and the GET is passed
+//! through to the API server (one round trip, consistent by construction;
+//! see [`crate::http`]). The cadence is started all the same, so the reads
+//! that follow are warm and served from the store once its bookmarks come
+//! every interval (about 1.1 s after a quiet spell, against a server that
+//! sends each bookmark when due). kube-apiserver itself dispatches due
+//! bookmarks on a timer of 1–1.25 s (`dispatchEvents` in
+//! `cacher/cacher.go`), so against it proofs come about once a second
+//! however often probes start, and consistent GETs of a quiet resource
+//! pass through rather than wait for them. A consistent list is never
+//! passed through (its answer may be huge): it waits for the next proof.
 //!
 //! The cost: while warm, about one watch opened per `probe_interval` per
 //! resource read consistently, and each open probe receives its resource's
@@ -67,13 +71,14 @@
 //! the stagger pays off against servers that honour each watch's own
 //! bookmark time, and bounds the wait by that timer otherwise.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kubecache_reflector::StoreReader;
 use kubecache_reflector::upstream::{Query, Upstream};
 use kubecache_wire::{Status, WatchEventType};
+use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -83,10 +88,6 @@ use super::clock::{Clock, Source};
 /// `timeoutSeconds` of a probe watch: the shortest for which kube-apiserver
 /// sends a bookmark before closing (2 s before the timeout).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// When a probe's bookmark is due after it starts: kube-apiserver sends it
-/// 2 s before the watch's deadline.
-const BOOKMARK_AFTER: Duration = PROBE_TIMEOUT.saturating_sub(Duration::from_secs(2));
 
 /// How long after the last read that may need a proof probes keep
 /// coming: a resource read now and then stays warm.
@@ -120,8 +121,8 @@ struct Shared {
     proven: watch::Sender<u64>,
     /// Reads waiting for a proof now.
     waiting: AtomicUsize,
-    /// When the bookmarks of the running probes are due, one entry each.
-    due: Mutex<Vec<Instant>>,
+    /// When probes' bookmarks proved the store complete lately.
+    cadence: Mutex<Cadence>,
 }
 
 impl Shared {
@@ -142,7 +143,7 @@ impl Freshness {
             upstream,
             proven: watch::Sender::new(0),
             waiting: AtomicUsize::new(0),
-            due: Mutex::default(),
+            cadence: Mutex::default(),
         });
         let (demand, idle) = watch::channel(None);
         tokio::spawn(cadence(shared.clone(), idle, probe_interval));
@@ -194,7 +195,7 @@ impl Freshness {
         self.learnt.fetch_max(current, Ordering::AcqRel);
         if cold_passes
             && self.complete_through() < current
-            && !self.bookmark_due(self.probe_interval)
+            && !self.shared.cadence.lock().warm(self.probe_interval)
         {
             self.keep_warm();
             metrics::counter!("kubecache_freshness_requests_total", "kind" => "passthrough")
@@ -203,14 +204,6 @@ impl Freshness {
         }
         self.wait(current, deadline, true).await?;
         Ok(Consistent::Proven)
-    }
-
-    /// Whether a running probe's bookmark is due within `horizon` from
-    /// now (or overdue).
-    fn bookmark_due(&self, horizon: Duration) -> bool {
-        let soon = Instant::now() + horizon;
-        let due = self.shared.due.lock().unwrap_or_else(|e| e.into_inner());
-        due.iter().any(|&at| at <= soon)
     }
 
     /// Waits until the store holds every change up to `rv`, probing when
@@ -284,30 +277,38 @@ pub(crate) enum Consistent {
     Cold,
 }
 
-/// A running probe's bookmark due time, listed while it lives.
-struct Due<'s> {
-    shared: &'s Shared,
-    at: Instant,
+/// When probes' bookmarks proved the store complete: the newest proof and
+/// the time between the last two (bookmarks that arrive together, as
+/// kube-apiserver's timer sends them, are one).
+#[derive(Debug, Default)]
+struct Cadence {
+    last: Option<Instant>,
+    gap: Option<Duration>,
 }
 
-impl<'s> Due<'s> {
-    fn new(shared: &'s Shared) -> Self {
-        let at = Instant::now() + BOOKMARK_AFTER;
-        shared
-            .due
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(at);
-        Due { shared, at }
-    }
-}
+/// Proofs closer together than this are one burst.
+const BURST: Duration = Duration::from_millis(10);
 
-impl Drop for Due<'_> {
-    fn drop(&mut self) {
-        let mut due = self.shared.due.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = due.iter().position(|&at| at == self.at) {
-            due.swap_remove(i);
+impl Cadence {
+    /// A probe's bookmark proved the store complete now.
+    fn proved(&mut self) {
+        let now = Instant::now();
+        if let Some(last) = self.last {
+            let gap = now.duration_since(last);
+            if gap < BURST {
+                return;
+            }
+            self.gap = Some(gap);
         }
+        self.last = Some(now);
+    }
+
+    /// Whether proofs come every `interval` (with half of it to spare), so
+    /// that the next one is due within about `interval`.
+    fn warm(&self, interval: Duration) -> bool {
+        let slack = interval * 3 / 2;
+        self.last.is_some_and(|last| last.elapsed() <= slack)
+            && self.gap.is_some_and(|gap| gap <= slack)
     }
 }
 
@@ -366,7 +367,6 @@ async fn probe(shared: Arc<Shared>) {
         return;
     }
     metrics::counter!("kubecache_freshness_requests_total", "kind" => "probe").increment(1);
-    let _due = Due::new(&shared);
     let query = Query {
         watch: true,
         resource_version: Some(from),
@@ -399,6 +399,7 @@ async fn probe(shared: Arc<Shared>) {
     {
         return;
     }
+    shared.cadence.lock().proved();
     shared.proven.send_if_modified(|proven| {
         let newer = bookmark > *proven;
         *proven = (*proven).max(bookmark);
@@ -471,7 +472,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_cold_get_is_told_to_pass_through_until_a_probes_bookmark_is_due_soon() {
+    async fn a_cold_get_is_told_to_pass_through_until_bookmarks_come_every_interval() {
         let api = Arc::new(FakeApi::default());
         let (_writer, freshness) = quiet(&api);
         let clock = Clock::start(vec![freshness.source()], 1);
@@ -479,23 +480,43 @@ mod tests {
         let answer = freshness.consistent(&clock, WAIT, true).await.unwrap();
         assert_eq!(answer, Consistent::Cold);
         assert_eq!(started.elapsed(), Duration::ZERO, "no wait for a probe");
-        // The probes started all the same: once the first bookmark is due
-        // within the horizon, reads wait for it (and the ones after).
-        tokio::time::sleep(BOOKMARK_AFTER - INTERVAL).await;
+        // The probes started all the same: once their bookmarks come every
+        // interval, reads wait for the next one.
+        tokio::time::sleep(Duration::from_secs(1) + 2 * INTERVAL).await;
+        api.revision.store(11, SeqCst);
+        let waited = Instant::now();
         let answer = freshness.consistent(&clock, WAIT, true).await.unwrap();
         assert_eq!(answer, Consistent::Proven);
-        assert!(
-            started.elapsed() <= BOOKMARK_AFTER,
-            "{:?}",
-            started.elapsed()
-        );
-        assert_eq!(freshness.complete_through(), 10);
+        assert!(waited.elapsed() <= INTERVAL, "{:?}", waited.elapsed());
+        assert_eq!(freshness.complete_through(), 11);
         // Turned off, a cold read waits for the probe.
         let api = Arc::new(FakeApi::default());
         let (_writer, freshness) = quiet(&api);
         let clock = Clock::start(vec![freshness.source()], 1);
         let answer = freshness.consistent(&clock, WAIT, false).await.unwrap();
         assert_eq!(answer, Consistent::Proven);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn against_a_server_whose_bookmarks_come_once_a_second_cold_gets_keep_passing_through() {
+        let api = Arc::new(FakeApi {
+            bookmark_tick: Some(Duration::from_secs(1)),
+            ..FakeApi::default()
+        });
+        let (_writer, freshness) = quiet(&api);
+        let clock = Clock::start(vec![freshness.source()], 1);
+        for rv in 11..25 {
+            api.revision.store(rv, SeqCst);
+            let started = Instant::now();
+            let answer = freshness.consistent(&clock, WAIT, true).await.unwrap();
+            assert_eq!(answer, Consistent::Cold, "{rv}");
+            assert_eq!(started.elapsed(), Duration::ZERO);
+            tokio::time::sleep(Duration::from_millis(270)).await;
+        }
+        assert!(
+            freshness.complete_through() >= 20,
+            "the probes prove all the same"
+        );
     }
 
     #[tokio::test(start_paused = true)]
