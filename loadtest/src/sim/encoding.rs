@@ -173,7 +173,11 @@ pub fn object_to_proto(resource: &Resource, json: &[u8]) -> Result<Bytes, String
     let ty = protobuf::message_type(resource.api_version(), resource.kind)
         .ok_or_else(|| format!("no protobuf type for {}", resource.kind))?;
     protobuf::json_to_proto(ty, json)
-        .map(Bytes::from)
+        .map(|mut proto| {
+            // Kept for the object's life: no spare capacity.
+            proto.shrink_to_fit();
+            Bytes::from(proto)
+        })
         .map_err(|e| format!("{} does not encode as protobuf: {e}", resource.kind))
 }
 

@@ -245,7 +245,11 @@ fn serialize(resource: &Resource, object: Value) -> (Bytes, usize, Option<Bytes>
     };
     let mut canonical = Vec::with_capacity(json.len());
     match ty.map(|ty| protobuf::proto_to_json_into(ty, &proto, Some(type_meta), &mut canonical)) {
-        Some(Ok(())) => (Bytes::from(canonical), type_meta_len, Some(proto)),
+        Some(Ok(())) => {
+            // Kept for the object's life: no spare capacity.
+            canonical.shrink_to_fit();
+            (Bytes::from(canonical), type_meta_len, Some(proto))
+        }
         _ => (Bytes::from(json), type_meta_len, None),
     }
 }
