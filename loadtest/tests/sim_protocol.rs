@@ -495,6 +495,7 @@ async fn reads_without_resource_version_wait_for_etcds_quorum_read_and_are_count
         consistent_gets: 2,
         limit_one_lists: 2,
         watches: 1,
+        lists: 3,
     };
     let counters = sim.counters();
     assert_eq!(counters["pods"], pods);
@@ -504,12 +505,13 @@ async fn reads_without_resource_version_wait_for_etcds_quorum_read_and_are_count
     assert_eq!(served, serde_json::to_value(&counters).unwrap());
     assert_eq!(
         served["pods"],
-        json!({"consistentLists": 2, "consistentGets": 2, "limitOneLists": 2, "watches": 1})
+        json!({"consistentLists": 2, "consistentGets": 2, "limitOneLists": 2, "watches": 1, "lists": 3})
     );
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_streaming_list_sends_every_object_then_the_initial_events_end_bookmark() {
+async fn a_streaming_list_sends_every_object_then_the_initial_events_end_bookmark_and_counts_as_a_list()
+ {
     let (url, sim) = sim(SimConfig {
         pods: 200,
         ..SimConfig::default()
@@ -523,6 +525,11 @@ async fn a_streaming_list_sends_every_object_then_the_initial_events_end_bookmar
     )
     .await;
     assert_eq!(lines.len(), 201);
+    assert_eq!(
+        sim.counters()["pods"].lists,
+        1,
+        "a streaming list is a list"
+    );
     assert!(lines[..200].iter().all(|l| l["type"] == "ADDED"));
     assert_eq!(lines[200]["type"], "BOOKMARK");
     assert_eq!(

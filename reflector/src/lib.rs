@@ -7,7 +7,7 @@ mod store;
 pub mod upstream;
 
 pub use store::{
-    Change, Event, EventLogConfig, EventLogStatus, IndexLookup, IndexSpec, LoadError,
+    ApplyingList, Change, Event, EventLogConfig, EventLogStatus, IndexLookup, IndexSpec, LoadError,
     LossyTransform, Readiness, RecvError, SaveStats, SavedState, Snapshot, StateFile, StoreClosed,
     StoreConfig, StoreConfigError, StoreNotNew, StoreReader, StoreWriter, Subscription, TooOld,
     TryRecvError, WaitTimeout, store,

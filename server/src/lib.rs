@@ -15,6 +15,7 @@ pub mod passthrough;
 pub mod progress;
 mod served;
 pub mod serving;
+pub mod warm_restart;
 
 pub use http::router;
 pub use passthrough::PassThrough;

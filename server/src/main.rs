@@ -12,6 +12,12 @@
 //! resourceVersion), let answers in flight finish for up to
 //! [`SHUTDOWN_GRACE`], exit.
 //!
+//! Warm restart (`--state-dir`): the cluster's identity is read once at
+//! start, each resource's state file is loaded before its first list (and
+//! replaces it), and the files are saved periodically and once more from
+//! the stop signal, while answers drain, within the same grace (see
+//! `kubecache_server::warm_restart`).
+//!
 //! Open files: the soft limit is raised to the hard one at start-up (as
 //! Go's runtime does), and the connection limits are lowered, with a
 //! warning, if they would not fit in it.
@@ -30,6 +36,7 @@ use kubecache_reflector::upstream::{ApiResource, ResourceSpec};
 use kubecache_server::auth::Auth;
 use kubecache_server::config::{Cli, Config, FileConfig};
 use kubecache_server::serving::{Limits, Server};
+use kubecache_server::warm_restart::{StateDir, save_periodically};
 use kubecache_server::{ServedResource, ServedResources};
 use tokio::task::JoinHandle;
 
@@ -71,6 +78,22 @@ async fn main() -> anyhow::Result<()> {
     let client = kube::Client::try_from(upstream.clone())?;
     let pass_through = kubecache_server::PassThrough::new(&upstream)
         .context("the API server's client for pass-through")?;
+    let state_dir = match &config.state {
+        Some(state) => {
+            let api_server = upstream.cluster_url.to_string();
+            match StateDir::open(&state.dir, &client, &api_server).await {
+                Ok(dir) => {
+                    tracing::info!(dir = %state.dir.display(), cluster = dir.cluster(), interval = ?state.save_interval, "warm restart: state files saved and loaded here");
+                    Some(dir)
+                }
+                Err(error) => {
+                    tracing::error!(dir = %state.dir.display(), "no warm restart (every start lists): {error:#}");
+                    None
+                }
+            }
+        }
+        None => None,
+    };
     let mut caches = Vec::new();
     for resource in config.resources {
         let api_resource = ApiResource::discover(&client, &resource.name)
@@ -88,6 +111,7 @@ async fn main() -> anyhow::Result<()> {
             resource.store,
             resource.reflector,
             &config.serve,
+            state_dir.as_ref(),
         )
         .with_context(|| format!("resource {:?}", resource.name))?;
         tokio::spawn(reflector_ended(cache.name(), task));
@@ -117,6 +141,15 @@ async fn main() -> anyhow::Result<()> {
         );
         Auth::None
     };
+    let saver = match (&state_dir, &config.state) {
+        (Some(_), Some(state)) => Some(tokio::spawn(save_periodically(
+            caches.clone(),
+            state.save_interval,
+            SHUTDOWN_GRACE,
+            caches.shutting_down(),
+        ))),
+        _ => None,
+    };
     let router = kubecache_server::router(caches.clone(), auth, pass_through);
     let stopping = caches.clone();
     let server = Server::new(listener, router)
@@ -135,6 +168,10 @@ async fn main() -> anyhow::Result<()> {
             let _ = shutting_down.wait_for(|down| *down).await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         } => tracing::warn!(grace = ?SHUTDOWN_GRACE, "requests still in flight: exiting anyway"),
+    }
+    if let Some(saver) = saver {
+        // Bounded by the grace from the stop signal on, as the drain is.
+        let _ = saver.await;
     }
     tracing::info!("stopped");
     Ok(())

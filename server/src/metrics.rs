@@ -359,6 +359,29 @@ fn describe() {
         "kubecache_freshness_requests_total",
         "Requests sent to the API server for consistent reads, by kind: current (a limit=1 list learning its resourceVersion), probe (a watch proving a resource complete through a bookmark), passthrough (a consistent GET of one object passed through instead of waiting for a cold probe)."
     );
+    describe_counter!(
+        "kubecache_state_loads_total",
+        "State files loaded at start (--state-dir), by result: restored, none (no file), failed, or why it was refused (truncated, checksum, bad_magic, foreign_version, foreign_cluster, other_resource, config_changed, undecodable, io)."
+    );
+    describe_counter!(
+        "kubecache_state_saves_total",
+        "State file saves (--state-dir), by result (saved, failed)."
+    );
+    describe_histogram!(
+        "kubecache_state_save_duration_seconds",
+        Unit::Seconds,
+        "How long a state file save took: snapshot, write, fsync, rename."
+    );
+    describe_gauge!(
+        "kubecache_state_file_bytes",
+        Unit::Bytes,
+        "Size of the last state file saved."
+    );
+    describe_gauge!(
+        "kubecache_state_last_save_timestamp_seconds",
+        Unit::Seconds,
+        "When the last state file was saved (Unix time)."
+    );
     describe_gauge!(
         "kubecache_read_your_writes_waiting",
         "Reads waiting until the cache holds their client's own write."

@@ -272,6 +272,7 @@ mod tests {
             limit_one_lists: limit_one,
             consistent_gets: gets,
             watches,
+            ..Counts::default()
         };
         let before = [counts(10, 10, 0, 2), counts(1, 0, 0, 1)];
         let after = [counts(30, 30, 4, 4), counts(1, 0, 0, 1)];

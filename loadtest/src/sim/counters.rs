@@ -23,12 +23,16 @@ pub struct Counts {
     pub limit_one_lists: u64,
     /// Watches started.
     pub watches: u64,
+    /// Lists of any kind: every list request (each page: a continue
+    /// included, at any resourceVersion) and every streaming list (a watch
+    /// with `sendInitialEvents=true`). A warm restart's goal is none.
+    pub lists: u64,
 }
 
 /// What was asked of each resource.
 #[derive(Debug)]
 pub struct Counters {
-    by_resource: Vec<[AtomicU64; 4]>,
+    by_resource: Vec<[AtomicU64; 5]>,
 }
 
 /// One kind of request counted.
@@ -42,6 +46,8 @@ pub enum Asked {
     LimitOneList,
     /// See [`Counts::watches`].
     Watch,
+    /// See [`Counts::lists`].
+    List,
 }
 
 impl Default for Counters {
@@ -70,6 +76,7 @@ impl Counters {
                     consistent_gets: get(Asked::ConsistentGet),
                     limit_one_lists: get(Asked::LimitOneList),
                     watches: get(Asked::Watch),
+                    lists: get(Asked::List),
                 };
                 (name(resource), counts)
             })

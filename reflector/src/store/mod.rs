@@ -124,7 +124,9 @@ use tokio::sync::watch;
 pub use config::{EventLogConfig, IndexSpec, StoreConfig, StoreConfigError};
 pub use event_log::{Event, EventLogStatus, RecvError, Subscription, TooOld, TryRecvError};
 pub use snapshot::{Change, IndexLookup, Snapshot};
-pub use state_file::{LoadError, LossyTransform, SaveStats, SavedState, StateFile, StoreNotNew};
+pub use state_file::{
+    ApplyingList, LoadError, LossyTransform, SaveStats, SavedState, StateFile, StoreNotNew,
+};
 
 use event_log::EventLog;
 use kubecache_wire::{CachedObject, ObjectKey};
@@ -253,9 +255,28 @@ impl StoreWriter {
     /// resourceVersion get [`TooOld`] (the events before `rv` came from a
     /// list, not from the real sequence of changes). Subscriptions already
     /// reading keep their events.
+    ///
+    /// Ends what [`begin_list`](StoreWriter::begin_list) began, once
+    /// history starts at `rv`.
     pub fn mark_listed(&mut self, rv: u64) {
         self.advance(rv);
         self.shared.log.start_history_at(rv);
+        self.set_applying_list(false);
+    }
+
+    /// A list (or a relist diff) is about to be applied: until
+    /// [`mark_listed`](StoreWriter::mark_listed), the store is a mix of two
+    /// states (a diff applied in part, deletions last), no resourceVersion's
+    /// whole state, and [`StateFile::save`] refuses to save it.
+    pub fn begin_list(&mut self) {
+        self.set_applying_list(true);
+    }
+
+    fn set_applying_list(&mut self, applying: bool) {
+        let mut state = self.shared.state.write();
+        if state.applying_list != applying {
+            Arc::make_mut(&mut *state).applying_list = applying;
+        }
     }
 
     fn publish_resource_version(&self, rv: u64) {

@@ -49,6 +49,13 @@ pub(crate) struct StoreState {
     pub(crate) objects: ObjectMap,
     pub(crate) indexes: Indexes,
     pub(crate) field_indexes: Arc<[IndexSpec]>,
+    /// A list is being applied ([`StoreWriter::begin_list`] until
+    /// [`StoreWriter::mark_listed`]): the state is then no resourceVersion's
+    /// whole state, and is not saved.
+    ///
+    /// [`StoreWriter::begin_list`]: super::StoreWriter::begin_list
+    /// [`StoreWriter::mark_listed`]: super::StoreWriter::mark_listed
+    pub(crate) applying_list: bool,
 }
 
 impl StoreState {
@@ -59,6 +66,7 @@ impl StoreState {
             objects: ObjectMap::new(),
             indexes: Indexes::new(field_indexes.len()),
             field_indexes,
+            applying_list: false,
         }
     }
 

@@ -136,6 +136,7 @@ impl Reflector {
     fn confirm(&mut self, confirm: &mut bool) {
         if std::mem::take(confirm) {
             self.writer.set_ready();
+            self.caught_up();
         }
     }
 

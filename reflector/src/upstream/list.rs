@@ -65,6 +65,7 @@ impl Reflector {
             s.last_list = Some((Instant::now(), why));
             s.progress = None;
         });
+        self.caught_up();
     }
 
     fn page_query<'a>(&self, continue_token: Option<&'a str>) -> Query<'a> {

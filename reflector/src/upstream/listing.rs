@@ -79,6 +79,7 @@ impl Listing {
     /// not newer than what it holds for its key.
     pub fn finish(self, writer: &mut StoreWriter, buffered: Vec<Pending>) -> u64 {
         let snapshot = self.snapshot.expect("a finished list has a snapshot");
+        writer.begin_list();
         let mut changes: Vec<Pending> = Vec::with_capacity(self.changed.len());
         if !writer.is_empty() {
             let gone: Vec<ObjectKey> = writer.keys().filter(|k| !self.seen.contains(k)).collect();

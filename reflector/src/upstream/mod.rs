@@ -27,7 +27,9 @@
 //!
 //! # Readiness
 //! The store becomes ready when its first list is applied and its watch
-//! works, and stays ready through relists and transient failures (it
+//! works, or at once when it was restored from a state file
+//! ([`Reflector::restore`]: the watch then resumes with no list), and
+//! stays ready through relists and transient failures (it
 //! serves its last state). It is not ready while the reflector is
 //! `Failing`, and for good once the reflector is gone ([`StoreWriter`]'s
 //! drop).
@@ -66,7 +68,7 @@ pub use resource::{ApiResource, ResourceSpec};
 pub use state::ListReason;
 pub use wire::{Encoding, ListResponse, Page, WatchEvent, Wire};
 
-use crate::store::StoreWriter;
+use crate::store::{SavedState, StoreNotNew, StoreWriter};
 use kubecache_wire::CachedObject;
 
 /// What the reflector reports about itself (for status documents and logs).
@@ -92,6 +94,23 @@ pub struct ReflectorStatus {
     pub gone: u64,
     /// The last failure.
     pub last_error: Option<String>,
+    /// Set when the store was restored from a state file.
+    pub restored: Option<Restored>,
+}
+
+/// A store restored from a state file (see [`Reflector::restore`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Restored {
+    /// The store's resourceVersion as saved: the upstream watch resumes
+    /// from it.
+    pub resource_version: u64,
+    /// Objects restored.
+    pub objects: usize,
+    /// `false` until the resumed watch proved to work (an event, a
+    /// bookmark, or a while open without an error) or a list replaced the
+    /// restored state (after a 410): until then the restored state may be
+    /// behind the API server by as much as the restart lasted.
+    pub caught_up: bool,
 }
 
 /// Lists and watches one resource into a store until dropped.
@@ -106,6 +125,9 @@ pub struct Reflector {
     backoff: Backoff,
     status: watch::Sender<ReflectorStatus>,
     name: String,
+    /// Where to resume the watch instead of listing first: set by
+    /// [`Reflector::restore`].
+    resume_at: Option<u64>,
 }
 
 impl Reflector {
@@ -129,7 +151,57 @@ impl Reflector {
             backoff: Backoff::default(),
             status,
             name,
+            resume_at: None,
         }
+    }
+
+    /// Fills the (new) store with a state saved before a restart, marks it
+    /// ready, and makes [`run`](Reflector::run) resume the upstream watch
+    /// from the saved resourceVersion instead of listing: no list at all
+    /// while that resourceVersion is inside the API server's watch window;
+    /// a 410 leads to a relist, applied as a diff against the restored
+    /// store (as any relist: unchanged objects keep their identity,
+    /// watchers see only the differences).
+    ///
+    /// Ready at once: the restored state is a true state of the resource,
+    /// as of the save, with its history, which is what a read at
+    /// `resourceVersion=0` or a watch from an older resourceVersion may be
+    /// answered with; a read that needs freshness waits for the store to
+    /// catch up, as always. [`ReflectorStatus::restored`] says it was
+    /// restored and whether it has caught up.
+    ///
+    /// The watch resumes at the saved store's resourceVersion (at least the
+    /// saved upstream one): the store is complete through it, as
+    /// [`StateFile::save`](crate::StateFile::save) saves no store in the
+    /// middle of a list.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreNotNew`] when the store was written before.
+    pub fn restore(&mut self, saved: SavedState) -> Result<(), StoreNotNew> {
+        let resume_at = saved.resource_version.max(saved.upstream_resource_version);
+        let restored = Restored {
+            resource_version: saved.resource_version,
+            objects: saved.len(),
+            caught_up: false,
+        };
+        self.writer.restore(saved)?;
+        self.writer.advance(resume_at);
+        self.writer.set_ready();
+        self.resume_at = Some(resume_at);
+        self.status.send_modify(|s| s.restored = Some(restored));
+        Ok(())
+    }
+
+    /// The restored state has caught up (see [`Restored::caught_up`]).
+    fn caught_up(&self) {
+        self.status.send_if_modified(|s| match &mut s.restored {
+            Some(restored) if !restored.caught_up => {
+                restored.caught_up = true;
+                true
+            }
+            _ => false,
+        });
     }
 
     /// Follows the reflector's status.

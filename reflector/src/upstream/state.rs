@@ -111,8 +111,15 @@ impl Reflector {
     /// its lock, and the relist's diff repairs what the interrupted step
     /// left unapplied.
     pub async fn run(mut self) {
-        let mut state = State::Listing {
-            reason: ListReason::Initial,
+        let mut state = match self.resume_at {
+            Some(rv) => State::Watching {
+                rv,
+                events: None,
+                confirm: true,
+            },
+            None => State::Listing {
+                reason: ListReason::Initial,
+            },
         };
         for name in State::NAMES {
             let now = if name == state.name() { 1.0 } else { 0.0 };

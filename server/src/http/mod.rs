@@ -166,7 +166,9 @@ async fn livez(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 /// Ready when every configured resource has synced; the body says which
-/// have not and why, in kube-apiserver's `/readyz` style.
+/// have not and why, in kube-apiserver's `/readyz` style. A store restored
+/// from a state file is ready at once (it serves the state as saved; reads
+/// that need freshness wait); its line says so until it has caught up.
 async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
     let caches = &shared.caches;
     let mut body = String::new();
@@ -174,7 +176,14 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
     for cache in caches.iter() {
         match cache.reader.readiness() {
             kubecache_reflector::Readiness::Ready => {
-                body.push_str(&format!("[+]cache {} ok\n", cache.name()));
+                let restored = match cache.status.borrow().restored {
+                    Some(r) if !r.caught_up => format!(
+                        " (restored from the state file at resourceVersion {}, catching up)",
+                        r.resource_version
+                    ),
+                    _ => String::new(),
+                };
+                body.push_str(&format!("[+]cache {} ok{restored}\n", cache.name()));
             }
             kubecache_reflector::Readiness::NotReady { reason } => {
                 ready = false;

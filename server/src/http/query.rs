@@ -247,5 +247,10 @@ fn status(cache: &ServedResource) -> Value {
         },
         "watchers": cache.watchers(),
         "indexes": indexes,
+        "restored": reflector.restored.map(|r| json!({
+            "resourceVersion": r.resource_version.to_string(),
+            "objects": r.objects,
+            "caughtUp": r.caught_up,
+        })),
     })
 }

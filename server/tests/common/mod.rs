@@ -154,6 +154,7 @@ pub async fn front(upstream: kube::Config, setup: Setup) -> Front {
             setup.store.clone(),
             reflector,
             &setup.settings,
+            None,
         )
         .expect("valid index paths");
         caches.push(cache);

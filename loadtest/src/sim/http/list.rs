@@ -64,12 +64,16 @@ pub async fn collection(
     let counters = &ctx.counters;
     if params.watch {
         counters.count(target.resource, Asked::Watch);
+        if params.send_initial_events == Some(true) {
+            counters.count(target.resource, Asked::List);
+        }
         // Events are single objects: either metadata form will do.
         return watch::serve(ctx, target, params, wire, form).await;
     }
     if form == (Form::Metadata { as_list: false }) {
         return status_response(&encoding::wrong_metadata_shape(resource, true), wire);
     }
+    counters.count(target.resource, Asked::List);
     if params.limit == 1 {
         counters.count(target.resource, Asked::LimitOneList);
     }

@@ -189,6 +189,23 @@ pub enum LoadError {
     },
 }
 
+impl LoadError {
+    /// A short, bounded name of the kind, for a metric's label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LoadError::Io(_) => "io",
+            LoadError::Truncated { .. } => "truncated",
+            LoadError::ChecksumMismatch { .. } => "checksum",
+            LoadError::BadMagic => "bad_magic",
+            LoadError::ForeignVersion { .. } => "foreign_version",
+            LoadError::ForeignCluster { .. } => "foreign_cluster",
+            LoadError::OtherResource { .. } => "other_resource",
+            LoadError::ConfigChanged { .. } => "config_changed",
+            LoadError::Undecodable { .. } => "undecodable",
+        }
+    }
+}
+
 /// A store's state as loaded from its file, ready for
 /// [`StoreWriter::restore`].
 pub struct SavedState {
@@ -244,6 +261,12 @@ pub struct SaveStats {
     /// Bytes of the file.
     pub bytes: u64,
 }
+
+/// [`StateFile::save`] was called while a list was being applied (see
+/// [`StoreWriter::begin_list`]): nothing was written; save again later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("a list is being applied: the store is no resourceVersion's whole state, not saved")]
+pub struct ApplyingList;
 
 /// [`StoreWriter::restore`] needs a new store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -328,7 +351,9 @@ impl StateFile {
     ///
     /// # Errors
     ///
-    /// Any I/O error; the previous file is then left as it was.
+    /// Any I/O error; the previous file is then left as it was. An
+    /// [`ApplyingList`] (as an [`io::Error`] of kind `Other`) while a list
+    /// is being applied: the store is then no resourceVersion's state.
     pub fn save(
         &self,
         reader: &StoreReader,
@@ -339,6 +364,9 @@ impl StateFile {
         // and the history agree.
         let (snapshot, (history_start, events)) = {
             let state = reader.shared.state.read();
+            if state.applying_list {
+                return Err(io::Error::other(ApplyingList));
+            }
             let history = reader.shared.log.history();
             (
                 Snapshot {

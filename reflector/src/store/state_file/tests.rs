@@ -324,6 +324,27 @@ fn listed_and_churned(rv: u64) -> (StoreWriter, StoreReader) {
 }
 
 #[test]
+fn a_store_is_not_saved_while_a_list_is_applied_and_is_once_it_is_marked_listed() {
+    let dir = directory("applying-list");
+    let file = state_file(dir.join("pods.state"));
+    let (mut writer, reader) = listed_and_churned(25);
+    writer.begin_list();
+    writer.apply(churn(5));
+    let refused = file.save(&reader, 26).expect_err("a list is being applied");
+    assert!(
+        refused
+            .get_ref()
+            .is_some_and(|e| e.downcast_ref::<ApplyingList>().is_some()),
+        "{refused}"
+    );
+    assert!(file.load().expect("nothing written").is_none());
+    writer.mark_listed(30);
+    file.save(&reader, 30).expect("saved once listed");
+    let saved = file.load().expect("valid").expect("a file");
+    assert_eq!(saved.resource_version, 30);
+}
+
+#[test]
 fn saves_while_the_writer_applies_are_each_one_consistent_state() {
     let dir = directory("concurrent");
     let file = state_file(dir.join("pods.state"));

@@ -1,0 +1,378 @@
+//! Warm restart (`--state-dir`): the real `kubecache` binary, stopped and
+//! started again in front of one simulated API server in this process,
+//! starts from its state file with no list, serves what the sim holds, and
+//! lets a watcher resume across the restart; a damaged, foreign or stale
+//! file is refused with one log line and a full list.
+//!
+//! No wall-clock windows: every wait polls a condition (a bound only fails
+//! the test when the condition never comes).
+
+mod common;
+use common::{WatchLines, describe, get};
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kubecache_loadtest::sim::{Sim, SimConfig, ids};
+use serde_json::Value;
+
+/// The longest any condition here may take on a loaded machine.
+const PATIENCE: Duration = Duration::from_secs(120);
+
+/// A scratch directory of one test, removed with it.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!(
+            "kubecache-warm-restart-{test}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn sim(seed: u64) -> Sim {
+    let (_, sim) = Sim::start(SimConfig {
+        seed,
+        pods: 300,
+        configmaps: 40,
+        churn_per_sec: 0.0,
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    sim
+}
+
+/// A running `kubecache`, killed when dropped.
+struct Kubecache {
+    child: Child,
+    url: String,
+    output: Arc<Mutex<String>>,
+}
+
+impl Kubecache {
+    /// Starts the binary against `sim` (its kubeconfig written in
+    /// `scratch`), keeping its state in `scratch`'s `state`, with `args`.
+    fn start(sim: &Sim, scratch: &Scratch, args: &[&str]) -> Kubecache {
+        let kubeconfig = scratch.path(&format!("kubeconfig-{}", sim.url().replace([':', '/'], "")));
+        std::fs::write(&kubeconfig, sim.kubeconfig()).unwrap();
+        let addr: SocketAddr = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kubecache"))
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg("--state-dir")
+            .arg(scratch.path("state"))
+            .args(["--auth", "none", "--listen", &addr.to_string()])
+            .args(args)
+            .env("NO_COLOR", "1")
+            .env("RUST_LOG", "info")
+            .env_remove("KUBECACHE_CONFIG")
+            .env_remove("KUBECACHE_RESOURCES")
+            .env_remove("KUBECACHE_STRATEGY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the kubecache binary starts");
+        let output = Arc::new(Mutex::new(String::new()));
+        drain(child.stdout.take().unwrap(), output.clone());
+        drain(child.stderr.take().unwrap(), output.clone());
+        Kubecache {
+            child,
+            url: format!("http://{addr}"),
+            output,
+        }
+    }
+
+    fn output(&self) -> String {
+        self.output.lock().unwrap().clone()
+    }
+
+    /// Waits until `condition` holds of the output.
+    async fn logged(&self, what: &str, condition: impl Fn(&str) -> bool) {
+        self.until(what, async || condition(&self.output())).await;
+    }
+
+    /// Polls `condition` until it holds; fails the test (with the output)
+    /// if the process exits or [`PATIENCE`] runs out first.
+    async fn until(&self, what: &str, condition: impl AsyncFn() -> bool) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while !condition().await {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{what}: not within {PATIENCE:?}; kubecache's output:\n{}",
+                self.output()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn ready(&self) {
+        let addr = self.url.trim_start_matches("http://").to_owned();
+        self.until("ready", async || {
+            // `get` needs a listener.
+            tokio::net::TcpStream::connect(&addr).await.is_ok()
+                && matches!(get(&self.url, "/readyz").await, (200, _))
+        })
+        .await;
+    }
+
+    /// Waits until kubecache's pods (read at `resourceVersion=0`) are the
+    /// sim's, key by key and resourceVersion by resourceVersion.
+    async fn converged(&self, sim: &Sim) {
+        for (resource, collection) in [
+            (ids::PODS, "/api/v1/pods"),
+            (ids::CONFIGMAPS, "/api/v1/configmaps"),
+        ] {
+            let what = format!("{collection} equal to the sim's");
+            self.until(&what, async || {
+                versions(&self.url, collection).await == sim.versions(resource)
+            })
+            .await;
+        }
+    }
+
+    async fn status(&self, resource: &str) -> Value {
+        let (code, body) = get(&self.url, &format!("/v1/{resource}/status")).await;
+        assert_eq!(code, 200);
+        serde_json::from_slice(&body).unwrap()
+    }
+
+    fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    }
+
+    async fn exited(&mut self) -> ExitStatus {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "still running");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// SIGTERM, and a clean exit after the final save.
+    async fn stop(&mut self) {
+        self.signal("-TERM");
+        let status = self.exited().await;
+        assert!(status.success(), "{status}\n{}", self.output());
+        self.logged("the final save", |out| {
+            out.contains("state saved") && out.contains("reason=shutdown")
+        })
+        .await;
+    }
+
+    /// SIGKILL: no final save.
+    async fn kill(&mut self) {
+        self.signal("-KILL");
+        self.exited().await;
+    }
+}
+
+impl Drop for Kubecache {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn drain(pipe: impl Read + Send + 'static, output: Arc<Mutex<String>>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            let mut output = output.lock().unwrap();
+            output.push_str(&line);
+            output.push('\n');
+        }
+    });
+}
+
+/// `key -> resourceVersion` of kubecache's `collection` at
+/// `resourceVersion=0` (empty while it answers otherwise than 200).
+async fn versions(url: &str, collection: &str) -> BTreeMap<String, String> {
+    let (code, body) = get(url, &format!("{collection}?resourceVersion=0")).await;
+    if code != 200 {
+        return BTreeMap::new();
+    }
+    let list: Value = serde_json::from_slice(&body).unwrap();
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| {
+            let meta = &item["metadata"];
+            let key = format!(
+                "{}/{}",
+                meta["namespace"].as_str().unwrap(),
+                meta["name"].as_str().unwrap()
+            );
+            (key, meta["resourceVersion"].as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
+/// The sim's lists of each resource so far (every page, streaming lists
+/// included).
+fn lists(sim: &Sim) -> BTreeMap<String, u64> {
+    sim.counters()
+        .into_iter()
+        .map(|(resource, counts)| (resource, counts.lists))
+        .collect()
+}
+
+/// `n` pod writes in the sim, a create, an update and a delete in turn;
+/// each as a watcher sees it (`TYPE namespace/name@resourceVersion`).
+fn churn(sim: &Sim, round: &str, n: usize) -> Vec<String> {
+    let store = sim.store();
+    let mut written = Vec::new();
+    for i in 0..n {
+        let pods = sim.state(ids::PODS);
+        let pick = &pods[(i * 7919) % pods.len()];
+        let mut object: Value = serde_json::from_slice(&pick.json).unwrap();
+        let (kind, stored) = match i % 3 {
+            0 => {
+                let meta = object["metadata"].as_object_mut().unwrap();
+                for assigned in ["uid", "resourceVersion", "creationTimestamp"] {
+                    meta.remove(assigned);
+                }
+                meta.insert("name".into(), format!("warm-{round}-{i}").into());
+                ("ADDED", store.create(ids::PODS, object).unwrap())
+            }
+            1 => {
+                object["metadata"]["labels"]["warm"] = format!("{round}-{i}").into();
+                ("MODIFIED", store.update(ids::PODS, object).unwrap())
+            }
+            _ => (
+                "DELETED",
+                store
+                    .delete(ids::PODS, &pick.namespace, &pick.name)
+                    .unwrap(),
+            ),
+        };
+        written.push(format!("{kind} {}@{}", stored.key, stored.revision));
+    }
+    written
+}
+
+/// Whether `output` logs a save of `resource` at `rv`.
+fn saved(output: &str, resource: &str, rv: u64) -> bool {
+    output.lines().any(|line| {
+        line.contains("state saved")
+            && line.contains(&format!("resource={resource} "))
+            && line.contains(&format!("resource_version={rv} "))
+    })
+}
+
+/// What a watch of pods from `rv` on `kubecache` delivers: its first `n`
+/// events.
+async fn watched(kubecache: &Kubecache, rv: u64, n: usize) -> Vec<String> {
+    let path = format!("/api/v1/pods?watch=1&resourceVersion={rv}&timeoutSeconds=60");
+    let lines = WatchLines::open(&kubecache.url, &path).await;
+    assert_eq!(lines.code, 200);
+    let events = tokio::time::timeout(PATIENCE, lines.events(n))
+        .await
+        .expect("every event");
+    events.iter().map(describe).collect()
+}
+
+/// A stop, changes while kubecache is down, and a start from the state
+/// file: no list, the sim's state, and a watch from before the stop.
+async fn restarts_warm(stop: impl AsyncFnOnce(&mut Kubecache, u64), test: &str, args: &[&str]) {
+    let scratch = Scratch::new(test);
+    let sim = sim(1).await;
+    let mut first = Kubecache::start(&sim, &scratch, args);
+    first.ready().await;
+    first.converged(&sim).await;
+    let before = sim.store().revision();
+    let mut history = churn(&sim, "up", 30);
+    first.converged(&sim).await;
+    stop(&mut first, sim.store().revision()).await;
+    history.extend(churn(&sim, "down", 30));
+    let lists_before = lists(&sim);
+
+    let second = Kubecache::start(&sim, &scratch, args);
+    second.ready().await;
+    second.converged(&sim).await;
+    assert_eq!(
+        lists(&sim),
+        lists_before,
+        "no list from the restarted kubecache"
+    );
+    for resource in ["pods", "configmaps"] {
+        second
+            .until("the resumed watch confirmed", async || {
+                second.status(resource).await["restored"]["caughtUp"] == true
+            })
+            .await;
+        let status = second.status(resource).await;
+        assert_eq!(status["lists"], 0, "{status}");
+    }
+    assert_eq!(
+        lists(&sim),
+        lists_before,
+        "no list from the restarted kubecache"
+    );
+    assert!(second.output().contains("restored from the state file"));
+    // Every pod change since `before`, in order, across the restart.
+    assert_eq!(watched(&second, before, history.len()).await, history);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_sigterm_a_restart_lists_nothing_serves_the_sims_state_and_a_watcher_resumes_from_before_it()
+ {
+    restarts_warm(
+        async |kubecache, _| kubecache.stop().await,
+        "sigterm",
+        &["--resources", "pods,configmaps"],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_sigkill_a_restart_resumes_from_the_last_periodic_save_and_lists_nothing() {
+    restarts_warm(
+        async |kubecache, rv| {
+            // A periodic save of pods as they are now, then the kill.
+            kubecache
+                .logged("a periodic save", |out| saved(out, "pods", rv))
+                .await;
+            kubecache.kill().await;
+        },
+        "sigkill",
+        &[
+            "--resources",
+            "pods,configmaps",
+            "--state-save-interval-seconds",
+            "0.2",
+        ],
+    )
+    .await;
+}
