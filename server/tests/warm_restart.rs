@@ -376,3 +376,193 @@ async fn after_sigkill_a_restart_resumes_from_the_last_periodic_save_and_lists_n
     )
     .await;
 }
+
+/// The pods state file of a kubecache of `sim` stopped with SIGTERM, in
+/// `scratch`.
+async fn saved_file(sim: &Sim, scratch: &Scratch) -> PathBuf {
+    let mut first = Kubecache::start(sim, scratch, &RESOURCES);
+    first.ready().await;
+    first.converged(sim).await;
+    first.stop().await;
+    scratch.path("state").join("pods.v1.state")
+}
+
+const RESOURCES: [&str; 2] = ["--resources", "pods,configmaps"];
+
+/// A kubecache started on a state file that `damage` spoiled, against
+/// `sim`, with `args`: it logs `refused` once for the file, counts it as
+/// `kind`, lists pods in full and serves the sim's state.
+async fn refused_then_listed(
+    sim: &Sim,
+    scratch: &Scratch,
+    args: &[&str],
+    refused: &str,
+    kind: &str,
+) {
+    let file = scratch.path("state").join("pods.v1.state");
+    churn(sim, "down", 9);
+    let lists_before = lists(sim);
+    let second = Kubecache::start(sim, scratch, args);
+    second.ready().await;
+    second.converged(sim).await;
+    assert!(
+        lists(sim)["pods"] > lists_before["pods"],
+        "a full list of pods"
+    );
+    let status = second.status("pods").await;
+    assert_eq!(status["lists"], 1, "{status}");
+    assert_eq!(status["restored"], Value::Null, "{status}");
+    let output = second.output();
+    let lines: Vec<&str> = output
+        .lines()
+        .filter(|l| l.contains("state file refused"))
+        .filter(|l| l.contains(&format!("file={}", file.display())))
+        .collect();
+    assert_eq!(lines.len(), 1, "one line for the file:\n{output}");
+    assert!(lines[0].contains(refused), "{}", lines[0]);
+    let (_, metrics) = get(&second.url, "/metrics").await;
+    let metrics = String::from_utf8_lossy(&metrics);
+    let series = format!(r#"kubecache_state_loads_total{{resource="pods",result="{kind}"}} 1"#);
+    assert!(metrics.contains(&series), "{series} in\n{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncated_state_file_is_refused_with_a_log_line_and_a_full_list() {
+    let (scratch, sim) = (Scratch::new("truncated"), sim(1).await);
+    let file = saved_file(&sim, &scratch).await;
+    let length = std::fs::metadata(&file).unwrap().len();
+    let cut = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+    cut.set_len(length / 2).unwrap();
+    refused_then_listed(
+        &sim,
+        &scratch,
+        &RESOURCES,
+        "error=truncated state file",
+        "truncated",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_file_with_a_flipped_byte_is_refused_with_a_log_line_and_a_full_list() {
+    let (scratch, sim) = (Scratch::new("flipped"), sim(1).await);
+    let file = saved_file(&sim, &scratch).await;
+    let mut bytes = std::fs::read(&file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    std::fs::write(&file, bytes).unwrap();
+    refused_then_listed(
+        &sim,
+        &scratch,
+        &RESOURCES,
+        "error=damaged state file: the checksum of its body does not match",
+        "checksum",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_file_of_another_format_version_is_refused_with_a_log_line_and_a_full_list() {
+    let (scratch, sim) = (Scratch::new("version"), sim(1).await);
+    let file = saved_file(&sim, &scratch).await;
+    let mut bytes = std::fs::read(&file).unwrap();
+    // The version follows the 8-byte magic.
+    bytes[8..12].copy_from_slice(&99u32.to_le_bytes());
+    std::fs::write(&file, bytes).unwrap();
+    refused_then_listed(
+        &sim,
+        &scratch,
+        &RESOURCES,
+        "error=state file of format version 99; this kubecache reads version 1",
+        "foreign_version",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_file_of_another_cluster_is_refused_with_a_log_line_and_a_full_list() {
+    let (scratch, sim) = (Scratch::new("cluster"), sim(1).await);
+    saved_file(&sim, &scratch).await;
+    // Another cluster: another kube-system UID (another seed) and address.
+    let other = self::sim(2).await;
+    refused_then_listed(
+        &other,
+        &scratch,
+        &RESOURCES,
+        "error=state file of another cluster",
+        "foreign_cluster",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_file_written_under_another_configuration_is_refused_with_a_log_line_and_a_full_list()
+ {
+    let (scratch, sim) = (Scratch::new("config"), sim(1).await);
+    saved_file(&sim, &scratch).await;
+    // Now pods keep their managedFields: other bytes, another transform.
+    let config = scratch.path("config.yaml");
+    std::fs::write(
+        &config,
+        "resources:\n  - resource: pods\n    stripFields: []\n  - resource: configmaps\n",
+    )
+    .unwrap();
+    let args = ["--config", config.to_str().unwrap()];
+    refused_then_listed(
+        &sim,
+        &scratch,
+        &args,
+        "error=state file written under another configuration",
+        "config_changed",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saved_resource_version_the_api_server_no_longer_has_is_relisted_as_a_diff() {
+    let (scratch, sim) = (Scratch::new("gone"), sim(1).await);
+    saved_file(&sim, &scratch).await;
+    let changes = churn(&sim, "down", 30);
+    // etcd and the watch cache forget everything up to now.
+    sim.store().compact_at(sim.store().revision());
+    let lists_before = lists(&sim);
+
+    let second = Kubecache::start(&sim, &scratch, &RESOURCES);
+    second.ready().await;
+    second.converged(&sim).await;
+    let status = second.status("pods").await;
+    assert_eq!(status["lists"], 1, "{status}");
+    assert!(status["gone"].as_u64().unwrap() >= 1, "{status}");
+    assert!(lists(&sim)["pods"] > lists_before["pods"]);
+    assert!(second.output().contains("restored from the state file"));
+    // The relist was applied as a diff: the event log holds the
+    // differences (at most one per change), not every pod again.
+    let events = status["eventLog"]["events"].as_u64().unwrap();
+    assert!(
+        events > 0 && events <= changes.len() as u64,
+        "{events} events for {} changes: {status}",
+        changes.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_save_is_logged_and_counted_and_kubecache_serves_on() {
+    let (scratch, sim) = (Scratch::new("save-fails"), sim(1).await);
+    let args = [&RESOURCES[..], &["--state-save-interval-seconds", "0.1"]].concat();
+    let kubecache = Kubecache::start(&sim, &scratch, &args);
+    kubecache.ready().await;
+    // The directory gone: no temporary file can be created in it.
+    std::fs::remove_dir_all(scratch.path("state")).unwrap();
+    churn(&sim, "up", 3);
+    kubecache
+        .logged("a failed save", |out| {
+            out.contains("saving the state file failed: serving on")
+        })
+        .await;
+    kubecache.converged(&sim).await;
+    assert_eq!(get(&kubecache.url, "/readyz").await.0, 200);
+    let (_, metrics) = get(&kubecache.url, "/metrics").await;
+    let metrics = String::from_utf8_lossy(&metrics);
+    let failed = r#"kubecache_state_saves_total{resource="pods",result="failed"}"#;
+    assert!(metrics.contains(failed), "{failed} in\n{metrics}");
+}

@@ -199,6 +199,8 @@ impl ServedResource {
         for index in &store_config.field_indexes {
             reflector.transform = reflector.transform.index_field(&index.path)?;
         }
+        // The recorder first: the task records from its first step on.
+        crate::metrics::handle();
         let state_file =
             state.and_then(|dir| dir.file(&spec.resource, reflector.transform.clone()));
         let name = name_of(&spec.resource);
