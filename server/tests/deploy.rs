@@ -38,7 +38,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, Namespace, PodSpec, Service, ServiceAccount,
 };
@@ -595,7 +595,7 @@ fn typed_problems(doc: &Value) -> Vec<String> {
         ("v1", "ServiceAccount") => round_trip::<ServiceAccount>(doc),
         ("v1", "ConfigMap") => round_trip::<ConfigMap>(doc),
         ("v1", "Service") => round_trip::<Service>(doc),
-        ("apps/v1", "Deployment") => round_trip::<Deployment>(doc),
+        ("apps/v1", "StatefulSet") => round_trip::<StatefulSet>(doc),
         ("policy/v1", "PodDisruptionBudget") => round_trip::<PodDisruptionBudget>(doc),
         ("rbac.authorization.k8s.io/v1", "ClusterRole") => round_trip::<ClusterRole>(doc),
         ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
@@ -767,22 +767,22 @@ fn first_difference(path: &str, a: &Value, b: &Value) -> Option<String> {
 }
 
 // ---------------------------------------------------------------------------
-// What a rendering runs: the Deployment, its config file, its permissions.
+// What a rendering runs: the StatefulSet, its config file, its permissions.
 
-/// The config file the Deployment's container reads: `--config PATH`, the
+/// The config file the StatefulSet's container reads: `--config PATH`, the
 /// volume mounted over PATH's directory, its ConfigMap, the key.
 fn mounted_config(docs: &[Doc]) -> Result<String, String> {
-    let deployment = single::<Deployment>(docs, "Deployment")?;
-    let namespace = deployment.metadata.namespace.clone().unwrap_or_default();
-    let pod = deployment
+    let workload = single::<StatefulSet>(docs, "StatefulSet")?;
+    let namespace = workload.metadata.namespace.clone().unwrap_or_default();
+    let pod = workload
         .spec
         .and_then(|s| s.template.spec)
-        .ok_or("the Deployment has no pod spec")?;
+        .ok_or("the StatefulSet has no pod spec")?;
     let container = pod
         .containers
         .iter()
         .find(|c| c.name == "kubecache")
-        .ok_or("the Deployment has no container named kubecache")?;
+        .ok_or("the StatefulSet has no container named kubecache")?;
     let args = container.args.clone().unwrap_or_default();
     let config_path = args
         .iter()
@@ -833,20 +833,20 @@ fn mounted_config(docs: &[Doc]) -> Result<String, String> {
         .ok_or(format!("ConfigMap {name} has no key {key}"))
 }
 
-/// The Deployment's namespace, pod spec and kubecache container.
+/// The StatefulSet's namespace, pod spec and kubecache container.
 fn kubecache_container(docs: &[Doc]) -> Result<(String, PodSpec, Container), String> {
-    let deployment = single::<Deployment>(docs, "Deployment")?;
-    let namespace = deployment.metadata.namespace.clone().unwrap_or_default();
-    let pod = deployment
+    let workload = single::<StatefulSet>(docs, "StatefulSet")?;
+    let namespace = workload.metadata.namespace.clone().unwrap_or_default();
+    let pod = workload
         .spec
         .and_then(|s| s.template.spec)
-        .ok_or("the Deployment has no pod spec")?;
+        .ok_or("the StatefulSet has no pod spec")?;
     let container = pod
         .containers
         .iter()
         .find(|c| c.name == "kubecache")
         .cloned()
-        .ok_or("the Deployment has no container named kubecache")?;
+        .ok_or("the StatefulSet has no container named kubecache")?;
     Ok((namespace, pod, container))
 }
 
@@ -912,6 +912,81 @@ fn tls_settings(docs: &[Doc]) -> Result<TlsSettings, String> {
             "clientCAFile",
         )?,
     })
+}
+
+/// The state directory of a rendering (warm restart), if it has one.
+fn state_dir(docs: &[Doc]) -> Result<Option<String>, String> {
+    setting(docs, "--state-dir", "KUBECACHE_STATE_DIR", "stateDir")
+}
+
+/// What is wrong with where a rendering keeps its state, empty when right:
+/// a state directory on a volume of each replica's own that outlives the
+/// pod (a volumeClaimTemplate of the StatefulSet), at least two replicas,
+/// and a PodDisruptionBudget of the pods that evicts one at a time.
+fn state_problems(docs: &[Doc]) -> Result<Vec<String>, String> {
+    let mut problems = Vec::new();
+    let Some(dir) = state_dir(docs)? else {
+        return Ok(vec!["no state directory: every restart lists".into()]);
+    };
+    let (_, pod, container) = kubecache_container(docs)?;
+    let workload = single::<StatefulSet>(docs, "StatefulSet")?;
+    let spec = workload.spec.ok_or("the StatefulSet has no spec")?;
+    let mount = container
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| dir == m.mount_path || dir.starts_with(&format!("{}/", m.mount_path)));
+    match mount {
+        None => problems.push(format!("nothing is mounted over the state directory {dir}")),
+        Some(mount) => {
+            let claimed = spec
+                .volume_claim_templates
+                .iter()
+                .flatten()
+                .any(|t| t.metadata.name.as_deref() == Some(&mount.name));
+            let shadowed = pod.volumes.iter().flatten().any(|v| v.name == mount.name);
+            if !claimed || shadowed {
+                problems.push(format!(
+                    "the state directory {dir} is on volume {}, not a volumeClaimTemplate of \
+                     the StatefulSet: it does not outlive the pod",
+                    mount.name
+                ));
+            }
+            if mount.read_only == Some(true) {
+                problems.push(format!("the state directory {dir} is mounted read-only"));
+            }
+        }
+    }
+    if spec.replicas.unwrap_or(1) < 2 {
+        problems.push("fewer than 2 replicas: a rollout stops serving".into());
+    }
+    let labels = pod_labels(docs)?;
+    let budgets: Vec<PodDisruptionBudget> = typed_all(docs, "PodDisruptionBudget")?;
+    let evicts_one = budgets.iter().any(|b| {
+        let spec = b.spec.clone().unwrap_or_default();
+        let selects = spec
+            .selector
+            .and_then(|s| s.match_labels)
+            .is_some_and(|wanted| wanted.iter().all(|(k, v)| labels.get(k) == Some(v)));
+        selects
+            && spec.min_available.is_none()
+            && spec.max_unavailable
+                == Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))
+    });
+    if !evicts_one {
+        problems.push("no PodDisruptionBudget of maxUnavailable 1 selects the pods".into());
+    }
+    Ok(problems)
+}
+
+/// The labels of the StatefulSet's pods.
+fn pod_labels(docs: &[Doc]) -> Result<BTreeMap<String, String>, String> {
+    let workload = single::<StatefulSet>(docs, "StatefulSet")?;
+    Ok(workload
+        .spec
+        .and_then(|s| s.template.metadata)
+        .and_then(|m| m.labels)
+        .unwrap_or_default())
 }
 
 /// Where a file the container reads comes from: the kind (`Secret` or
@@ -1002,17 +1077,17 @@ fn needed_grants(config: &str) -> Result<BTreeSet<Grant>, String> {
     Ok(needed)
 }
 
-/// What the Deployment's service account is granted through the
-/// ClusterRoleBindings, as (group, resource, verb); wildcards and narrowing
-/// fields are refused.
+/// What the StatefulSet's service account is granted through the
+/// ClusterRoleBindings, as (group, resource, verb), `resource/name` for a
+/// rule narrowed to names; wildcards and non-resource URLs are refused.
 fn granted(docs: &[Doc]) -> Result<BTreeSet<Grant>, String> {
-    let deployment = single::<Deployment>(docs, "Deployment")?;
-    let namespace = deployment.metadata.namespace.clone().unwrap_or_default();
-    let account = deployment
+    let workload = single::<StatefulSet>(docs, "StatefulSet")?;
+    let namespace = workload.metadata.namespace.clone().unwrap_or_default();
+    let account = workload
         .spec
         .and_then(|s| s.template.spec)
         .and_then(|p| p.service_account_name)
-        .ok_or("the Deployment names no serviceAccountName")?;
+        .ok_or("the StatefulSet names no serviceAccountName")?;
     let accounts: Vec<ServiceAccount> = typed_all(docs, "ServiceAccount")?;
     if !accounts.iter().any(|a| {
         a.metadata.name.as_deref() == Some(&account)
@@ -1043,10 +1118,8 @@ fn granted(docs: &[Doc]) -> Result<BTreeSet<Grant>, String> {
             return Err("an aggregated ClusterRole grants what others add".into());
         }
         for rule in role.rules.iter().flatten() {
-            if rule.resource_names.is_some() || rule.non_resource_urls.is_some() {
-                return Err(format!(
-                    "a rule with resourceNames or nonResourceURLs: {rule:?}"
-                ));
+            if rule.non_resource_urls.is_some() {
+                return Err(format!("a rule with nonResourceURLs: {rule:?}"));
             }
             let groups = rule.api_groups.clone().unwrap_or_default();
             let resources = rule.resources.clone().unwrap_or_default();
@@ -1055,6 +1128,14 @@ fn granted(docs: &[Doc]) -> Result<BTreeSet<Grant>, String> {
                     return Err(format!("a wildcard in {rule:?}"));
                 }
             }
+            // A rule narrowed to names grants `resource/name` of each.
+            let resources: Vec<String> = match &rule.resource_names {
+                None => resources,
+                Some(names) => resources
+                    .iter()
+                    .flat_map(|r| names.iter().map(move |n| format!("{r}/{n}")))
+                    .collect(),
+            };
             for group in &groups {
                 for resource in &resources {
                     for verb in &rule.verbs {
@@ -1075,11 +1156,15 @@ fn typed_all<T: DeserializeOwned>(docs: &[Doc], kind: &str) -> Result<Vec<T>, St
 }
 
 /// Missing and extra grants of a rendering, empty when exact: what the
-/// config file needs, and impersonation of users and groups where client
+/// config file needs, impersonation of users and groups where client
 /// certificates are on (their requests are passed through as
-/// impersonation).
+/// impersonation), and `get` of the kube-system namespace with a state
+/// directory (warm restart identifies the cluster by its UID).
 fn permission_problems(docs: &[Doc]) -> Result<Vec<String>, String> {
     let mut needed = needed_grants(&mounted_config(docs)?)?;
+    if state_dir(docs)?.is_some() {
+        needed.insert((String::new(), "namespaces/kube-system".into(), "get".into()));
+    }
     if tls_settings(docs)?.client_ca.is_some() {
         for resource in ["users", "groups"] {
             needed.insert((String::new(), resource.into(), "impersonate".into()));
@@ -1204,8 +1289,8 @@ fn https_problems(docs: &[Doc]) -> Result<Vec<String>, String> {
             }
         }
     }
-    let deployment = single::<Deployment>(docs, "Deployment")?;
-    let annotations = deployment
+    let workload = single::<StatefulSet>(docs, "StatefulSet")?;
+    let annotations = workload
         .spec
         .and_then(|s| s.template.metadata)
         .and_then(|m| m.annotations)
@@ -1710,13 +1795,13 @@ fn the_typed_check_reports_an_unknown_field_by_its_path() {
     // The check above is only worth something if a typo fails it.
     let base = kubernetes_dir().join("base");
     let mut docs = render_offline(&base);
-    let deployment = docs
+    let workload = docs
         .iter_mut()
-        .find(|d| d.kind() == "Deployment")
-        .expect("a Deployment");
-    deployment.value["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGett"] =
+        .find(|d| d.kind() == "StatefulSet")
+        .expect("a StatefulSet");
+    workload.value["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGett"] =
         serde_json::json!({ "path": "/readyz" });
-    deployment.value["spec"]["template"]["spec"]["containers"][0]
+    workload.value["spec"]["template"]["spec"]["containers"][0]
         .as_object_mut()
         .expect("a container")
         .remove("name");
@@ -1859,7 +1944,7 @@ fn kubectl_kustomize_renders_the_base_and_every_overlay_as_the_checked_manifests
             }
         }
         // Generated ConfigMaps carry a content hash, so config changes roll
-        // the Deployment.
+        // the StatefulSet.
         for doc in rendered.iter().filter(|d| d.kind() == "ConfigMap") {
             if without_hash(doc.name(), &generated) == doc.name() {
                 problems.push(format!("{shown_dir}: ConfigMap {} has no hash", doc.name()));
@@ -2009,7 +2094,7 @@ fn every_shipped_config_file_is_accepted_by_the_binary_with_its_rendering_s_tls(
         let name = shown(&dir).replace('/', "-");
         let file = temp_config(&name, &config);
         // The rendering's TLS settings, with test certificates for its
-        // Secret's files, through the variables the Deployment sets.
+        // Secret's files, through the variables the StatefulSet sets.
         let certificates = TestCertificates::new(&name);
         let mut env = vec![
             ("KUBECACHE_TLS_CERT_FILE", certificates.cert.as_path()),
@@ -2072,7 +2157,7 @@ fn every_rendering_serves_https_from_a_mounted_secret_on_the_port_its_probes_ser
     let mut docs = render_offline(&kubernetes_dir().join("base"));
     for doc in docs.iter_mut() {
         match doc.kind() {
-            "Deployment" => {
+            "StatefulSet" => {
                 doc.value["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]
                     ["scheme"] = Value::from("HTTP");
             }
@@ -2087,6 +2172,48 @@ fn every_rendering_serves_https_from_a_mounted_secret_on_the_port_its_probes_ser
     assert!(
         problems.iter().any(|p| p.starts_with("readinessProbe:"))
             && problems.iter().any(|p| p.starts_with("ServiceMonitor:")),
+        "{problems:#?}"
+    );
+}
+
+#[test]
+fn every_rendering_keeps_each_replica_s_state_on_a_volume_that_outlives_its_pod_and_evicts_one_replica_at_a_time()
+ {
+    let mut problems = Vec::new();
+    for dir in renderable_dirs() {
+        let docs = render_offline(&dir);
+        match state_problems(&docs) {
+            Ok(p) => problems.extend(p.into_iter().map(|p| format!("{}: {p}", shown(&dir)))),
+            Err(e) => problems.push(format!("{}: {e}", shown(&dir))),
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    // And the check fails for an emptyDir, which dies with the pod, and a
+    // budget that lets every replica go.
+    let mut docs = render_offline(&kubernetes_dir().join("base"));
+    for doc in docs.iter_mut() {
+        match doc.kind() {
+            "StatefulSet" => {
+                let spec = doc.value["spec"].as_object_mut().expect("a spec");
+                spec.remove("volumeClaimTemplates");
+                let volumes = doc.value["spec"]["template"]["spec"]["volumes"]
+                    .as_array_mut()
+                    .expect("volumes");
+                volumes.push(serde_json::json!({"name": "state", "emptyDir": {}}));
+            }
+            "PodDisruptionBudget" => {
+                doc.value["spec"]["maxUnavailable"] = Value::from("100%");
+            }
+            _ => {}
+        }
+    }
+    let problems = state_problems(&docs).expect("a complete rendering");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("does not outlive the pod"))
+            && problems.iter().any(|p| p.contains("maxUnavailable 1")),
         "{problems:#?}"
     );
 }

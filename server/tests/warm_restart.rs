@@ -125,7 +125,7 @@ impl Kubecache {
                 "{what}: not within {PATIENCE:?}; kubecache's output:\n{}",
                 self.output()
             );
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
@@ -139,13 +139,27 @@ impl Kubecache {
         .await;
     }
 
-    /// Waits until kubecache's pods (read at `resourceVersion=0`) are the
-    /// sim's, key by key and resourceVersion by resourceVersion.
+    /// Waits until kubecache's pods and configmaps (read at
+    /// `resourceVersion=0`) are the sim's, key by key and resourceVersion
+    /// by resourceVersion.
     async fn converged(&self, sim: &Sim) {
-        for (resource, collection) in [
-            (ids::PODS, "/api/v1/pods"),
-            (ids::CONFIGMAPS, "/api/v1/configmaps"),
-        ] {
+        self.converged_to(
+            sim,
+            &[
+                (ids::PODS, "/api/v1/pods"),
+                (ids::CONFIGMAPS, "/api/v1/configmaps"),
+            ],
+        )
+        .await;
+    }
+
+    /// The same of pods only.
+    async fn converged_pods(&self, sim: &Sim) {
+        self.converged_to(sim, &[(ids::PODS, "/api/v1/pods")]).await;
+    }
+
+    async fn converged_to(&self, sim: &Sim, collections: &[(usize, &str)]) {
+        for &(resource, collection) in collections {
             let what = format!("{collection} equal to the sim's");
             self.until(&what, async || {
                 versions(&self.url, collection).await == sim.versions(resource)
@@ -565,4 +579,60 @@ async fn a_failed_save_is_logged_and_counted_and_kubecache_serves_on() {
     let metrics = String::from_utf8_lossy(&metrics);
     let failed = r#"kubecache_state_saves_total{resource="pods",result="failed"}"#;
     assert!(metrics.contains(failed), "{failed} in\n{metrics}");
+}
+
+/// Time to ready after a restart, cold (no state file: a full list) and
+/// warm (from the state file written at SIGTERM), at 10k, 100k and 150k of
+/// the sim's realistic pods, one sim per size, the same run; and the state
+/// file's bytes per pod. A measurement, not a check: run it alone, on a
+/// release build (`cargo test --release -p kubecache-server --features
+/// simulate --test warm_restart -- --ignored --nocapture`); the table is in
+/// benches/README.md.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run alone, on a release build"]
+async fn measure_time_to_ready_warm_and_cold() {
+    let sizes: Vec<usize> = std::env::var("WARM_RESTART_PODS")
+        .unwrap_or_else(|_| "10000,100000,150000".into())
+        .split(',')
+        .map(|n| n.trim().parse().expect("a number of pods"))
+        .collect();
+    println!("| pods | cold: start to ready | warm: start to ready | state file | bytes/pod |");
+    println!("|---|---|---|---|---|");
+    for pods in sizes {
+        let scratch = Scratch::new(&format!("measure-{pods}"));
+        let (_, sim) = Sim::start(SimConfig {
+            pods,
+            configmaps: 0,
+            widgets: 0,
+            churn_per_sec: 0.0,
+            ..SimConfig::default()
+        })
+        .await
+        .unwrap();
+        let args = ["--resources", "pods"];
+        let started = std::time::Instant::now();
+        let mut cold = Kubecache::start(&sim, &scratch, &args);
+        cold.ready().await;
+        let cold_ready = started.elapsed();
+        cold.stop().await;
+        let bytes = std::fs::metadata(scratch.path("state").join("pods.v1.state"))
+            .unwrap()
+            .len();
+        let lists_before = lists(&sim);
+        let started = std::time::Instant::now();
+        let warm = Kubecache::start(&sim, &scratch, &args);
+        warm.ready().await;
+        let warm_ready = started.elapsed();
+        warm.converged_pods(&sim).await;
+        assert_eq!(lists(&sim), lists_before, "the warm start listed");
+        println!(
+            "| {pods} | {:.2} s | {:.2} s | {:.1} MB | {} |",
+            cold_ready.as_secs_f64(),
+            warm_ready.as_secs_f64(),
+            bytes as f64 / 1e6,
+            bytes / pods as u64
+        );
+        drop(warm);
+        sim.shutdown().await;
+    }
 }
