@@ -296,12 +296,12 @@ fn churn(sim: &Sim, round: &str, n: usize) -> Vec<String> {
     written
 }
 
-/// Whether `output` logs a save of `resource` at `rv`.
-fn saved(output: &str, resource: &str, rv: u64) -> bool {
+/// Whether `output` logs a save of `resource` (at `rv`, if given).
+fn saved(output: &str, resource: &str, rv: Option<u64>) -> bool {
     output.lines().any(|line| {
         line.contains("state saved")
             && line.contains(&format!("resource={resource} "))
-            && line.contains(&format!("resource_version={rv} "))
+            && rv.is_none_or(|rv| line.contains(&format!("resource_version={rv} ")))
     })
 }
 
@@ -328,17 +328,21 @@ async fn restarts_warm(stop: impl AsyncFnOnce(&mut Kubecache, u64), test: &str, 
     let before = sim.store().revision();
     let mut history = churn(&sim, "up", 30);
     first.converged(&sim).await;
-    stop(&mut first, sim.store().revision()).await;
+    let saved = sim.store().revision();
+    stop(&mut first, saved).await;
     history.extend(churn(&sim, "down", 30));
     let lists_before = lists(&sim);
 
     let second = Kubecache::start(&sim, &scratch, args);
     second.ready().await;
+    let restored = &second.status("pods").await["restored"];
+    assert_eq!(restored["resourceVersion"], saved.to_string(), "{restored}");
     second.converged(&sim).await;
     assert_eq!(
         lists(&sim),
         lists_before,
-        "no list from the restarted kubecache"
+        "no list from the restarted kubecache:\n{}",
+        second.output()
     );
     for resource in ["pods", "configmaps"] {
         second
@@ -352,7 +356,8 @@ async fn restarts_warm(stop: impl AsyncFnOnce(&mut Kubecache, u64), test: &str, 
     assert_eq!(
         lists(&sim),
         lists_before,
-        "no list from the restarted kubecache"
+        "no list from the restarted kubecache:\n{}",
+        second.output()
     );
     assert!(second.output().contains("restored from the state file"));
     // Every pod change since `before`, in order, across the restart.
@@ -374,9 +379,12 @@ async fn after_sigterm_a_restart_lists_nothing_serves_the_sims_state_and_a_watch
 async fn after_sigkill_a_restart_resumes_from_the_last_periodic_save_and_lists_nothing() {
     restarts_warm(
         async |kubecache, rv| {
-            // A periodic save of pods as they are now, then the kill.
+            // Periodic saves of pods as they are now and of configmaps
+            // (unchanged since their list), then the kill.
             kubecache
-                .logged("a periodic save", |out| saved(out, "pods", rv))
+                .logged("periodic saves", |out| {
+                    saved(out, "pods", Some(rv)) && saved(out, "configmaps", None)
+                })
                 .await;
             kubecache.kill().await;
         },
