@@ -18,7 +18,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kubecache_loadtest::sim::{Sim, SimConfig, ids};
+use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, Sim, SimConfig, ids};
 use serde_json::Value;
 
 /// The longest any condition here may take on a loaded machine.
@@ -587,6 +587,50 @@ async fn a_failed_save_is_logged_and_counted_and_kubecache_serves_on() {
     let metrics = String::from_utf8_lossy(&metrics);
     let failed = r#"kubecache_state_saves_total{resource="pods",result="failed"}"#;
     assert!(metrics.contains(failed), "{failed} in\n{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restored_store_serves_at_once_and_readyz_says_it_is_catching_up_until_its_watch_resumes()
+{
+    let (scratch, sim) = (Scratch::new("catching-up"), sim(1).await);
+    saved_file(&sim, &scratch).await;
+    let lists_before = lists(&sim);
+    // Watches wait, unanswered, until the faults are cleared.
+    sim.inject(FaultSpec {
+        target: FaultTarget::Watch,
+        fault: Fault::Hang,
+        times: u32::MAX,
+    });
+    let second = Kubecache::start(&sim, &scratch, &RESOURCES);
+    second.ready().await;
+    let status = second.status("pods").await;
+    assert_eq!(status["restored"]["caughtUp"], false, "{status}");
+    let rv = status["restored"]["resourceVersion"].as_str().unwrap();
+    let (_, body) = get(&second.url, "/readyz").await;
+    let body = String::from_utf8_lossy(&body);
+    let line = format!(
+        "[+]cache pods ok (restored from the state file at resourceVersion {rv}, catching up)\n"
+    );
+    assert!(body.contains(&line), "{body}");
+    assert_eq!(
+        versions(&second.url, "/api/v1/pods").await,
+        sim.versions(ids::PODS),
+        "served from the file"
+    );
+
+    sim.clear_faults();
+    for resource in ["pods", "configmaps"] {
+        second
+            .until("the resumed watch confirmed", async || {
+                second.status(resource).await["restored"]["caughtUp"] == true
+            })
+            .await;
+    }
+    let (code, body) = get(&second.url, "/readyz").await;
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(code, 200);
+    assert!(body.contains("[+]cache pods ok\n"), "{body}");
+    assert_eq!(lists(&sim), lists_before);
 }
 
 /// Time to ready after a restart, cold (no state file: a full list) and
