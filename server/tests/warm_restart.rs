@@ -633,6 +633,38 @@ async fn a_restored_store_serves_at_once_and_readyz_says_it_is_catching_up_until
     assert_eq!(lists(&sim), lists_before);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_restart_of_three_replicas_under_churn_sends_no_list_upstream() {
+    let sim = sim(1).await;
+    // Each replica with its own volume.
+    let volumes: Vec<Scratch> = (0..3)
+        .map(|i| Scratch::new(&format!("rolling-{i}")))
+        .collect();
+    let mut replicas: Vec<Kubecache> = volumes
+        .iter()
+        .map(|volume| Kubecache::start(&sim, volume, &RESOURCES))
+        .collect();
+    for replica in &replicas {
+        replica.ready().await;
+        replica.converged(&sim).await;
+    }
+    let lists_before = lists(&sim);
+    // As a StatefulSet rolls: one replica at a time, the next once this
+    // one is ready; the API server changes throughout.
+    for (i, volume) in volumes.iter().enumerate() {
+        churn(&sim, &format!("roll-{i}-a"), 12);
+        replicas[i].stop().await;
+        churn(&sim, &format!("roll-{i}-b"), 12);
+        replicas[i] = Kubecache::start(&sim, volume, &RESOURCES);
+        replicas[i].ready().await;
+    }
+    for replica in &replicas {
+        replica.converged(&sim).await;
+        assert_eq!(replica.status("pods").await["lists"], 0);
+    }
+    assert_eq!(lists(&sim), lists_before, "no list during the rollout");
+}
+
 /// Time to ready after a restart, cold (no state file: a full list) and
 /// warm (from the state file written at SIGTERM), at 10k, 100k and 150k of
 /// the sim's realistic pods, one sim per size, the same run; and the state
