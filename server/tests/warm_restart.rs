@@ -236,7 +236,11 @@ async fn versions(url: &str, collection: &str) -> BTreeMap<String, String> {
     if code != 200 {
         return BTreeMap::new();
     }
-    let list: Value = serde_json::from_slice(&body).unwrap();
+    keyed(&serde_json::from_slice(&body).unwrap())
+}
+
+/// `key -> resourceVersion` of a list's items.
+fn keyed(list: &Value) -> BTreeMap<String, String> {
     list["items"]
         .as_array()
         .unwrap()
@@ -663,6 +667,22 @@ async fn a_rolling_restart_of_three_replicas_under_churn_sends_no_list_upstream(
         assert_eq!(replica.status("pods").await["lists"], 0);
     }
     assert_eq!(lists(&sim), lists_before, "no list during the rollout");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consistent_read_of_a_restored_store_holds_every_write_before_it() {
+    let (scratch, sim) = (Scratch::new("consistent"), sim(1).await);
+    saved_file(&sim, &scratch).await;
+    churn(&sim, "down", 9);
+    let second = Kubecache::start(&sim, &scratch, &RESOURCES);
+    second.ready().await;
+    churn(&sim, "up", 9);
+    // No resourceVersion: the answer holds every write the sim accepted
+    // before the request, at once, no polling.
+    let want = sim.versions(ids::PODS);
+    let (code, body) = get(&second.url, "/api/v1/pods").await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(keyed(&serde_json::from_slice(&body).unwrap()), want);
 }
 
 /// Time to ready after a restart, cold (no state file: a full list) and
