@@ -129,13 +129,14 @@ impl Status {
 
     /// 504 `Timeout` for a read at a resourceVersion the server has not
     /// reached in time, as kube-apiserver's watch cache answers
-    /// (`storage.NewTooLargeResourceVersionError`); clients retry after a
+    /// (`storage.NewTooLargeResourceVersionError`, whose
+    /// `errors.NewTimeoutError` prefixes `Timeout: `); clients retry after a
     /// second.
     pub fn too_large_resource_version(wanted: u64, current: u64) -> Self {
         let mut status = Self::failure(
             504,
             "Timeout",
-            format!("Too large resource version: {wanted}, current: {current}"),
+            format!("Timeout: Too large resource version: {wanted}, current: {current}"),
         );
         status.details = Some(StatusDetails {
             causes: vec![StatusCause {
@@ -241,6 +242,19 @@ mod tests {
         assert_eq!(
             String::from_utf8(body).unwrap(),
             r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1700 (24223)","reason":"Expired","code":410}"#
+        );
+    }
+
+    #[test]
+    fn too_large_resource_version_is_byte_for_byte_what_the_api_server_sends() {
+        let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/apiserver-golden/errors/rv-too-large.json");
+        let recorded = std::fs::read(&golden).expect("the golden corpus");
+        let mut body = Status::too_large_resource_version(999_999_999, 95230).to_json();
+        body.push(b'\n'); // what Go's JSON encoder ends a body with
+        assert_eq!(
+            String::from_utf8(body).unwrap(),
+            String::from_utf8(recorded).unwrap()
         );
     }
 

@@ -21,7 +21,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::StreamExt;
-use kubecache_wire::{METADATA_API_VERSION, Status, StatusCause, StatusDetails, protobuf};
+use kubecache_wire::{METADATA_API_VERSION, Status, protobuf};
 
 use super::continue_token::{self, ContinueToken};
 use super::params::{CollectionParams, VersionMatch};
@@ -190,7 +190,7 @@ async fn list(
             ReadError::Compacted(_) => {
                 Status::expired("The resourceVersion for the provided list is too old.")
             }
-            ReadError::Future(current) => too_large_resource_version(revision, current),
+            ReadError::Future(current) => Status::too_large_resource_version(revision, current),
         })?;
     let token_rv = if params.continue_token.as_ref().is_some_and(|t| t.rv < 0) {
         -1
@@ -222,29 +222,8 @@ pub async fn wait_for(ctx: &Context, rv: u64) -> Result<u64, Status> {
     let reached = tokio::time::timeout(FRESHNESS_WAIT, revisions.wait_for(|r| *r >= rv)).await;
     match reached {
         Ok(Ok(_)) => Ok(ctx.store.revision()),
-        _ => Err(too_large_resource_version(rv, ctx.store.revision())),
+        _ => Err(Status::too_large_resource_version(rv, ctx.store.revision())),
     }
-}
-
-/// 504 for a read at a resourceVersion the store has not reached in time,
-/// as kube-apiserver's watch cache answers it (`Timeout: ` is the prefix
-/// of every `NewTimeoutError`); clients retry after a second.
-fn too_large_resource_version(wanted: u64, current: u64) -> Status {
-    let mut status = Status::failure(
-        504,
-        "Timeout",
-        format!("Timeout: Too large resource version: {wanted}, current: {current}"),
-    );
-    status.details = Some(StatusDetails {
-        causes: vec![StatusCause {
-            reason: "ResourceVersionTooLarge".into(),
-            message: "Too large resource version".into(),
-            field: String::new(),
-        }],
-        retry_after_seconds: Some(1),
-        ..StatusDetails::default()
-    });
-    status
 }
 
 /// Waits out etcd's quorum read of a read without resourceVersion, and

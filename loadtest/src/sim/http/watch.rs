@@ -4,11 +4,16 @@
 //! Where a watch starts:
 //! - `resourceVersion=N`: the events after `N`; `N` older than the
 //!   compaction point gets 200 and then one ERROR event with a 410 Status;
+//!   `N` newer than the store is no error: its events come when written
+//!   (the cacher waits only for a streaming list, see below);
 //! - unset or `0`: synthetic ADDED events for the current state, then the
 //!   events after it (the legacy "get state and watch");
 //! - `sendInitialEvents=true` (streaming list): the same ADDED events, then a
 //!   BOOKMARK annotated `k8s.io/initial-events-end` (only with
-//!   `allowWatchBookmarks`), then the events after the snapshot.
+//!   `allowWatchBookmarks`), then the events after the snapshot; from a
+//!   revision `N` the store has not reached, it waits up to 3 s for it
+//!   (`waitUntilWatchCacheFreshAndForceAllEvents`), then sends 200 and one
+//!   ERROR event with the 504 "Too large resource version" Status.
 //!
 //! A watch whose selector an object leaves sees it DELETED; one it enters,
 //! ADDED (as the watch cache filters).
@@ -42,7 +47,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::list::wait_for;
 use super::params::CollectionParams;
-use super::{Context, Target, body_response, fault_for, status_response};
+use super::{Context, Target, body_response, fault_for};
 use crate::sim::ServingCost;
 use crate::sim::cost::Source;
 use crate::sim::encoding::{Form, Wire};
@@ -79,6 +84,11 @@ enum Start {
     /// ADDED for the state at this revision, then its events; with the
     /// initial-events-end bookmark when asked.
     InitialEvents { at: u64, end_bookmark: bool },
+    /// One ERROR event: a streaming list whose resourceVersion the store
+    /// did not reach in time, as the watch cache answers it (its wait
+    /// fails after the response began: `newErrWatcher` in
+    /// `cacher/cacher.go`).
+    Error(Box<Status>),
 }
 
 /// Starts a watch; the response streams until the timeout, a fault or the
@@ -113,7 +123,7 @@ pub async fn serve(
                 at,
                 end_bookmark: true,
             },
-            Err(status) => return status_response(&status, wire),
+            Err(status) => Start::Error(Box::new(status)),
         },
         (Some(false), None | Some(0)) => Start::After(current),
         (None, None | Some(0)) => Start::InitialEvents {
@@ -173,6 +183,7 @@ impl Watch {
         let mut next =
             next_bookmark(started, deadline, interval).filter(|_| self.params.allow_bookmarks);
         let mut position = match start {
+            Start::Error(status) => return self.out.error(*status).await,
             Start::After(rv) => rv,
             Start::InitialEvents { at, end_bookmark } => {
                 let read = ListRead {
@@ -270,11 +281,7 @@ fn too_old(rv: u64, error: ReadError) -> Status {
         ReadError::Compacted(compacted) => {
             Status::expired(format!("too old resource version: {rv} ({compacted})"))
         }
-        ReadError::Future(current) => Status::failure(
-            504,
-            "Timeout",
-            format!("Too large resource version: {rv}, current: {current}"),
-        ),
+        ReadError::Future(current) => Status::too_large_resource_version(rv, current),
     }
 }
 

@@ -8,10 +8,16 @@
 //!   log; when the log no longer covers `N`, one `ERROR` event with a 410
 //!   `Expired` Status (the client relists). `N` newer than the cache is
 //!   answered at once (200) as kube-apiserver answers it: the changes after
-//!   `N` come once the cache has them, and bookmarks never go below `N`;
+//!   `N` come once the cache has them, and bookmarks never go below `N`
+//!   (the cacher waits only for a streaming list: "we allow for
+//!   establishing the connection because the clients can wait for events",
+//!   `waitUntilWatchCacheFreshAndForceAllEvents` in `cacher/cacher.go`).
+//!   This is how a client fails over to a replica that is behind;
 //! - `sendInitialEvents=true` (streaming list): the `ADDED` events of the
 //!   state at `N` or later (unset: consistent), then a `BOOKMARK` annotated
 //!   `k8s.io/initial-events-end` when bookmarks are allowed, then changes;
+//!   when the cache does not reach `N` within the read wait, 200 and one
+//!   `ERROR` event with the 504 "Too large resource version" Status;
 //!   `sendInitialEvents=false`: only changes, from `N` or from now.
 //!
 //! A watcher sees an object `ADDED` when it starts matching its selectors
@@ -83,24 +89,29 @@ pub(crate) async fn serve(
     // Without sendInitialEvents, the legacy rule: the current state first
     // unless a resourceVersion to resume from is given.
     let initial = params.send_initial_events.unwrap_or(from.is_none());
-    match params.resource_version {
-        None => caches.consistent(cache).await?,
-        Some(0) => {}
-        // The state at `rv` or later is sent first: it must be there.
-        Some(rv) if initial => cache.freshness.not_older_than(rv, wait).await?,
+    let unreached = match params.resource_version {
+        None => {
+            caches.consistent(cache).await?;
+            None
+        }
+        // The state at `rv` or later is sent first: it must be there. Not
+        // in time is told in the stream, as the cacher does
+        // (`newErrWatcher` after `waitUntilWatchCacheFreshAndForceAllEvents`).
+        Some(rv) if rv > 0 && initial => cache.freshness.not_older_than(rv, wait).await.err(),
         // Resuming from `rv` waits for nothing: events after `rv` come
         // when the cache has them (a resourceVersion newer than the cache,
         // from another replica, is no error).
-        Some(_) => {}
-    }
-    let start = match from {
-        Some(rv) if !initial => match cache.reader.subscribe_from(rv) {
+        Some(_) => None,
+    };
+    let start = match (unreached, from) {
+        (Some(status), _) => Start::Error(status),
+        (None, Some(rv)) if !initial => match cache.reader.subscribe_from(rv) {
             Ok(subscription) => Start::After(subscription),
             Err(TooOld { oldest }) => Start::Error(Status::expired(format!(
                 "too old resource version: {rv} ({oldest})"
             ))),
         },
-        _ => {
+        (None, _) => {
             let (snapshot, subscription) = cache.reader.snapshot_and_subscribe();
             if initial {
                 let end = params.send_initial_events == Some(true) && params.allow_bookmarks;
