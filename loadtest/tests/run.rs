@@ -57,6 +57,29 @@ async fn watchers_of_a_server_that_misses_the_writes_fail_the_run() {
     assert!(!watch.complete && !watch.failures.is_empty(), "{report}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchers_cut_off_resume_on_the_next_server_from_their_last_resource_version() {
+    // The sim twice: two servers of one history, as replicas are.
+    let (url, sim) = Sim::start(sim_config()).await.unwrap();
+    let servers = format!("{url},{url}");
+    let scenario = Scenario {
+        duration_secs: 3,
+        ..scenario(&servers, &url)
+    };
+    let watchers = scenario.watchers as u64;
+    let running = tokio::spawn(run(scenario));
+    // Once the reference and every watcher watch, cut them all.
+    while sim.counters()["pods"].watches < watchers + 1 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    sim.cut_watches();
+    let report = running.await.unwrap().unwrap();
+    assert!(report.ok(), "{report}");
+    let watch = report.watch.as_ref().unwrap();
+    assert!(watch.failovers >= watchers, "{report}");
+    assert!(watch.reference_events > 0, "{report}");
+}
+
 #[tokio::test]
 async fn a_non_loopback_url_is_refused() {
     let error = run(scenario("http://10.0.0.1:8080", "http://127.0.0.1:1"))

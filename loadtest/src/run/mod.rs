@@ -7,7 +7,10 @@
 //!    consistent read) to learn the objects to get, and the namespaces,
 //!    nodes and labels to filter watches by.
 //! 2. Opens the watchers on kubecache and one *reference* watch on the API
-//!    server, all from `S`.
+//!    server, all from `S`. With several kubecache replicas, the watchers
+//!    are spread over them; one whose connection is lost resumes on the
+//!    next replica from the last resourceVersion it received (a failover),
+//!    and the check below holds across it.
 //! 3. For the run's duration: request workers send gets, lists and index
 //!    queries in a closed loop (each worker sends its next request when the
 //!    last one is answered); a writer patches objects on the API server at
@@ -44,7 +47,11 @@ use watchers::{WatchFilter, Watcher};
 #[derive(Debug, Clone, clap::Args, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Scenario {
-    /// kubecache's base URL (loopback only).
+    /// kubecache's base URL (loopback only); several, comma-separated, for
+    /// replicas behind one Service: watchers are spread over them, and a
+    /// watcher whose connection is lost resumes on the next one from its
+    /// last resourceVersion, as a client reconnecting through the Service
+    /// would. The first list and the requests go to the first.
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     pub url: String,
     /// The API server's base URL, for writes and the reference watch
@@ -129,8 +136,14 @@ impl Scenario {
         serde_yaml::from_str(&text).with_context(|| format!("scenario {}", path.display()))
     }
 
+    /// kubecache's base URLs (see [`Scenario::url`]).
+    pub fn servers(&self) -> Vec<&str> {
+        self.url.split(',').map(str::trim).collect()
+    }
+
     fn validate(&self) -> anyhow::Result<()> {
-        for (name, url) in [("url", &self.url), ("upstream", &self.upstream)] {
+        let urls = self.servers().into_iter().map(|url| ("url", url));
+        for (name, url) in urls.chain([("upstream", self.upstream.as_str())]) {
             let parsed = reqwest::Url::parse(url).with_context(|| format!("{name}: {url:?}"))?;
             let loopback = match parsed.host() {
                 Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
@@ -197,13 +210,14 @@ pub async fn run(scenario: Scenario) -> anyhow::Result<Report> {
     for i in 0..ctx.scenario.watchers {
         let kind = &ctx.scenario.watch_filters[i % ctx.scenario.watch_filters.len()];
         let filter = WatchFilter::pick(kind, &targets, i)?;
-        watchers.push(Watcher::start(&ctx, filter, targets.resource_version).await?);
+        let server = i % ctx.scenario.servers().len();
+        watchers.push(Watcher::start(&ctx, filter, targets.resource_version, server).await?);
     }
     // Held unread until the run is over, then dropped.
     let mut stalled = Vec::new();
     for _ in 0..ctx.scenario.stalled_watchers {
         let path = WatchFilter::All.watch_path(&ctx.scenario.path, targets.resource_version);
-        let url = format!("{}{path}", ctx.scenario.url);
+        let url = format!("{}{path}", ctx.scenario.servers()[0]);
         stalled.push(watchers::open(&ctx, &url, ctx.scenario.token.as_deref()).await?);
     }
     let writes = writes::Writes::default();

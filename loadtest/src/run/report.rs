@@ -150,6 +150,9 @@ pub struct WatchReport {
     /// Times the reference watch was resumed after the API server cut or
     /// failed it (upstream faults).
     pub reference_resumes: u64,
+    /// Times a watcher lost its server and resumed on the next one, all
+    /// watchers together (only with several servers).
+    pub failovers: u64,
     /// Whether every watcher got exactly its events, in order.
     pub complete: bool,
     /// What went wrong, watcher by watcher (the first 20).
@@ -214,10 +217,11 @@ pub(super) fn watch_report(
     let checked: Vec<&ReferenceEvent> = reference.iter().filter(|e| e.rv <= cutoff).collect();
     let mut failures = Vec::new();
     let mut lags = Vec::new();
-    let (mut deliveries, mut bytes) = (0u64, 0u64);
+    let (mut deliveries, mut bytes, mut failovers) = (0u64, 0u64, 0u64);
     for (i, watcher) in watchers.iter().enumerate() {
         deliveries += watcher.events.len() as u64;
         bytes += watcher.bytes;
+        failovers += watcher.failovers;
         for (rv, received) in &watcher.events {
             if let Some(acked) = writes.acked(*rv) {
                 lags.push(received.saturating_duration_since(acked).as_micros() as u64);
@@ -256,6 +260,7 @@ pub(super) fn watch_report(
         lag: Latency::of(&mut lags),
         reference_events: checked.len(),
         reference_resumes,
+        failovers,
         complete,
         failures,
     }
@@ -314,13 +319,14 @@ impl fmt::Display for Report {
             )?;
             writeln!(
                 f,
-                "completeness: {} ({} reference events checked)",
+                "completeness: {} ({} reference events checked, {} failovers)",
                 if w.complete {
                     "every watcher got every matching event, in order"
                 } else {
                     "FAILED"
                 },
-                w.reference_events
+                w.reference_events,
+                w.failovers
             )?;
             for failure in &w.failures {
                 writeln!(f, "  {failure}")?;

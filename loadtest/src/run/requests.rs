@@ -84,6 +84,7 @@ async fn work(
         "" => String::new(),
         rv => format!("resourceVersion={rv}"),
     };
+    let server = scenario.servers()[0];
     while Instant::now() < deadline {
         if scenario.max_requests > 0
             && ctx.requests.fetch_add(1, Ordering::Relaxed) >= scenario.max_requests
@@ -115,7 +116,7 @@ async fn work(
                 .replace("{namespace}", &object.namespace)
                 .replace("{node}", &object.node),
         };
-        let url = format!("{}{path}", scenario.url);
+        let url = format!("{server}{path}");
         let mut request = ctx.client.get(&url).timeout(Duration::from_secs(30));
         if let Some(token) = &scenario.token {
             request = request.bearer_auth(token);

@@ -88,7 +88,7 @@ impl Targets {
     pub async fn list(ctx: &RunContext) -> anyhow::Result<Self> {
         let scenario = &ctx.scenario;
         let started = Instant::now();
-        let url = format!("{}{}", scenario.url, scenario.path);
+        let url = format!("{}{}", scenario.servers()[0], scenario.path);
         let mut request = ctx.client.get(&url);
         if let Some(token) = &scenario.token {
             request = request.bearer_auth(token);

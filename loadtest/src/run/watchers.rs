@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 use futures::StreamExt;
 use kubecache_wire::{WatchEventType, parse_watch_line};
 use tokio::task::JoinHandle;
@@ -96,6 +96,8 @@ pub struct WatchResult {
     pub events: Vec<(u64, Instant)>,
     /// Bytes received.
     pub bytes: u64,
+    /// Times it lost its connection and resumed on the next server.
+    pub failovers: u64,
     /// Why it failed, if it did (an ERROR event, a closed stream, garbage).
     pub failure: Option<String>,
 }
@@ -106,42 +108,84 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    /// Opens a watch with `filter` from `rv`; returns once the response
-    /// head arrived.
+    /// Failed attempts in a row (no event between them) before a watcher
+    /// that fails over gives up.
+    pub const MAX_FAILURES: u32 = 20;
+
+    /// Opens a watch with `filter` from `rv` on the `server`th of the
+    /// scenario's servers; returns once the response head arrived.
+    ///
+    /// With several servers, a lost connection (the stream ends or breaks,
+    /// or the server cannot be reached or refuses the watch) moves the watch to the next server,
+    /// from the last resourceVersion received, as a client behind a
+    /// Service reconnects; with one, it is a failure.
     pub async fn start(
         ctx: &Arc<RunContext>,
         filter: WatchFilter,
         rv: u64,
+        server: usize,
     ) -> anyhow::Result<Self> {
-        let url = format!(
-            "{}{}",
-            ctx.scenario.url,
-            filter.watch_path(&ctx.scenario.path, rv)
-        );
-        let response = open(ctx, &url, ctx.scenario.token.as_deref()).await?;
+        let servers: Vec<String> = ctx.scenario.servers().into_iter().map(Into::into).collect();
+        let fails_over = servers.len() > 1;
+        let (path, selects) = (ctx.scenario.path.clone(), filter.clone());
+        let url = move |server: usize, rv| {
+            let base = &servers[server % servers.len()];
+            format!("{base}{}", selects.watch_path(&path, rv))
+        };
+        let response = open(ctx, &url(server, rv), ctx.scenario.token.as_deref()).await?;
         let ctx = ctx.clone();
         let task = tokio::spawn(async move {
             let mut result = WatchResult {
                 filter,
                 events: Vec::new(),
                 bytes: 0,
+                failovers: 0,
                 failure: None,
             };
-            let outcome = read_lines(&ctx, response, |line| {
-                result.bytes += line.len() as u64 + 1;
-                let (kind, rv) = line_facts(line)?;
-                if kind == "BOOKMARK" {
-                    return Ok(());
+            let (mut response, mut server, mut failures) = (Some(response), server, 0u32);
+            loop {
+                let opened = match response.take() {
+                    Some(response) => Ok(response),
+                    None => {
+                        let last = result.events.last().map_or(rv, |(rv, _)| *rv);
+                        let token = ctx.scenario.token.as_deref();
+                        open(&ctx, &url(server, last), token).await.map_err(lost)
+                    }
+                };
+                let outcome = match opened {
+                    Ok(response) => {
+                        read_lines(&ctx, response, |line| {
+                            result.bytes += line.len() as u64 + 1;
+                            let (kind, rv) = line_facts(line)?;
+                            if kind == "BOOKMARK" {
+                                return Ok(());
+                            }
+                            if kind == "ERROR" {
+                                bail!("ERROR event: {}", String::from_utf8_lossy(line));
+                            }
+                            ctx.deliveries.fetch_add(1, Ordering::Relaxed);
+                            result.events.push((rv, Instant::now()));
+                            failures = 0;
+                            Ok(())
+                        })
+                        .await
+                    }
+                    Err(e) => Err(e),
+                };
+                match outcome {
+                    Ok(()) => break,
+                    Err(e) if fails_over && e.is::<Lost>() && failures + 1 < Self::MAX_FAILURES => {
+                        failures += 1;
+                        result.failovers += 1;
+                        server += 1;
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    Err(e) => {
+                        result.failure = Some(format!("{e:#}"));
+                        break;
+                    }
                 }
-                if kind == "ERROR" {
-                    bail!("ERROR event: {}", String::from_utf8_lossy(line));
-                }
-                ctx.deliveries.fetch_add(1, Ordering::Relaxed);
-                result.events.push((rv, Instant::now()));
-                Ok(())
-            })
-            .await;
-            result.failure = outcome.err().map(|e| format!("{e:#}"));
+            }
             result
         });
         Ok(Watcher { task })
@@ -155,10 +199,28 @@ impl Watcher {
                 filter: WatchFilter::All,
                 events: Vec::new(),
                 bytes: 0,
+                failovers: 0,
                 failure: Some(format!("watcher task failed: {e}")),
             },
         }
     }
+}
+
+/// A watch connection lost (not an event): the stream ended or broke, or
+/// the server could not be reached or refused the watch.
+#[derive(Debug)]
+struct Lost(anyhow::Error);
+
+impl std::fmt::Display for Lost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "connection lost: {:#}", self.0)
+    }
+}
+
+impl std::error::Error for Lost {}
+
+fn lost(e: anyhow::Error) -> anyhow::Error {
+    Lost(e).into()
 }
 
 /// One event of the API server's own history, with the object's state
@@ -318,8 +380,8 @@ async fn read_lines(
         }
         let chunk = match tokio::time::timeout(Duration::from_millis(100), stream.next()).await {
             Err(_) => continue,
-            Ok(None) => bail!("the watch stream ended before the run did"),
-            Ok(Some(chunk)) => chunk.context("reading the watch stream")?,
+            Ok(None) => return Err(lost(anyhow!("the watch stream ended before the run did"))),
+            Ok(Some(chunk)) => chunk.context("reading the watch stream").map_err(lost)?,
         };
         buf.extend_from_slice(&chunk);
         let mut start = 0;
