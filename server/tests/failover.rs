@@ -4,13 +4,16 @@
 //! A replica ahead serves it as any resume; one whose event log no longer
 //! reaches back answers 410 (`watch.rs`,
 //! `a_watch_replays_from_its_resource_version_and_one_too_old_gets_410`).
+//! And the whole of it: two `kubecache` processes in front of one sim
+//! under churn, `kubecache-loadtest run` watching both, one killed.
 
 mod common;
 use common::{Served, Setup, WatchLines, describe, get, serve};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, ids};
+use kubecache_loadtest::run::{Scenario, run};
+use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, Sim, SimConfig, ids};
 use kubecache_server::ServeSettings;
 use kubecache_wire::Status;
 use serde_json::{Value, json};
@@ -187,4 +190,154 @@ async fn a_replica_that_does_not_reach_a_resource_version_within_the_read_wait_a
         next.to_string(),
         "the first event after {rv}, not the one at it"
     );
+}
+
+/// A `kubecache` process in front of an API server, killed (SIGKILL) when
+/// dropped.
+struct Replica {
+    url: String,
+    child: std::process::Child,
+}
+
+impl Replica {
+    /// Starts the binary with `kubeconfig`, caching pods, without
+    /// authorization; returns once `/readyz` answers 200.
+    async fn start(kubeconfig: &std::path::Path, log: &std::path::Path) -> Replica {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let listen = format!("127.0.0.1:{port}");
+        let log = std::fs::File::create(log).unwrap();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_kubecache"))
+            .args(["--resources", "pods", "--auth", "none", "--listen", &listen])
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .env_remove("KUBECACHE_CONFIG")
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("the kubecache binary starts");
+        let replica = Replica {
+            url: format!("http://{listen}"),
+            child,
+        };
+        let ready = async {
+            while !matches!(try_get(&replica.url, "/readyz").await, Some((200, _))) {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), ready)
+            .await
+            .expect("ready within a minute");
+        replica
+    }
+
+    /// Events it has written to watchers so far.
+    async fn events_sent(&self) -> u64 {
+        let Some((200, body)) = try_get(&self.url, "/metrics").await else {
+            return 0;
+        };
+        let series = r#"kubecache_watch_events_sent_total{resource="pods"} "#;
+        String::from_utf8_lossy(&body)
+            .lines()
+            .find_map(|line| line.strip_prefix(series))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A GET, or `None` when nothing listens (the server is not up yet).
+async fn try_get(url: &str, path: &str) -> Option<(u16, bytes::Bytes)> {
+    let address = url.trim_start_matches("http://");
+    tokio::net::TcpStream::connect(address).await.ok()?;
+    Some(get(url, path).await)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchers_of_a_replica_killed_mid_run_resume_on_the_other_with_every_event_once_in_order() {
+    let (sim_url, sim) = Sim::start(SimConfig {
+        pods: 1000,
+        churn_per_sec: 30.0,
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("kubecache-failover-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, sim.kubeconfig()).unwrap();
+    let survivor = Replica::start(&kubeconfig, &dir.join("a.log")).await;
+    let mut killed = Replica::start(&kubeconfig, &dir.join("b.log")).await;
+
+    let scenario = Scenario {
+        url: format!("{},{}", survivor.url, killed.url),
+        upstream: sim_url,
+        duration_secs: 6,
+        settle_secs: 2,
+        concurrency: 1,
+        gets: 0.0,
+        lists: 1.0,
+        list_limit: 200,
+        watchers: 12,
+        writes_per_sec: 50.0,
+        ..Scenario::default()
+    };
+    let watchers = scenario.watchers as u64;
+    let running = tokio::spawn(run(scenario));
+    // Once the killed replica's watchers have events, SIGKILL it.
+    while killed.events_sent().await < watchers {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    killed.child.kill().unwrap();
+    killed.child.wait().unwrap();
+    let report = running.await.unwrap().unwrap();
+    eprintln!("{report}");
+    assert!(report.ok(), "{report}");
+    let watch = report.watch.as_ref().unwrap();
+    assert!(
+        watch.failovers >= watchers / 2,
+        "every watcher of the killed replica failed over: {report}"
+    );
+    assert!(watch.reference_events > 100, "{report}");
+
+    // Reads NotOlderThan the newest resourceVersion any watcher saw wait
+    // on the survivor until it is there.
+    let newest = sim.store().revision();
+    let (code, body) = get(
+        &survivor.url,
+        &format!("{PODS}?resourceVersion={newest}&resourceVersionMatch=NotOlderThan"),
+    )
+    .await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let list: Value = serde_json::from_slice(&body).unwrap();
+    let at: u64 = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        at >= newest,
+        "listed at {at}, asked not older than {newest}"
+    );
+    let pod = &list["items"][0]["metadata"];
+    let one = format!(
+        "/api/v1/namespaces/{}/pods/{}?resourceVersion={newest}",
+        pod["namespace"].as_str().unwrap(),
+        pod["name"].as_str().unwrap()
+    );
+    let (code, _) = get(&survivor.url, &one).await;
+    assert_eq!(code, 200);
+    drop(survivor);
+    let _ = std::fs::remove_dir_all(&dir);
 }
