@@ -59,6 +59,9 @@ enum Ending {
     Slow,
     /// The start was refused with an ERROR event (too old).
     Expired,
+    /// The start was refused with an ERROR event: a streaming list's
+    /// resourceVersion, not reached within the read wait (504).
+    Unreached,
     /// The store closed (its reflector stopped).
     Closed,
     /// An object did not encode as protobuf: an ERROR, then the end.
@@ -73,6 +76,7 @@ impl Ending {
             Ending::Shutdown => "shutdown",
             Ending::Slow => "slow",
             Ending::Expired => "expired",
+            Ending::Unreached => "unreached",
             Ending::Closed => "closed",
             Ending::Unencodable => "unencodable",
         }
@@ -149,7 +153,10 @@ impl Watch {
             Start::After(subscription) => subscription,
             Start::Error(status) => {
                 out.error(&status).await?;
-                return Ok(Ending::Expired);
+                return Ok(match status.code {
+                    410 => Ending::Expired,
+                    _ => Ending::Unreached,
+                });
             }
         };
         // Replay the log on our own subscription, then hand it over.
