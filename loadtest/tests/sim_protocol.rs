@@ -540,6 +540,70 @@ async fn a_streaming_list_sends_every_object_then_the_initial_events_end_bookmar
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_streaming_list_from_a_revision_not_reached_in_time_is_200_then_a_too_large_error_event()
+{
+    let (url, sim) = sim(SimConfig {
+        pods: 20,
+        ..SimConfig::default()
+    })
+    .await;
+    let current = sim.store().revision();
+    let ahead = current + 1000;
+    let lines = watch_lines(
+        &format!("{url}/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion={ahead}"),
+        2,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(lines.len(), 1, "one event, then the end: {lines:?}");
+    assert_eq!(lines[0]["type"], "ERROR");
+    let expected = kubecache_wire::Status::too_large_resource_version(ahead, current);
+    assert_eq!(
+        lines[0]["object"],
+        serde_json::from_slice::<Value>(&expected.to_json()).unwrap()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_from_a_revision_not_reached_yet_is_200_and_sends_the_events_after_it() {
+    let (url, sim) = sim(SimConfig {
+        pods: 20,
+        ..SimConfig::default()
+    })
+    .await;
+    let ahead = sim.store().revision() + 2;
+    let response = client()
+        .get(format!("{url}/api/v1/pods?watch=1&resourceVersion={ahead}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "answered before {ahead} exists");
+    let pods = sim.state(ids::PODS);
+    let patch = json!({"metadata": {"labels": {"ahead": "yes"}}});
+    let mut written = Vec::new();
+    for pod in pods.iter().take(3) {
+        let object = sim
+            .store()
+            .merge_patch(ids::PODS, &pod.namespace, &pod.name, &patch)
+            .unwrap();
+        written.push(object.revision);
+    }
+    assert_eq!(written[1], ahead);
+    let mut stream = response.bytes_stream();
+    let mut line = Vec::new();
+    while !line.contains(&b'\n') {
+        line.extend_from_slice(&stream.next().await.unwrap().unwrap());
+    }
+    let end = line.iter().position(|b| *b == b'\n').unwrap();
+    let first: Value = serde_json::from_slice(&line[..end]).unwrap();
+    assert_eq!(
+        rv(&first["object"]),
+        written[2],
+        "only what came after {ahead}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn streaming_list_misuse_gets_the_api_servers_422s() {
     let (url, _sim) = sim(SimConfig::default()).await;
     let cases = [
