@@ -150,8 +150,8 @@ pub struct WatchReport {
     /// Times the reference watch was resumed after the API server cut or
     /// failed it (upstream faults).
     pub reference_resumes: u64,
-    /// Times a watcher lost its server and resumed on the next one, all
-    /// watchers together (only with several servers).
+    /// Times a watcher lost its server (or could not reach one) and tried
+    /// the next, all watchers together (only with several servers).
     pub failovers: u64,
     /// Whether every watcher got exactly its events, in order.
     pub complete: bool,

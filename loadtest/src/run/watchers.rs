@@ -96,7 +96,8 @@ pub struct WatchResult {
     pub events: Vec<(u64, Instant)>,
     /// Bytes received.
     pub bytes: u64,
-    /// Times it lost its connection and resumed on the next server.
+    /// Times it lost its connection (or could not open it) and tried the
+    /// next server.
     pub failovers: u64,
     /// Why it failed, if it did (an ERROR event, a closed stream, garbage).
     pub failure: Option<String>,
@@ -116,9 +117,10 @@ impl Watcher {
     /// scenario's servers; returns once the response head arrived.
     ///
     /// With several servers, a lost connection (the stream ends or breaks,
-    /// or the server cannot be reached or refuses the watch) moves the watch to the next server,
-    /// from the last resourceVersion received, as a client behind a
-    /// Service reconnects; with one, it is a failure.
+    /// or the server cannot be reached or refuses the watch) moves the
+    /// watch to the next server, from the last resourceVersion received, as
+    /// a client behind a Service reconnects; with one, it is a failure. An
+    /// `ERROR` event is a failure either way (a client would relist).
     pub async fn start(
         ctx: &Arc<RunContext>,
         filter: WatchFilter,
