@@ -1,9 +1,10 @@
 //! What a client sees when it fails over to another replica: a watch
 //! resumed from its last resourceVersion, and reads `NotOlderThan` it, on a
 //! replica that is behind (it has not reached that resourceVersion yet).
-//! A replica ahead serves it as any resume; one whose event log no longer
-//! reaches back answers 410 (`watch.rs`,
-//! `a_watch_replays_from_its_resource_version_and_one_too_old_gets_410`).
+//! A replica ahead serves it as any resume (`watch.rs`,
+//! `a_watch_replays_from_its_resource_version_and_one_too_old_gets_410`);
+//! one whose event log no longer reaches back sends the API server's 410
+//! `ERROR` event, byte for byte, and the client relists.
 //! And the whole of it: two `kubecache` processes in front of one sim
 //! under churn, `kubecache-loadtest run` watching both, one killed.
 
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use kubecache_loadtest::run::{Scenario, run};
 use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, Sim, SimConfig, ids};
+use kubecache_reflector::{EventLogConfig, StoreConfig};
 use kubecache_server::ServeSettings;
 use kubecache_wire::Status;
 use serde_json::{Value, json};
@@ -190,6 +192,48 @@ async fn a_replica_that_does_not_reach_a_resource_version_within_the_read_wait_a
         next.to_string(),
         "the first event after {rv}, not the one at it"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_from_before_the_replicas_event_log_gets_the_api_servers_410_event_byte_for_byte()
+{
+    let served = serve(Setup {
+        store: StoreConfig {
+            event_log: EventLogConfig {
+                max_events: 20,
+                ..EventLogConfig::default()
+            },
+            ..StoreConfig::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let first = label_pods(&served, 1, "gone")[0];
+    let last = *label_pods(&served, 30, "later").last().unwrap();
+    let pods = &served.caches.by_name("pods").unwrap().reader;
+    pods.wait_for(last, Duration::from_secs(30)).await.unwrap();
+    let oldest = pods.event_log_status().oldest;
+    assert!(oldest > first);
+
+    let mut watch = WatchLines::open(
+        &served.url,
+        &format!("{PODS}?watch=1&resourceVersion={first}"),
+    )
+    .await;
+    assert_eq!(watch.code, 200);
+    let line = watch.next_line().await.unwrap();
+    // The real server's answer to a watch from resourceVersion 1, whose
+    // event log started after 94491.
+    let recorded = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/apiserver-golden/errors/watch-rv1.json"
+    );
+    let expected = std::fs::read_to_string(recorded).unwrap().replace(
+        "too old resource version: 1 (94491)",
+        &format!("too old resource version: {first} ({oldest})"),
+    );
+    assert_eq!(String::from_utf8(line).unwrap(), expected);
+    assert!(watch.next_line().await.is_none(), "then the end");
 }
 
 /// A `kubecache` process in front of an API server, killed (SIGKILL) when
