@@ -280,25 +280,57 @@ impl Replica {
         replica
     }
 
-    /// Events it has written to watchers so far.
-    async fn events_sent(&self) -> u64 {
+    /// Its metric `name` of pods (0 while it cannot be scraped).
+    async fn metric(&self, name: &str) -> u64 {
         let Some((200, body)) = try_get(&self.url, "/metrics").await else {
             return 0;
         };
-        let series = r#"kubecache_watch_events_sent_total{resource="pods"} "#;
+        let series = format!(r#"{name}{{resource="pods"}} "#);
         String::from_utf8_lossy(&body)
             .lines()
-            .find_map(|line| line.strip_prefix(series))
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap_or(0)
+            .find_map(|line| line.strip_prefix(&series))
+            .and_then(|n| n.trim().parse::<f64>().ok())
+            .map_or(0, |n| n as u64)
+    }
+}
+
+impl Replica {
+    /// Its store's resourceVersion of pods.
+    async fn resource_version(&self) -> u64 {
+        self.metric("kubecache_resource_version").await
+    }
+
+    /// SIGKILL, and reaped.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
 impl Drop for Replica {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
+}
+
+/// A sim of 1,000 pods under churn (30 writes/s) and two replicas in front
+/// of it; their kubeconfig and logs are in the returned directory.
+async fn two_replicas(test: &str) -> (Sim, std::path::PathBuf, [Replica; 2]) {
+    let (_, sim) = Sim::start(SimConfig {
+        pods: 1000,
+        churn_per_sec: 30.0,
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let dir =
+        std::env::temp_dir().join(format!("kubecache-failover-{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, sim.kubeconfig()).unwrap();
+    let a = Replica::start(&kubeconfig, &dir.join("a.log")).await;
+    let b = Replica::start(&kubeconfig, &dir.join("b.log")).await;
+    (sim, dir, [a, b])
 }
 
 /// A GET, or `None` when nothing listens (the server is not up yet).
@@ -310,23 +342,10 @@ async fn try_get(url: &str, path: &str) -> Option<(u16, bytes::Bytes)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchers_of_a_replica_killed_mid_run_resume_on_the_other_with_every_event_once_in_order() {
-    let (sim_url, sim) = Sim::start(SimConfig {
-        pods: 1000,
-        churn_per_sec: 30.0,
-        ..SimConfig::default()
-    })
-    .await
-    .unwrap();
-    let dir = std::env::temp_dir().join(format!("kubecache-failover-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(&kubeconfig, sim.kubeconfig()).unwrap();
-    let survivor = Replica::start(&kubeconfig, &dir.join("a.log")).await;
-    let mut killed = Replica::start(&kubeconfig, &dir.join("b.log")).await;
-
+    let (sim, dir, [survivor, mut killed]) = two_replicas("killed").await;
     let scenario = Scenario {
         url: format!("{},{}", survivor.url, killed.url),
-        upstream: sim_url,
+        upstream: sim.url().to_string(),
         duration_secs: 6,
         settle_secs: 2,
         concurrency: 1,
@@ -334,17 +353,18 @@ async fn watchers_of_a_replica_killed_mid_run_resume_on_the_other_with_every_eve
         lists: 1.0,
         list_limit: 200,
         watchers: 12,
+        // Not `node`: without a node index, kubecache passes those through.
+        watch_filters: vec!["all".into(), "namespace".into(), "label".into()],
         writes_per_sec: 50.0,
         ..Scenario::default()
     };
     let watchers = scenario.watchers as u64;
     let running = tokio::spawn(run(scenario));
     // Once the killed replica's watchers have events, SIGKILL it.
-    while killed.events_sent().await < watchers {
+    while killed.metric("kubecache_watch_events_sent_total").await < watchers {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    killed.child.kill().unwrap();
-    killed.child.wait().unwrap();
+    killed.kill();
     let report = running.await.unwrap().unwrap();
     eprintln!("{report}");
     assert!(report.ok(), "{report}");
@@ -383,5 +403,70 @@ async fn watchers_of_a_replica_killed_mid_run_resume_on_the_other_with_every_eve
     let (code, _) = get(&survivor.url, &one).await;
     assert_eq!(code, 200);
     drop(survivor);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchers_on_a_replica_still_catching_up_wait_for_it_and_get_every_event_across_a_failover()
+{
+    let (sim, dir, [a, b]) = two_replicas("behind").await;
+    // Hold one replica back: the first watch after the cut hangs.
+    let watches = || sim.counters()["pods"].watches;
+    let before = watches();
+    sim.inject(FaultSpec {
+        target: FaultTarget::Watch,
+        fault: Fault::Hang,
+        times: 1,
+    });
+    sim.cut_watches();
+    while watches() < before + 2 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The one that moves on with the churn is not held.
+    let reached = a.resource_version().await.max(b.resource_version().await);
+    let (mut ahead, behind) = loop {
+        if a.resource_version().await > reached {
+            break (a, b);
+        }
+        if b.resource_version().await > reached {
+            break (b, a);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let held = behind.resource_version().await;
+
+    let scenario = Scenario {
+        url: format!("{},{}", ahead.url, behind.url),
+        upstream: sim.url().to_string(),
+        duration_secs: 8,
+        settle_secs: 4,
+        gets: 0.0,
+        watchers: 12,
+        // Not `node`: without a node index, kubecache passes those through.
+        watch_filters: vec!["all".into(), "namespace".into(), "label".into()],
+        writes_per_sec: 50.0,
+        ..Scenario::default()
+    };
+    let watchers = scenario.watchers as u64;
+    let running = tokio::spawn(run(scenario));
+    // The replica behind has its watchers open, all from the first list's
+    // resourceVersion, which it has not reached; the other has sent events.
+    while behind.metric("kubecache_watchers").await < watchers / 2
+        || ahead.metric("kubecache_watch_events_sent_total").await < watchers
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(behind.resource_version().await, held, "still behind");
+    // Kill the one ahead: its watchers resume on the one behind, which
+    // then catches up.
+    ahead.kill();
+    sim.clear_faults();
+    let report = running.await.unwrap().unwrap();
+    eprintln!("{report}");
+    assert!(report.ok(), "{report}");
+    let watch = report.watch.as_ref().unwrap();
+    assert!(watch.failovers >= watchers / 2, "{report}");
+    assert!(watch.deliveries > watchers, "{report}");
+    drop(behind);
     let _ = std::fs::remove_dir_all(&dir);
 }
