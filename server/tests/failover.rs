@@ -6,7 +6,8 @@
 //! one whose event log no longer reaches back sends the API server's 410
 //! `ERROR` event, byte for byte, and the client relists.
 //! And the whole of it: two `kubecache` processes in front of one sim
-//! under churn, `kubecache-loadtest run` watching both, one killed.
+//! under churn, `kubecache-loadtest run` watching both, one killed; and
+//! the same with the survivor held behind its watchers until the kill.
 
 mod common;
 use common::{Served, Setup, WatchLines, describe, get, serve};
