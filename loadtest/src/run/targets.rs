@@ -1,4 +1,6 @@
-//! The objects a run reads and filters by, from one list of kubecache.
+//! The objects a run reads and filters by, from one paginated list of
+//! kubecache (pages of [`PAGE`], so that a million objects never sit in
+//! one body).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -41,7 +43,12 @@ struct List {
 #[serde(rename_all = "camelCase")]
 struct ListMeta {
     resource_version: String,
+    #[serde(default, rename = "continue")]
+    continue_token: String,
 }
+
+/// Objects per page of the list.
+const PAGE: usize = 5_000;
 
 /// Just the parts of an object the load needs (serde skips the rest).
 #[derive(Deserialize, Default)]
@@ -84,31 +91,45 @@ impl ObjectFacts {
 }
 
 impl Targets {
-    /// Lists the resource from kubecache (a consistent read).
+    /// Lists the resource from kubecache (a consistent read; every page
+    /// of one snapshot).
     pub async fn list(ctx: &RunContext) -> anyhow::Result<Self> {
         let scenario = &ctx.scenario;
         let started = Instant::now();
-        let url = format!("{}{}", scenario.servers()[0], scenario.path);
-        let mut request = ctx.client.get(&url);
-        if let Some(token) = &scenario.token {
-            request = request.bearer_auth(token);
+        let collection = format!("{}{}", scenario.servers()[0], scenario.path);
+        let mut objects = Vec::new();
+        let mut resource_version = None;
+        let mut continue_token = String::new();
+        loop {
+            let mut request = ctx.client.get(&collection).query(&[("limit", PAGE)]);
+            if !continue_token.is_empty() {
+                request = request.query(&[("continue", &continue_token)]);
+            }
+            if let Some(token) = &scenario.token {
+                request = request.bearer_auth(token);
+            }
+            let url = format!("GET {collection}");
+            let response = request.send().await.context(url.clone())?;
+            let status = response.status();
+            let body = response.bytes().await?;
+            if !status.is_success() {
+                bail!("{url}: {status}: {}", String::from_utf8_lossy(&body));
+            }
+            let list: List = serde_json::from_slice(&body).context(url)?;
+            objects.extend(list.items.into_iter().map(ObjectFacts::from));
+            resource_version.get_or_insert(list.metadata.resource_version);
+            continue_token = list.metadata.continue_token;
+            if continue_token.is_empty() {
+                break;
+            }
         }
-        let response = request.send().await.with_context(|| format!("GET {url}"))?;
-        let status = response.status();
-        let body = response.bytes().await?;
-        if !status.is_success() {
-            bail!("GET {url}: {status}: {}", String::from_utf8_lossy(&body));
-        }
-        let list_time = started.elapsed();
-        let list: List = serde_json::from_slice(&body).with_context(|| format!("GET {url}"))?;
-        let objects: Vec<ObjectFacts> = list.items.into_iter().map(Into::into).collect();
         if objects.is_empty() {
-            bail!("GET {url}: no objects to load");
+            bail!("GET {collection}: no objects to load");
         }
         Ok(Targets {
-            resource_version: list.metadata.resource_version.parse()?,
+            resource_version: resource_version.unwrap_or_default().parse()?,
             objects,
-            list_time,
+            list_time: started.elapsed(),
         })
     }
 
