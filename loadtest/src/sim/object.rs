@@ -70,7 +70,7 @@ impl StoredObject {
             .iter()
             .map(|label| field_value(&object, label))
             .collect();
-        let (json, type_meta_len, proto) = serialize(resource, object);
+        let (json, type_meta_len) = serialize(resource, object);
         let key = if namespace.is_empty() {
             name.clone()
         } else {
@@ -86,7 +86,7 @@ impl StoredObject {
             type_meta_len,
             labels,
             fields,
-            proto: proto.map(OnceLock::from).unwrap_or_default(),
+            proto: OnceLock::new(),
             metadata_json: OnceLock::new(),
             metadata_proto: OnceLock::new(),
         })
@@ -202,8 +202,10 @@ fn field_value(object: &Value, label: &str) -> String {
 }
 
 /// Serializes the object as the API server writes it. Returns the bytes,
-/// the type-meta prefix length (0 for custom resources, whose list items
-/// keep their type meta) and, for a built-in kind, its protobuf message.
+/// and the type-meta prefix length (0 for custom resources, whose list
+/// items keep their type meta). The protobuf message made on the way is
+/// dropped: encoded again from the JSON when first asked for, it is the
+/// same bytes, and a million pods would otherwise keep 4.6 GB of it.
 ///
 /// The API server decodes a built-in kind into its Go struct and writes
 /// that with `encoding/json`, so the object is encoded to protobuf and
@@ -212,7 +214,7 @@ fn field_value(object: &Value, label: &str) -> String {
 /// refuses keeps the plain form, and fails when asked for in protobuf). A
 /// custom resource is an unstructured map in the API server, whose JSON has
 /// its keys sorted at every level.
-fn serialize(resource: &Resource, object: Value) -> (Bytes, usize, Option<Bytes>) {
+fn serialize(resource: &Resource, object: Value) -> (Bytes, usize) {
     let Value::Object(mut map) = object else {
         unreachable!("objects are JSON objects")
     };
@@ -225,7 +227,7 @@ fn serialize(resource: &Resource, object: Value) -> (Bytes, usize, Option<Bytes>
         typed.extend(map);
         let sorted = sorted_keys(Value::Object(typed));
         let json = serde_json::to_vec(&sorted).expect("JSON values serialize");
-        return (Bytes::from(json), 0, None);
+        return (Bytes::from(json), 0);
     }
     let mut ordered = Map::with_capacity(map.len() + 2);
     ordered.insert("kind".into(), Value::from(resource.kind));
@@ -236,7 +238,7 @@ fn serialize(resource: &Resource, object: Value) -> (Bytes, usize, Option<Bytes>
     let type_meta_len =
         r#"{"kind":"","apiVersion":"","#.len() + resource.kind.len() + resource.api_version().len();
     let Ok(proto) = super::encoding::object_to_proto(resource, &json) else {
-        return (Bytes::from(json), type_meta_len, None);
+        return (Bytes::from(json), type_meta_len);
     };
     let ty = protobuf::message_type(resource.api_version(), resource.kind);
     let type_meta = protobuf::TypeMeta {
@@ -248,9 +250,9 @@ fn serialize(resource: &Resource, object: Value) -> (Bytes, usize, Option<Bytes>
         Some(Ok(())) => {
             // Kept for the object's life: no spare capacity.
             canonical.shrink_to_fit();
-            (Bytes::from(canonical), type_meta_len, Some(proto))
+            (Bytes::from(canonical), type_meta_len)
         }
-        _ => (Bytes::from(json), type_meta_len, None),
+        _ => (Bytes::from(json), type_meta_len),
     }
 }
 
@@ -277,6 +279,26 @@ mod tests {
     use super::*;
     use crate::sim::resources::{RESOURCES, ids};
     use serde_json::json;
+
+    #[test]
+    fn the_protobuf_encoded_again_from_the_stored_json_is_the_message_the_json_came_from() {
+        let mut generator = crate::sim::data::Generator::new(
+            crate::sim::data::GeneratorConfig {
+                seed: 7,
+                namespaces: 10,
+                nodes: 20,
+            },
+            chrono::Utc::now(),
+        );
+        let resource = &RESOURCES[ids::PODS];
+        for _ in 0..200 {
+            let pod = generator.pod();
+            let original = serde_json::to_vec(&pod).unwrap();
+            let message = crate::sim::encoding::object_to_proto(resource, &original).unwrap();
+            let stored = StoredObject::new(resource, pod, 7);
+            assert_eq!(stored.proto(resource).unwrap(), message, "{}", stored.key);
+        }
+    }
 
     #[test]
     fn list_items_of_builtin_kinds_leave_out_type_meta_and_read_as_go_writes_them() {
