@@ -114,6 +114,10 @@ pub struct Scenario {
     /// Writes per second to the API server (merge patches of random objects).
     #[arg(long, default_value_t = 0.0)]
     pub writes_per_sec: f64,
+    /// Bytes of padding each write sets in one annotation, so events have
+    /// the size under test (a sim pod is about 4 KB; 4096 makes 8 KB events).
+    #[arg(long, default_value_t = 0)]
+    pub write_pad_bytes: usize,
     /// Seconds to wait after the last write for watchers to catch up.
     #[arg(long, default_value_t = 3)]
     pub settle_secs: u64,

@@ -26,6 +26,16 @@ impl Writes {
     }
 }
 
+/// The merge patch of write number `done`: its number in an annotation,
+/// and `pad` in another when not empty (events of the size under test).
+fn patch(done: u64, pad: &str) -> serde_json::Value {
+    let mut annotations = serde_json::json!({"loadtest.kubecache.io/write": done.to_string()});
+    if !pad.is_empty() {
+        annotations["loadtest.kubecache.io/pad"] = pad.into();
+    }
+    serde_json::json!({"metadata": {"annotations": annotations}})
+}
+
 /// Writes until `deadline`; returns how many writes succeeded. Objects that
 /// someone else deleted meanwhile (404) are skipped.
 pub async fn run(
@@ -46,6 +56,7 @@ pub async fn run(
         .path
         .rsplit_once('/')
         .context("path: expected a collection path like /api/v1/pods")?;
+    let pad = "x".repeat(ctx.scenario.write_pad_bytes);
     let mut done = 0u64;
     while Instant::now() < deadline {
         tick.tick().await;
@@ -54,7 +65,7 @@ pub async fn run(
             "{}{prefix}/namespaces/{}/{plural}/{}",
             ctx.scenario.upstream, object.namespace, object.name
         );
-        let patch = serde_json::json!({"metadata": {"annotations": {"loadtest.kubecache.io/write": done.to_string()}}});
+        let patch = patch(done, &pad);
         let mut request = ctx
             .client
             .patch(&url)
@@ -87,4 +98,28 @@ pub async fn run(
         done += 1;
     }
     Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_padded_write_carries_the_pad_beside_its_number() {
+        let padded = patch(3, &"x".repeat(4096));
+        let annotations = &padded["metadata"]["annotations"];
+        assert_eq!(annotations["loadtest.kubecache.io/write"], "3");
+        assert_eq!(
+            annotations["loadtest.kubecache.io/pad"]
+                .as_str()
+                .unwrap()
+                .len(),
+            4096
+        );
+        let plain = patch(3, "");
+        assert_eq!(
+            plain,
+            serde_json::json!({"metadata": {"annotations": {"loadtest.kubecache.io/write": "3"}}})
+        );
+    }
 }
