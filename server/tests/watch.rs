@@ -367,7 +367,7 @@ async fn a_streaming_list_sends_every_object_then_the_initial_events_end_bookmar
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idle_watchers_get_bookmarks_and_watches_end_cleanly_at_shutdown() {
+async fn idle_watchers_get_a_bookmark_every_interval_and_watches_end_cleanly_at_shutdown() {
     let served = serve(Setup {
         settings: ServeSettings {
             bookmark_interval: Duration::from_millis(500),
@@ -390,6 +390,9 @@ async fn idle_watchers_get_bookmarks_and_watches_end_cleanly_at_shutdown() {
         .parse()
         .unwrap();
     assert!(at >= rv);
+    // The bookmark timer is re-armed after it fires.
+    let again = watch.next().await.unwrap();
+    assert_eq!(again["type"], "BOOKMARK");
     served.caches.shut_down();
     let rest = tokio::time::timeout(Duration::from_secs(5), watch.collect())
         .await

@@ -30,6 +30,43 @@ use kubecache_wire::ChangeType;
 /// Bytes gathered before they are handed to the connection.
 const CHUNK: usize = 64 * 1024;
 
+/// The lines ready for the connection since the last flush, kept as the
+/// shared encoded frames they are (each encoded once for all watchers).
+/// A lone line is handed over as it is, without a copy (the usual case: a
+/// live watcher wakes once per event); lines ready together are joined
+/// into one chunk, one write on the connection.
+#[derive(Default)]
+struct Gathered {
+    lines: Vec<Bytes>,
+    len: usize,
+}
+
+impl Gathered {
+    /// Adds a line; whether a chunk's worth is gathered.
+    fn push(&mut self, line: Bytes) -> bool {
+        self.len += line.len();
+        self.lines.push(line);
+        self.len >= CHUNK
+    }
+
+    /// The gathered lines as one chunk, if any.
+    fn take(&mut self) -> Option<Bytes> {
+        let chunk = match self.lines.len() {
+            0 => return None,
+            1 => self.lines.pop()?,
+            _ => {
+                let mut chunk = BytesMut::with_capacity(self.len);
+                for line in self.lines.drain(..) {
+                    chunk.put(line);
+                }
+                chunk.freeze()
+            }
+        };
+        self.len = 0;
+        Some(chunk)
+    }
+}
+
 /// Where the stream starts.
 pub(crate) enum Start {
     /// `ADDED` for these objects, then the initial-events-end bookmark at
@@ -112,7 +149,7 @@ impl Watch {
             out,
             deadline: self.deadline,
             shutdown: self.shutdown.clone(),
-            chunk: BytesMut::new(),
+            chunk: Gathered::default(),
             events: 0,
             events_sent: metrics::counter!("kubecache_watch_events_sent_total", "resource" => resource.clone()),
             bytes_sent: metrics::counter!("kubecache_watch_bytes_sent_total", "resource" => resource.clone()),
@@ -194,6 +231,10 @@ impl Watch {
         let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
         let mut next_bookmark = self.bookmarks.map_or(far, |every| Instant::now() + every);
         let mut bookmark_due = false;
+        // Armed once, not once per wake-up (a live watcher wakes per event).
+        let bookmark_timer = sleep_until(next_bookmark);
+        let deadline_timer = sleep_until(self.deadline);
+        tokio::pin!(bookmark_timer, deadline_timer);
         loop {
             if signals.is_cut() {
                 return out.cut().await;
@@ -226,11 +267,12 @@ impl Watch {
                         out.event(&frame).await?;
                     }
                 }
-                _ = sleep_until(next_bookmark) => {
+                () = &mut bookmark_timer => {
                     bookmark_due = true;
                     next_bookmark += self.bookmarks.unwrap_or_default();
+                    bookmark_timer.as_mut().reset(next_bookmark);
                 }
-                _ = sleep_until(self.deadline) => {
+                () = &mut deadline_timer => {
                     // Cut while its last write was blocked: it must learn
                     // that it missed events, timeout or not.
                     if signals.is_cut() {
@@ -269,7 +311,7 @@ struct Writer {
     out: mpsc::Sender<Bytes>,
     deadline: Instant,
     shutdown: watch::Receiver<bool>,
-    chunk: BytesMut,
+    chunk: Gathered,
     /// Events in `chunk`.
     events: u64,
     /// `kubecache_watch_events_sent_total` and `…_bytes_sent_total` of the
@@ -329,7 +371,7 @@ impl Writer {
                 )
             }
         };
-        self.line(&line).await
+        self.line(line).await
     }
 
     async fn bookmark(&mut self, rv: u64, end: bool) -> Result<(), Ending> {
@@ -342,12 +384,12 @@ impl Writer {
                 table::bookmark_line(&self.resource, version, include, rv, end, first)
             }
         };
-        self.line(&line).await
+        self.line(line).await
     }
 
     async fn error(&mut self, status: &Status) -> Result<(), Ending> {
         let (_, wire) = self.encoding();
-        self.line(&frame::error(wire, status)).await?;
+        self.line(frame::error(wire, status)).await?;
         self.flush().await
     }
 
@@ -362,30 +404,71 @@ impl Writer {
         Ok(ending)
     }
 
-    async fn line(&mut self, line: &[u8]) -> Result<(), Ending> {
-        self.chunk.put_slice(line);
-        if self.chunk.len() >= CHUNK {
+    async fn line(&mut self, line: Bytes) -> Result<(), Ending> {
+        if self.chunk.push(line) {
             self.flush().await?;
         }
         Ok(())
     }
 
     async fn flush(&mut self) -> Result<(), Ending> {
-        if self.chunk.is_empty() {
+        let Some(chunk) = self.chunk.take() else {
             return Ok(());
-        }
-        let chunk = self.chunk.split().freeze();
+        };
         let (events, bytes) = (std::mem::take(&mut self.events), chunk.len() as u64);
         // A chunk the connection can take is sent even past the deadline:
         // the last lines before a timeout or a shutdown reach the client.
-        tokio::select! {
-            biased;
-            sent = self.out.send(chunk) => sent.map_err(|_| Ending::Client)?,
-            () = sleep_until(self.deadline) => return Err(Ending::Timeout),
-            () = shut_down(&mut self.shutdown) => return Err(Ending::Shutdown),
+        // Only when it cannot take it now are the deadline and the shutdown
+        // watched (arming a timer per chunk showed in the profile).
+        match self.out.try_send(chunk) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(Ending::Client),
+            Err(mpsc::error::TrySendError::Full(chunk)) => tokio::select! {
+                biased;
+                sent = self.out.send(chunk) => sent.map_err(|_| Ending::Client)?,
+                () = sleep_until(self.deadline) => return Err(Ending::Timeout),
+                () = shut_down(&mut self.shutdown) => return Err(Ending::Shutdown),
+            },
         }
         self.events_sent.increment(events);
         self.bytes_sent.increment(bytes);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lone_line_goes_to_the_connection_without_a_copy() {
+        let line = Bytes::from_static(b"{\"type\":\"ADDED\"}\n");
+        let mut gathered = Gathered::default();
+        assert!(!gathered.push(line.clone()));
+        let chunk = gathered.take().unwrap();
+        assert_eq!(chunk.as_ptr(), line.as_ptr());
+        assert_eq!(chunk, line);
+        assert_eq!(gathered.take(), None);
+    }
+
+    #[test]
+    fn lines_ready_together_go_out_as_one_chunk_whole_and_in_order() {
+        let mut gathered = Gathered::default();
+        for line in ["a\n", "bb\n", "ccc\n"] {
+            assert!(!gathered.push(Bytes::from(line)));
+        }
+        assert_eq!(gathered.take().unwrap(), Bytes::from("a\nbb\nccc\n"));
+        assert_eq!(gathered.take(), None);
+        gathered.push(Bytes::from("d\n"));
+        assert_eq!(gathered.take().unwrap(), Bytes::from("d\n"));
+    }
+
+    #[test]
+    fn a_chunks_worth_of_lines_is_flushed() {
+        let mut gathered = Gathered::default();
+        let line = Bytes::from(vec![b'x'; CHUNK / 4]);
+        let full: Vec<bool> = (0..4).map(|_| gathered.push(line.clone())).collect();
+        assert_eq!(full, [false, false, false, true]);
+        assert_eq!(gathered.take().unwrap().len(), CHUNK);
     }
 }
