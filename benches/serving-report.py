@@ -7,6 +7,7 @@ import datetime
 import json
 import os
 import sys
+from pathlib import Path
 
 out, pods, big, nproc, loadavg = sys.argv[1:6]
 
@@ -134,3 +135,8 @@ history that matches it, in order.
 ## DESIGN.md targets
 
 """ + "\n".join(targets) + "\n")
+# The hand-kept fan-out comparison of benches/run-fanout (before/after a
+# change, same session) rides along.
+fanout = Path(__file__).with_name("FANOUT.md")
+if fanout.exists():
+    sys.stdout.write("\n" + fanout.read_text())
