@@ -105,7 +105,7 @@ struct SimArgs {
     #[arg(long, default_value_t = kubecache_loadtest::sim::CONSISTENT_READ_LATENCY.as_secs_f64() * 1e3)]
     consistent_read_latency_ms: f64,
     /// Pace responses to a real kube-apiserver's measured throughput per
-    /// encoding and path: 56 MB/s JSON and 69 MB/s protobuf for pages from
+    /// encoding and path: 42 MB/s JSON and 37 MB/s protobuf for pages from
     /// etcd, 114 and 246 MB/s from the watch cache (rv=0 lists, watches).
     #[arg(long)]
     serving_cost: bool,
