@@ -483,3 +483,66 @@ async fn a_watch_broken_during_a_parallel_list_is_resumed_without_restarting_the
     assert_converged(&sim, &running).await;
 }
 }
+
+/// Lists 5 pods in pages of 2 with `strategy`: while each item of a page
+/// with a next page is decoded (the filter sees it), the sim must already
+/// have been asked for the next page. The filter waits for that request (a
+/// condition wait, bounded so that a reflector that fetches only after
+/// decoding fails the test instead of hanging it).
+async fn pages_are_requested_before_the_page_before_is_decoded(strategy: Strategy, wire: Wire) {
+    use std::sync::{Arc, Mutex};
+    const PAGE: usize = 2;
+    const PODS: usize = 5;
+    let (url, sim) = Sim::start(SimConfig::default()).await.unwrap();
+    sim.create_pods(PODS).unwrap();
+    let sim = Arc::new(sim);
+    let requested = {
+        let sim = sim.clone();
+        move || -> u64 { sim.counters().values().map(|c| c.lists).sum() }
+    };
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let filter = {
+        let seen = seen.clone();
+        move |_: &kubecache_wire::CachedObject| {
+            let mut seen = seen.lock().unwrap();
+            let page = seen.len() / PAGE;
+            let has_next = (page + 1) * PAGE < PODS;
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            let mut next_requested = !has_next;
+            while !next_requested && std::time::Instant::now() < deadline {
+                next_requested = requested() >= page as u64 + 2;
+                if !next_requested {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            seen.push(next_requested);
+            true
+        }
+    };
+    let running = common::start_with(
+        &url,
+        ReflectorConfig {
+            strategy,
+            wire,
+            page_size: PAGE,
+            filter: Some(Arc::new(filter)),
+            ..ReflectorConfig::default()
+        },
+    );
+    ready(&running, Duration::from_secs(60)).await;
+    assert_eq!(running.status.borrow().list_attempts, 1);
+    assert_eq!(*seen.lock().unwrap(), [true; PODS]);
+    assert_eq!(running.reader.snapshot().range(None, None).count(), PODS);
+}
+
+over_each_wire! {
+async fn list_watch_requests_the_next_page_before_decoding_this_one(wire) {
+    pages_are_requested_before_the_page_before_is_decoded(Strategy::ListWatch, wire).await;
+}
+}
+
+over_each_wire! {
+async fn parallel_requests_the_next_page_before_decoding_this_one(wire) {
+    pages_are_requested_before_the_page_before_is_decoded(Strategy::Parallel, wire).await;
+}
+}

@@ -9,6 +9,10 @@ use super::{
     WatchEvents,
 };
 use kubecache_wire::WatchEventType;
+use tokio::task::JoinHandle;
+
+/// A page requested and not read yet.
+type Fetch = JoinHandle<Result<super::ListResponse, UpstreamError>>;
 
 /// A list applied to the store.
 pub(super) struct Listed {
@@ -68,26 +72,50 @@ impl Reflector {
         self.caught_up();
     }
 
-    fn page_query<'a>(&self, continue_token: Option<&'a str>) -> Query<'a> {
-        Query {
-            limit: Some(self.config.page_size),
-            continue_token,
-            ..Query::default()
-        }
+    /// Requests one page on a task of its own, so that the request is under
+    /// way while the page before it is decoded. A list that fails drops the
+    /// handle: the one page in flight is then read and discarded, which
+    /// costs less than tracking it to abort it.
+    fn fetch(&self, continue_token: Option<String>) -> Fetch {
+        let upstream = self.upstream.clone();
+        let limit = Some(self.config.page_size);
+        tokio::spawn(async move {
+            let query = Query {
+                limit,
+                continue_token: continue_token.as_deref(),
+                ..Query::default()
+            };
+            upstream.list(&query).await
+        })
     }
 
-    /// Reads one page into the listing; the next continue token.
+    /// Reads a fetched page into the listing; the next page's fetch.
+    ///
+    /// Pages are pipelined: the envelope (metadata and each item's extent)
+    /// is read first, and the next page is requested with its continue
+    /// token before this page's items are decoded, in one pass and in list
+    /// order.
     async fn page(
         &self,
         listing: &mut Listing,
-        token: Option<String>,
-    ) -> Result<Option<String>, UpstreamError> {
-        let body = self
-            .upstream
-            .list(&self.page_query(token.as_deref()))
-            .await?;
+        fetch: Fetch,
+    ) -> Result<Option<Fetch>, UpstreamError> {
+        let body = fetch
+            .await
+            .map_err(|e| UpstreamError::Stream(format!("page request: {e}")))??;
         let page = body.page()?;
         listing.snapshot.get_or_insert(page.resource_version);
+        let next = page
+            .continue_token
+            .as_deref()
+            .filter(|t| !t.is_empty())
+            .map(|t| self.fetch(Some(t.to_owned())));
+        if next.is_some() {
+            // A task spawned from a worker waits in that worker's own slot,
+            // where no other worker takes it: let it send its request now,
+            // not after the decoding below.
+            tokio::task::yield_now().await;
+        }
         page.for_each_json(|item| {
             let object = self.decode(item)?;
             if self.accepts(&object) {
@@ -98,20 +126,17 @@ impl Reflector {
         let listed = listing.len();
         self.status
             .send_modify(|s| s.progress = Some((listed, page.remaining_item_count)));
-        Ok(page.continue_token.filter(|t| !t.is_empty()))
+        Ok(next)
     }
 
     async fn list_then_watch(&mut self) -> Result<Listed, Failed> {
         let mut listing = Listing::default();
-        let mut token = None;
-        loop {
-            token = self
-                .page(&mut listing, token)
+        let mut next = Some(self.fetch(None));
+        while let Some(fetch) = next {
+            next = self
+                .page(&mut listing, fetch)
                 .await
                 .map_err(Failed::at(Phase::List))?;
-            if token.is_none() {
-                break;
-            }
         }
         let rv = listing.finish(&mut self.writer, Vec::new());
         Ok(Listed { rv, events: None })
@@ -128,12 +153,13 @@ impl Reflector {
     /// drops what they already had.
     async fn list_parallel(&mut self) -> Result<Listed, Failed> {
         let mut listing = Listing::default();
-        let mut token = self
-            .page(&mut listing, None)
+        let first = self.fetch(None);
+        let mut next = self
+            .page(&mut listing, first)
             .await
             .map_err(Failed::at(Phase::List))?;
         let snapshot = listing.snapshot.expect("a page sets the snapshot");
-        if token.is_none() {
+        if next.is_none() {
             let rv = listing.finish(&mut self.writer, Vec::new());
             return Ok(Listed { rv, events: None });
         }
@@ -146,13 +172,13 @@ impl Reflector {
         // Reopening a broken watch backs off, but never for long: the page
         // request under way waits meanwhile.
         let mut rewatch = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
-        while let Some(current) = token.take() {
-            let page = self.page(&mut listing, Some(current.clone()));
+        while let Some(current) = next.take() {
+            let page = self.page(&mut listing, current);
             tokio::pin!(page);
-            let next = loop {
+            let page_read = loop {
                 tokio::select! {
                     biased;
-                    next = &mut page => break next,
+                    read = &mut page => break read,
                     event = events.next_event() => {
                         let delay = match buffer.read(self, event) {
                             Ok(true) => {
@@ -176,12 +202,12 @@ impl Reflector {
                     }
                 }
             };
-            token = match next {
-                Ok(token) => token,
+            next = match page_read {
+                Ok(next) => next,
                 Err(error) => match error.recovery(Phase::Continue) {
                     Recovery::Resume => {
                         tracing::info!(resource = %self.name, %error, "continue token expired: continuing at the current revision, the watch covers the difference");
-                        error.into_continue_token()
+                        error.into_continue_token().map(|t| self.fetch(Some(t)))
                     }
                     _ => {
                         return Err(Failed {

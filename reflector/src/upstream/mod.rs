@@ -15,6 +15,11 @@
 //! - [`Strategy::Auto`]: streaming, falling back to parallel for good when
 //!   the server answers the 422 of servers without WatchList.
 //!
+//! Paginated lists (list-watch and parallel) are pipelined: a page's
+//! envelope is read first, and the next page is requested with its continue
+//! token before the page's items are decoded, so the server sends page N+1
+//! while the reflector decodes page N (`list.rs`).
+//!
 //! # Lifecycle
 //! The reflector is always in one of the states of `state::State`:
 //! `Listing`, `Watching { rv }`, `BackingOff` or `Failing`; the transitions
