@@ -341,23 +341,31 @@ async fn try_get(url: &str, path: &str) -> Option<(u16, bytes::Bytes)> {
     Some(get(url, path).await)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn watchers_of_a_replica_killed_mid_run_resume_on_the_other_with_every_event_once_in_order() {
-    let (sim, dir, [survivor, mut killed]) = two_replicas("killed").await;
-    let scenario = Scenario {
-        url: format!("{},{}", survivor.url, killed.url),
+/// The load on two replicas `urls` of `sim`: 12 watchers spread over
+/// them, 50 writes/s to the sim, no gets.
+fn load(sim: &Sim, urls: [&str; 2]) -> Scenario {
+    Scenario {
+        url: urls.join(","),
         upstream: sim.url().to_string(),
-        duration_secs: 6,
-        settle_secs: 2,
-        concurrency: 1,
         gets: 0.0,
-        lists: 1.0,
-        list_limit: 200,
         watchers: 12,
         // Not `node`: without a node index, kubecache passes those through.
         watch_filters: vec!["all".into(), "namespace".into(), "label".into()],
         writes_per_sec: 50.0,
         ..Scenario::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchers_of_a_replica_killed_mid_run_resume_on_the_other_with_every_event_once_in_order() {
+    let (sim, dir, [survivor, mut killed]) = two_replicas("killed").await;
+    let scenario = Scenario {
+        duration_secs: 6,
+        settle_secs: 2,
+        concurrency: 1,
+        lists: 1.0,
+        list_limit: 200,
+        ..load(&sim, [&survivor.url, &killed.url])
     };
     let watchers = scenario.watchers as u64;
     let running = tokio::spawn(run(scenario));
@@ -437,16 +445,9 @@ async fn watchers_on_a_replica_still_catching_up_wait_for_it_and_get_every_event
     let held = behind.resource_version().await;
 
     let scenario = Scenario {
-        url: format!("{},{}", ahead.url, behind.url),
-        upstream: sim.url().to_string(),
         duration_secs: 8,
         settle_secs: 4,
-        gets: 0.0,
-        watchers: 12,
-        // Not `node`: without a node index, kubecache passes those through.
-        watch_filters: vec!["all".into(), "namespace".into(), "label".into()],
-        writes_per_sec: 50.0,
-        ..Scenario::default()
+        ..load(&sim, [&ahead.url, &behind.url])
     };
     let watchers = scenario.watchers as u64;
     let running = tokio::spawn(run(scenario));
