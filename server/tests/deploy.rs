@@ -30,9 +30,11 @@
 //! rejects any other field, and where kubectl exists its output is compared
 //! with kubectl's, so it cannot drift from what kubectl does.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -48,6 +50,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use common::{drain, free_address};
 
 // ---------------------------------------------------------------------------
 // Files
@@ -1438,24 +1442,6 @@ impl Drop for Kubecache {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Copies a pipe into `output` on a thread, so the child never blocks on it.
-fn drain(pipe: impl Read + Send + 'static, output: Arc<Mutex<String>>) {
-    std::thread::spawn(move || {
-        for line in BufReader::new(pipe).lines() {
-            let Ok(line) = line else { break };
-            let mut output = output.lock().expect("output lock");
-            output.push_str(&line);
-            output.push('\n');
-        }
-    });
-}
-
-/// An address on 127.0.0.1 that was free a moment ago.
-fn free_address() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local address")
 }
 
 /// A plain HTTP/1.0 GET: the status code and the body (read until the

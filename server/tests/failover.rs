@@ -121,11 +121,7 @@ async fn on_a_replica_behind_a_resumed_watch_starts_at_once_and_gets_every_later
     let (code, body) = list.await.unwrap();
     assert_eq!(code, 200);
     let list: Value = serde_json::from_slice(&body).unwrap();
-    let at: u64 = list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let at = resource_version_of(&list);
     assert!(at >= last, "the list is as of {at}, not older than {last}");
     let labelled = list["items"]
         .as_array()
@@ -248,10 +244,7 @@ impl Replica {
     /// Starts the binary with `kubeconfig`, caching pods, without
     /// authorization; returns once `/readyz` answers 200.
     async fn start(kubeconfig: &std::path::Path, log: &std::path::Path) -> Replica {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .unwrap()
-            .port();
+        let port = common::free_address().port();
         let listen = format!("127.0.0.1:{port}");
         let log = std::fs::File::create(log).unwrap();
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_kubecache"))
@@ -341,6 +334,15 @@ async fn try_get(url: &str, path: &str) -> Option<(u16, bytes::Bytes)> {
     Some(get(url, path).await)
 }
 
+/// The resourceVersion in an answer's `metadata`.
+fn resource_version_of(answer: &Value) -> u64 {
+    answer["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("a resourceVersion")
+        .parse()
+        .expect("a number")
+}
+
 /// The load on two replicas `urls` of `sim`: 12 watchers spread over
 /// them, 50 writes/s to the sim, no gets.
 fn load(sim: &Sim, urls: [&str; 2]) -> Scenario {
@@ -394,11 +396,7 @@ async fn watchers_of_a_replica_killed_mid_run_resume_on_the_other_with_every_eve
     .await;
     assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
     let list: Value = serde_json::from_slice(&body).unwrap();
-    let at: u64 = list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let at = resource_version_of(&list);
     assert!(
         at >= newest,
         "listed at {at}, asked not older than {newest}"

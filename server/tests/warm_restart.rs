@@ -8,11 +8,9 @@
 //! the test when the condition never comes).
 
 mod common;
-use common::{WatchLines, describe, get};
+use common::{WatchLines, describe, drain, free_address, get};
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read};
-use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -75,10 +73,7 @@ impl Kubecache {
     fn start(sim: &Sim, scratch: &Scratch, args: &[&str]) -> Kubecache {
         let kubeconfig = scratch.path(&format!("kubeconfig-{}", sim.url().replace([':', '/'], "")));
         std::fs::write(&kubeconfig, sim.kubeconfig()).unwrap();
-        let addr: SocketAddr = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
+        let addr = free_address();
         let mut child = Command::new(env!("CARGO_BIN_EXE_kubecache"))
             .arg("--kubeconfig")
             .arg(&kubeconfig)
@@ -216,17 +211,6 @@ impl Drop for Kubecache {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn drain(pipe: impl Read + Send + 'static, output: Arc<Mutex<String>>) {
-    std::thread::spawn(move || {
-        for line in BufReader::new(pipe).lines() {
-            let Ok(line) = line else { break };
-            let mut output = output.lock().unwrap();
-            output.push_str(&line);
-            output.push('\n');
-        }
-    });
 }
 
 /// `key -> resourceVersion` of kubecache's `collection` at
