@@ -36,8 +36,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -51,7 +51,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use common::{drain, free_address};
+use common::process::Process;
 
 // ---------------------------------------------------------------------------
 // Files
@@ -1319,13 +1319,11 @@ fn https_problems(docs: &[Doc]) -> Result<Vec<String>, String> {
 // ---------------------------------------------------------------------------
 // The real binary
 
-/// A running `kubecache`, killed when dropped.
+/// A running `kubecache`, reached over HTTPS or plain HTTP.
 struct Kubecache {
-    child: Child,
-    addr: SocketAddr,
+    process: Process,
     /// How to reach it over HTTPS; plain HTTP if `None`.
     tls: Option<Arc<rustls::ClientConfig>>,
-    output: Arc<Mutex<String>>,
 }
 
 impl Kubecache {
@@ -1341,48 +1339,26 @@ impl Kubecache {
         env: &[(&str, &Path)],
         tls: Option<Arc<rustls::ClientConfig>>,
     ) -> Kubecache {
-        let addr = free_address();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_kubecache"))
-            .args(args)
-            .envs(env.iter().copied())
-            .arg("--listen")
-            .arg(addr.to_string())
-            .env("NO_COLOR", "1")
-            .env("RUST_LOG", "info")
-            .env_remove("KUBECACHE_AUTH")
-            .env_remove("KUBECACHE_LISTEN")
-            .env_remove("KUBECACHE_RESOURCES")
-            .env_remove("KUBECACHE_STRATEGY")
-            .env_remove("KUBECACHE_PAGE_SIZE")
-            .env_remove("KUBECACHE_CONFIG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the kubecache binary starts");
-        let output = Arc::new(Mutex::new(String::new()));
-        let stdout = child.stdout.take().expect("piped stdout");
-        let stderr = child.stderr.take().expect("piped stderr");
-        drain(stdout, output.clone());
-        drain(stderr, output.clone());
         Kubecache {
-            child,
-            addr,
+            process: Process::start(args, env),
             tls,
-            output,
         }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.process.addr
     }
 
     /// What it printed so far.
     fn output(&self) -> String {
-        self.output.lock().expect("output lock").clone()
+        self.process.output()
     }
 
     /// Waits for `/readyz` to answer 200.
     fn wait_ready(&mut self, within: Duration) -> Result<(), String> {
         let deadline = Instant::now() + within;
         loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
+            if let Some(status) = self.process.try_wait() {
                 std::thread::sleep(Duration::from_millis(200)); // let the output drain
                 return Err(format!(
                     "kubecache exited ({status}) before it was ready; its output:\n{}",
@@ -1406,7 +1382,7 @@ impl Kubecache {
     fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
         let deadline = Instant::now() + within;
         while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
+            if let Some(status) = self.process.try_wait() {
                 std::thread::sleep(Duration::from_millis(200)); // let the output drain
                 return Some(status);
             }
@@ -1420,7 +1396,7 @@ impl Kubecache {
 
     /// GET, over HTTPS if it serves it: the code and the body.
     fn get(&self, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
-        http_get_via(self.addr, self.tls.as_ref(), path)
+        http_get_via(self.addr(), self.tls.as_ref(), path)
     }
 
     /// GET, answered 200, the body.
@@ -1434,13 +1410,6 @@ impl Kubecache {
             ),
             Err(e) => panic!("GET {path}: {e}\nkubecache's output:\n{}", self.output()),
         }
-    }
-}
-
-impl Drop for Kubecache {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -2023,8 +1992,13 @@ fn the_dashboard_names_only_metrics_that_the_binary_exports() {
         .wait_ready(Duration::from_secs(120))
         .unwrap_or_else(|e| panic!("{e}"));
     // Authorization is on by default, under --simulate too.
-    let (code, _) = http_get_as(kubecache.addr, kubecache.tls.as_ref(), "/api/v1/pods", None)
-        .expect("an answer");
+    let (code, _) = http_get_as(
+        kubecache.addr(),
+        kubecache.tls.as_ref(),
+        "/api/v1/pods",
+        None,
+    )
+    .expect("an answer");
     assert_eq!(code, 403, "an anonymous list of every pod");
     // A list, a get of a listed pod and a watch, so that request and watch
     // metrics exist.
@@ -2115,7 +2089,7 @@ fn every_shipped_config_file_is_accepted_by_the_binary_with_its_rendering_s_tls(
             kubecache.get_ok(&path);
         }
         // Plain HTTP to the HTTPS port: a 400 Status.
-        let (code, body) = http_get(kubecache.addr, "/readyz").expect("an answer");
+        let (code, body) = http_get(kubecache.addr(), "/readyz").expect("an answer");
         assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
         let _ = std::fs::remove_file(&file);
     }
@@ -2261,7 +2235,7 @@ fn on_sigterm_the_binary_ends_its_watches_cleanly_and_exits_zero() {
     kubecache
         .wait_ready(Duration::from_secs(120))
         .unwrap_or_else(|e| panic!("{e}"));
-    let addr = kubecache.addr;
+    let addr = kubecache.addr();
     let watch = std::thread::spawn(move || {
         http_get(
             addr,
@@ -2269,11 +2243,7 @@ fn on_sigterm_the_binary_ends_its_watches_cleanly_and_exits_zero() {
         )
     });
     std::thread::sleep(Duration::from_secs(1));
-    let stopped = Command::new("kill")
-        .args(["-TERM", &kubecache.child.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(stopped.success());
+    kubecache.process.signal("-TERM");
     let started = Instant::now();
     let (code, body) = watch
         .join()

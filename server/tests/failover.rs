@@ -10,6 +10,7 @@
 //! the same with the survivor held behind its watchers until the kill.
 
 mod common;
+use common::process::Process;
 use common::{Served, Setup, WatchLines, describe, get, serve};
 use std::sync::Arc;
 use std::time::Duration;
@@ -237,31 +238,28 @@ async fn a_resume_from_before_the_replicas_event_log_gets_the_api_servers_410_ev
 /// dropped.
 struct Replica {
     url: String,
-    child: std::process::Child,
+    process: Process,
 }
 
 impl Replica {
     /// Starts the binary with `kubeconfig`, caching pods, without
     /// authorization; returns once `/readyz` answers 200.
-    async fn start(kubeconfig: &std::path::Path, log: &std::path::Path) -> Replica {
-        let port = common::free_address().port();
-        let listen = format!("127.0.0.1:{port}");
-        let log = std::fs::File::create(log).unwrap();
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_kubecache"))
-            .args(["--resources", "pods", "--auth", "none", "--listen", &listen])
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .env_remove("KUBECACHE_CONFIG")
-            .stdin(std::process::Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("the kubecache binary starts");
+    async fn start(kubeconfig: &std::path::Path) -> Replica {
+        let kubeconfig = kubeconfig.to_str().unwrap();
+        let process = Process::start(
+            &[
+                "--resources",
+                "pods",
+                "--auth",
+                "none",
+                "--kubeconfig",
+                kubeconfig,
+            ],
+            &[],
+        );
         let replica = Replica {
-            url: format!("http://{listen}"),
-            child,
+            url: process.url(),
+            process,
         };
         let ready = async {
             while !matches!(try_get(&replica.url, "/readyz").await, Some((200, _))) {
@@ -270,7 +268,12 @@ impl Replica {
         };
         tokio::time::timeout(Duration::from_secs(60), ready)
             .await
-            .expect("ready within a minute");
+            .unwrap_or_else(|_| {
+                panic!(
+                    "ready within a minute; its output:\n{}",
+                    replica.process.output()
+                )
+            });
         replica
     }
 
@@ -286,9 +289,7 @@ impl Replica {
             .and_then(|n| n.trim().parse::<f64>().ok())
             .map_or(0, |n| n as u64)
     }
-}
 
-impl Replica {
     /// Its store's resourceVersion of pods.
     async fn resource_version(&self) -> u64 {
         self.metric("kubecache_resource_version").await
@@ -296,19 +297,12 @@ impl Replica {
 
     /// SIGKILL, and reaped.
     fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        self.kill();
+        self.process.kill();
     }
 }
 
 /// A sim of 1,000 pods under churn (30 writes/s) and two replicas in front
-/// of it; their kubeconfig and logs are in the returned directory.
+/// of it; their kubeconfig is in the returned directory.
 async fn two_replicas(test: &str) -> (Sim, std::path::PathBuf, [Replica; 2]) {
     let (_, sim) = Sim::start(SimConfig {
         pods: 1000,
@@ -322,8 +316,8 @@ async fn two_replicas(test: &str) -> (Sim, std::path::PathBuf, [Replica; 2]) {
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(&kubeconfig, sim.kubeconfig()).unwrap();
-    let a = Replica::start(&kubeconfig, &dir.join("a.log")).await;
-    let b = Replica::start(&kubeconfig, &dir.join("b.log")).await;
+    let a = Replica::start(&kubeconfig).await;
+    let b = Replica::start(&kubeconfig).await;
     (sim, dir, [a, b])
 }
 

@@ -8,12 +8,12 @@
 //! the test when the condition never comes).
 
 mod common;
-use common::{WatchLines, describe, drain, free_address, get};
+use common::process::Process;
+use common::{WatchLines, describe, get};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, Sim, SimConfig, ids};
@@ -60,11 +60,11 @@ async fn sim(seed: u64) -> Sim {
     sim
 }
 
-/// A running `kubecache`, killed when dropped.
+/// A running `kubecache` in front of a sim, keeping its state in a
+/// scratch directory.
 struct Kubecache {
-    child: Child,
+    process: Process,
     url: String,
-    output: Arc<Mutex<String>>,
 }
 
 impl Kubecache {
@@ -73,36 +73,25 @@ impl Kubecache {
     fn start(sim: &Sim, scratch: &Scratch, args: &[&str]) -> Kubecache {
         let kubeconfig = scratch.path(&format!("kubeconfig-{}", sim.url().replace([':', '/'], "")));
         std::fs::write(&kubeconfig, sim.kubeconfig()).unwrap();
-        let addr = free_address();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_kubecache"))
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .arg("--state-dir")
-            .arg(scratch.path("state"))
-            .args(["--auth", "none", "--listen", &addr.to_string()])
-            .args(args)
-            .env("NO_COLOR", "1")
-            .env("RUST_LOG", "info")
-            .env_remove("KUBECACHE_CONFIG")
-            .env_remove("KUBECACHE_RESOURCES")
-            .env_remove("KUBECACHE_STRATEGY")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the kubecache binary starts");
-        let output = Arc::new(Mutex::new(String::new()));
-        drain(child.stdout.take().unwrap(), output.clone());
-        drain(child.stderr.take().unwrap(), output.clone());
+        let state = scratch.path("state");
+        let mut all = vec![
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--auth",
+            "none",
+        ];
+        all.extend_from_slice(args);
+        let process = Process::start(&all, &[]);
         Kubecache {
-            child,
-            url: format!("http://{addr}"),
-            output,
+            url: process.url(),
+            process,
         }
     }
 
     fn output(&self) -> String {
-        self.output.lock().unwrap().clone()
+        self.process.output()
     }
 
     /// Waits until `condition` holds of the output.
@@ -169,18 +158,10 @@ impl Kubecache {
         serde_json::from_slice(&body).unwrap()
     }
 
-    fn signal(&self, signal: &str) {
-        let sent = Command::new("kill")
-            .args([signal, &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-    }
-
     async fn exited(&mut self) -> ExitStatus {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
+            if let Some(status) = self.process.try_wait() {
                 return status;
             }
             assert!(tokio::time::Instant::now() < deadline, "still running");
@@ -190,7 +171,7 @@ impl Kubecache {
 
     /// SIGTERM, and a clean exit after the final save.
     async fn stop(&mut self) {
-        self.signal("-TERM");
+        self.process.signal("-TERM");
         let status = self.exited().await;
         assert!(status.success(), "{status}\n{}", self.output());
         self.logged("the final save", |out| {
@@ -201,15 +182,8 @@ impl Kubecache {
 
     /// SIGKILL: no final save.
     async fn kill(&mut self) {
-        self.signal("-KILL");
+        self.process.signal("-KILL");
         self.exited().await;
-    }
-}
-
-impl Drop for Kubecache {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

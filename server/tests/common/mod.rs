@@ -7,6 +7,7 @@
 
 pub mod kubectl;
 pub mod pki;
+pub mod process;
 
 use std::sync::Arc;
 
