@@ -7,14 +7,18 @@
 mod common;
 use common::{Running, start};
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, HistoryWindow, Sim, SimConfig, ids};
 use kubecache_reflector::upstream::{
-    ApiResource, Reflector, ReflectorConfig, ResourceSpec, Strategy, Upstream, Wire,
+    ApiResource, Reflector, ReflectorConfig, ReflectorStatus, ResourceSpec, Strategy, Upstream,
+    Wire,
 };
-use kubecache_reflector::{StoreConfig, StoreReader, store};
+use kubecache_reflector::{StoreConfig, StoreReader, Subscription, store};
 use kubecache_wire::ChangeType;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use serde_json::Value;
 
 /// Defines a scenario (an async fn of the wire format) run once per wire
@@ -218,11 +222,11 @@ async fn survives(fault: FaultSpec, strategy: Strategy, wire: Wire) {
     let running = start(&url, strategy, wire, 200);
     ready(&running, Duration::from_secs(60)).await;
     let snapshot = running.reader.snapshot();
-    let mut replica: BTreeMap<String, u64> = snapshot
+    let replica: BTreeMap<String, u64> = snapshot
         .range(None, None)
         .map(|o| (o.key.to_string(), o.resource_version))
         .collect();
-    let mut events = running
+    let events = running
         .reader
         .subscribe_from(snapshot.resource_version())
         .expect("the log covers the snapshot");
@@ -236,7 +240,19 @@ async fn survives(fault: FaultSpec, strategy: Strategy, wire: Wire) {
     sim.cut_watches();
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_converged(&sim, &running).await;
-    let mut last = snapshot.resource_version();
+    assert_log_replays(&sim, replica, snapshot.resource_version(), events);
+}
+
+/// Checks that the events read from `events` (the store's log from `from`,
+/// once converged) are in order and replay `replica` (`key ->
+/// resourceVersion` at `from`) onto the sim's state.
+fn assert_log_replays(
+    sim: &Sim,
+    mut replica: BTreeMap<String, u64>,
+    from: u64,
+    mut events: Subscription,
+) {
+    let mut last = from;
     while let Ok(event) = events.try_recv() {
         assert!(
             event.object.resource_version >= last,
@@ -252,7 +268,7 @@ async fn survives(fault: FaultSpec, strategy: Strategy, wire: Wire) {
             }
         }
     }
-    let want: BTreeMap<String, u64> = expected(&sim)
+    let want: BTreeMap<String, u64> = expected(sim)
         .into_iter()
         .map(|(k, (rv, _))| (k, rv))
         .collect();
@@ -490,7 +506,6 @@ async fn a_watch_broken_during_a_parallel_list_is_resumed_without_restarting_the
 /// condition wait, bounded so that a reflector that fetches only after
 /// decoding fails the test instead of hanging it).
 async fn pages_are_requested_before_the_page_before_is_decoded(strategy: Strategy, wire: Wire) {
-    use std::sync::{Arc, Mutex};
     const PAGE: usize = 2;
     const PODS: usize = 5;
     let (url, sim) = Sim::start(SimConfig::default()).await.unwrap();
@@ -544,5 +559,400 @@ async fn list_watch_requests_the_next_page_before_decoding_this_one(wire) {
 over_each_wire! {
 async fn parallel_requests_the_next_page_before_decoding_this_one(wire) {
     pages_are_requested_before_the_page_before_is_decoded(Strategy::Parallel, wire).await;
+}
+}
+
+/// The seeds of the randomized sharded lists; `KUBECACHE_SEED` replaces
+/// them with one.
+const SEEDS: [u64; 3] = [1, 17, 2026];
+
+fn seeds() -> Vec<u64> {
+    match std::env::var("KUBECACHE_SEED") {
+        Ok(seed) => vec![seed.parse().expect("KUBECACHE_SEED is a number")],
+        Err(_) => SEEDS.to_vec(),
+    }
+}
+
+/// Random pod writes made from inside a list: the reflector's filter calls
+/// [`Churn::saw`] as it decodes each object, so the writes land between
+/// page requests while shards are under way (no timing involved). Also
+/// records what the reflector decoded, and can compact the sim's history
+/// once the shards have started.
+struct Churn {
+    sim: Arc<Sim>,
+    /// The revision before the list: page 1's snapshot.
+    rv0: u64,
+    /// Objects of page 1 (the reflector's page size).
+    page: usize,
+    /// Compact the history once the shards are read.
+    compact: bool,
+    seed: u64,
+    state: Mutex<ChurnState>,
+}
+
+struct ChurnState {
+    rng: SmallRng,
+    writes_left: usize,
+    writes: usize,
+    /// `(key, resourceVersion)` of each object decoded, list and events.
+    seen: Vec<(String, u64)>,
+    /// Objects decoded at or before `rv0`: the list's.
+    listed: usize,
+    /// The newest event decoded (events are newer than `rv0`).
+    newest_event: u64,
+    compacted: bool,
+}
+
+impl Churn {
+    fn new(sim: Arc<Sim>, seed: u64, page: usize, compact: bool) -> Arc<Churn> {
+        Arc::new(Churn {
+            rv0: sim.store().revision(),
+            sim,
+            page,
+            compact,
+            seed,
+            state: Mutex::new(ChurnState {
+                rng: SmallRng::seed_from_u64(seed),
+                writes_left: 400,
+                writes: 0,
+                seen: Vec::new(),
+                listed: 0,
+                newest_event: 0,
+                compacted: false,
+            }),
+        })
+    }
+
+    /// Checks the list once ready: writes landed during it, and (a) it
+    /// listed exactly `at_rv0`, each object once (objects decoded at or
+    /// before rv0 are the list's: events are newer), or with `compact` a
+    /// shard met 410.
+    fn check_list(&self, status: &ReflectorStatus, compact: bool, at_rv0: BTreeMap<String, u64>) {
+        let seed = self.seed;
+        let state = self.state.lock().unwrap();
+        assert!(
+            state.writes >= 200,
+            "seed {seed}: writes landed during the list: {}",
+            state.writes
+        );
+        if compact {
+            assert!(state.compacted, "seed {seed}: the history was compacted");
+            assert!(status.gone >= 1, "seed {seed}: a shard met 410: {status:?}");
+        } else {
+            let mut listed: Vec<(String, u64)> = state
+                .seen
+                .iter()
+                .filter(|(_, rv)| *rv <= self.rv0)
+                .cloned()
+                .collect();
+            listed.sort();
+            let want: Vec<(String, u64)> = at_rv0.into_iter().collect();
+            assert!(
+                listed == want,
+                "seed {seed}: the list is the snapshot at rv0, each object once ({} listed, {} at rv0)",
+                listed.len(),
+                want.len()
+            );
+        }
+    }
+
+    /// No more writes.
+    fn stop(&self) {
+        self.state.lock().unwrap().writes_left = 0;
+    }
+
+    fn saw(&self, object: &kubecache_wire::CachedObject) {
+        let mut state = self.state.lock().unwrap();
+        let rv = object.resource_version;
+        state.seen.push((object.key.to_string(), rv));
+        if rv <= self.rv0 {
+            state.listed += 1;
+        } else {
+            state.newest_event = state.newest_event.max(rv);
+        }
+        // Past page 1 the namespaces are listed and the shards under way;
+        // compact up to an event the watch already delivered, so that the
+        // shards still to start at rv0 get 410 and the watch does not.
+        if self.compact
+            && !state.compacted
+            && state.listed > self.page
+            && state.newest_event > self.rv0
+        {
+            self.sim.store().compact_at(state.newest_event);
+            state.compacted = true;
+        }
+        if state.writes_left > 0 && (state.listed == 1 || state.rng.random_bool(0.15)) {
+            state.writes_left -= 1;
+            state.writes += 1;
+            self.write(&mut state.rng);
+        }
+    }
+
+    /// One random write: an update, a delete, a create in a namespace that
+    /// exists, or a create in a new namespace (sorting anywhere).
+    fn write(&self, rng: &mut SmallRng) {
+        let store = self.sim.store();
+        let pods = self.sim.state(ids::PODS);
+        let pod = &pods[rng.random_range(0..pods.len())];
+        let created = |namespace: &str, rng: &mut SmallRng| {
+            serde_json::json!({
+                "metadata": {"name": format!("churn-{}", rng.random::<u32>()), "namespace": namespace},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+            })
+        };
+        match rng.random_range(0..10) {
+            0..4 => {
+                let label = serde_json::json!({"metadata": {"labels": {"churn": rng.random::<u32>().to_string()}}});
+                store
+                    .merge_patch(ids::PODS, &pod.namespace, &pod.name, &label)
+                    .unwrap();
+            }
+            4..6 => {
+                store.delete(ids::PODS, &pod.namespace, &pod.name).unwrap();
+            }
+            6..9 => {
+                store
+                    .create(ids::PODS, created(&pod.namespace, rng))
+                    .unwrap();
+            }
+            _ => {
+                let prefix = ["aaa", "mmm", "zzz"][rng.random_range(0..3)];
+                let namespace = format!("{prefix}-{}", rng.random::<u16>());
+                let pod = created(&namespace, rng);
+                self.sim.seed(ids::PODS, [pod]).unwrap();
+            }
+        }
+    }
+}
+
+/// `key -> resourceVersion` of pods.
+fn versions(objects: &[Arc<kubecache_loadtest::sim::StoredObject>]) -> BTreeMap<String, u64> {
+    objects
+        .iter()
+        .map(|o| (o.key.clone(), o.revision))
+        .collect()
+}
+
+/// A sharded list of 3,000 pods in 40 namespaces while 400 random writes
+/// (new namespaces among them) land between its pages: (a) the objects it
+/// listed are exactly those of page 1's snapshot rv0, each once (objects
+/// decoded at or before rv0 are the list's: events are newer); (b) the
+/// store it gets ready with is exactly the sim's state at the store's
+/// resourceVersion; then it converges and its event log replays in order.
+/// With `compact`, the history is compacted once the shards are under way:
+/// the shards after that get 410 and are read at the current state, so
+/// (a) and (b) do not hold, the convergence and the log do.
+async fn sharded_list_equals_a_sequential_one(wire: Wire, seed: u64, compact: bool) {
+    const PAGE: usize = 100;
+    let (url, sim) = Sim::start(SimConfig {
+        seed,
+        pods: 3_000,
+        namespaces: 40,
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let sim = Arc::new(sim);
+    let churn = Churn::new(sim.clone(), seed, PAGE, compact);
+    let at_rv0 = versions(&sim.state(ids::PODS));
+    let filter = {
+        let churn = churn.clone();
+        move |object: &kubecache_wire::CachedObject| {
+            churn.saw(object);
+            true
+        }
+    };
+    let running = common::start_with(
+        &url,
+        ReflectorConfig {
+            strategy: Strategy::Sharded,
+            wire,
+            page_size: PAGE,
+            list_shards: 4,
+            filter: Some(Arc::new(filter)),
+            ..ReflectorConfig::default()
+        },
+    );
+    ready(&running, Duration::from_secs(120)).await;
+    churn.stop();
+    let snapshot = running.reader.snapshot();
+    let status = running.status.borrow().clone();
+    assert_eq!(status.list_attempts, 1, "seed {seed}: one list: {status:?}");
+    churn.check_list(&status, compact, at_rv0);
+    let ready_rv = snapshot.resource_version();
+    let got: BTreeMap<String, u64> = snapshot
+        .range(None, None)
+        .map(|o| (o.key.to_string(), o.resource_version))
+        .collect();
+    // (A shard read at the current state after its 410 may hold objects
+    // newer than the store's resourceVersion, until the watch reaches them.)
+    let want = versions(&sim.state_at(ids::PODS, ready_rv));
+    let differ: Vec<_> = want
+        .iter()
+        .filter(|(k, rv)| got.get(*k) != Some(rv))
+        .map(|(k, rv)| (k, rv, got.get(k)))
+        .chain(
+            got.iter()
+                .filter(|(k, _)| !want.contains_key(*k))
+                .map(|(k, rv)| (k, rv, Some(rv))),
+        )
+        .take(5)
+        .collect();
+    assert!(
+        compact || differ.is_empty(),
+        "seed {seed}: the store is the sim's state at its resourceVersion {ready_rv}: {differ:?}"
+    );
+    let events = running.reader.subscribe_from(ready_rv).unwrap();
+    sim.create_pods(20).unwrap();
+    assert_converged(&sim, &running).await;
+    assert_log_replays(&sim, got, ready_rv, events);
+}
+
+over_each_wire! {
+async fn a_sharded_list_under_random_writes_equals_a_sequential_list_at_its_snapshot(wire) {
+    for seed in seeds() {
+        sharded_list_equals_a_sequential_one(wire, seed, false).await;
+    }
+}
+}
+
+over_each_wire! {
+async fn sharded_shards_that_meet_410_are_read_at_the_current_state_and_converge(wire) {
+    for seed in seeds() {
+        sharded_list_equals_a_sequential_one(wire, seed, true).await;
+    }
+}
+}
+
+over_each_wire! {
+async fn a_sharded_list_reads_list_shards_namespaces_at_once_and_never_more(wire) {
+    // 30 namespaces of 20 pods, pages of 10 answered in 50 ms each.
+    let (url, sim) = Sim::start(SimConfig {
+        pods: 600,
+        namespaces: 30,
+        page_latency: Duration::from_millis(50),
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let running = common::start_with(
+        &url,
+        ReflectorConfig {
+            strategy: Strategy::Sharded,
+            wire,
+            page_size: 10,
+            list_shards: 3,
+            ..ReflectorConfig::default()
+        },
+    );
+    ready(&running, Duration::from_secs(60)).await;
+    assert_eq!(sim.peak_lists_in_flight(ids::PODS), 3);
+    assert_converged(&sim, &running).await;
+}
+}
+
+/// Lists of `resource` the sim was asked (pages included).
+fn lists(sim: &Sim, resource: &str) -> u64 {
+    sim.counters()[resource].lists
+}
+
+over_each_wire! {
+async fn sharded_lists_a_cluster_scoped_resource_as_parallel_does(wire) {
+    let (url, sim) = Sim::start(SimConfig::default()).await.unwrap();
+    let namespaces = sim.state(ids::NAMESPACES).len();
+    let running = common::start_of(
+        &url,
+        ResourceSpec::all(ApiResource::namespaces()),
+        ReflectorConfig {
+            strategy: Strategy::Sharded,
+            wire,
+            page_size: 3,
+            ..ReflectorConfig::default()
+        },
+    );
+    ready(&running, Duration::from_secs(30)).await;
+    assert_eq!(running.reader.snapshot().range(None, None).count(), namespaces);
+    assert_eq!(
+        lists(&sim, "namespaces"),
+        namespaces.div_ceil(3) as u64,
+        "its pages, one after another, and no list of namespaces to shard by"
+    );
+}
+}
+
+over_each_wire! {
+async fn sharded_lists_a_cache_of_one_namespace_as_parallel_does(wire) {
+    let (url, sim) = Sim::start(SimConfig {
+        pods: 300,
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let namespace = sim.state(ids::PODS)[0].namespace.clone();
+    let want = sim
+        .state(ids::PODS)
+        .iter()
+        .filter(|p| p.namespace == namespace)
+        .count();
+    let running = common::start_of(
+        &url,
+        ResourceSpec {
+            namespace: Some(namespace),
+            ..ResourceSpec::all(ApiResource::pods())
+        },
+        ReflectorConfig {
+            strategy: Strategy::Sharded,
+            wire,
+            page_size: 5,
+            ..ReflectorConfig::default()
+        },
+    );
+    ready(&running, Duration::from_secs(30)).await;
+    assert_eq!(running.reader.snapshot().range(None, None).count(), want);
+    assert_eq!(lists(&sim, "namespaces"), 0, "no list of namespaces");
+    assert_eq!(lists(&sim, "pods"), want.div_ceil(5) as u64);
+}
+}
+
+over_each_wire! {
+async fn sharded_lists_as_parallel_does_when_namespaces_are_forbidden(wire) {
+    let (url, sim) = Sim::start(SimConfig {
+        pods: 300,
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let sim = Arc::new(sim);
+    // Armed while page 1 is decoded: the next first page asked is the
+    // namespaces' (page 2 is a continue, the watch is no list).
+    let filter = {
+        let sim = sim.clone();
+        let armed = std::sync::Once::new();
+        move |_: &kubecache_wire::CachedObject| {
+            armed.call_once(|| {
+                sim.inject(FaultSpec {
+                    target: FaultTarget::List,
+                    fault: Fault::Forbidden,
+                    times: 1,
+                })
+            });
+            true
+        }
+    };
+    let running = common::start_with(
+        &url,
+        ReflectorConfig {
+            strategy: Strategy::Sharded,
+            wire,
+            page_size: 10,
+            filter: Some(Arc::new(filter)),
+            ..ReflectorConfig::default()
+        },
+    );
+    ready(&running, Duration::from_secs(30)).await;
+    assert_eq!(running.status.borrow().list_attempts, 1);
+    assert_eq!(lists(&sim, "namespaces"), 1, "the forbidden one");
+    assert_eq!(lists(&sim, "pods"), 30, "300 pods in pages of 10, one after another");
+    assert_converged(&sim, &running).await;
 }
 }

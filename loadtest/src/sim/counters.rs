@@ -33,6 +33,17 @@ pub struct Counts {
 #[derive(Debug)]
 pub struct Counters {
     by_resource: Vec<[AtomicU64; 5]>,
+    /// List requests being answered, and the most at once, by resource.
+    lists_in_flight: Vec<[AtomicU64; 2]>,
+}
+
+/// A list request being answered: counted in flight until dropped.
+pub struct InFlight<'a>(&'a AtomicU64);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// One kind of request counted.
@@ -54,6 +65,7 @@ impl Default for Counters {
     fn default() -> Self {
         Counters {
             by_resource: RESOURCES.iter().map(|_| Default::default()).collect(),
+            lists_in_flight: RESOURCES.iter().map(|_| Default::default()).collect(),
         }
     }
 }
@@ -62,6 +74,22 @@ impl Counters {
     /// Counts one request of `resource`.
     pub fn count(&self, resource: ResourceId, asked: Asked) {
         self.by_resource[resource][asked as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a list request of `resource` in flight until the guard is
+    /// dropped (its page read and its latency waited, before the body is
+    /// sent), and the most at once.
+    pub fn list_in_flight(&self, resource: ResourceId) -> InFlight<'_> {
+        let [now, peak] = &self.lists_in_flight[resource];
+        let n = now.fetch_add(1, Ordering::Relaxed) + 1;
+        peak.fetch_max(n, Ordering::Relaxed);
+        InFlight(now)
+    }
+
+    /// The most list requests of `resource` answered at once so far: how a
+    /// test sees that a client's requests really overlap, and how many.
+    pub fn peak_lists_in_flight(&self, resource: ResourceId) -> u64 {
+        self.lists_in_flight[resource][1].load(Ordering::Relaxed)
     }
 
     /// The counts so far, by resource (`pods`, `widgets.example.com`, ...).

@@ -243,6 +243,11 @@ impl Sim {
         self.ctx.counters.snapshot()
     }
 
+    /// The most list requests of `resource` answered at once so far.
+    pub fn peak_lists_in_flight(&self, resource: ResourceId) -> u64 {
+        self.ctx.counters.peak_lists_in_flight(resource)
+    }
+
     /// Disarms all faults.
     pub fn clear_faults(&self) {
         self.ctx.faults.clear();
@@ -298,8 +303,14 @@ impl Sim {
 
     /// The current objects of a resource, in key order.
     pub fn state(&self, resource: ResourceId) -> Vec<Arc<StoredObject>> {
+        self.state_at(resource, self.store.revision())
+    }
+
+    /// The objects of a resource at `revision` (none once compacted), in
+    /// key order: what an exact list at that resourceVersion answers.
+    pub fn state_at(&self, resource: ResourceId, revision: u64) -> Vec<Arc<StoredObject>> {
         let read = store::ListRead {
-            revision: self.store.revision(),
+            revision,
             namespace: None,
             start: None,
             limit: 0,

@@ -9,7 +9,7 @@ use http_body_util::BodyExt;
 use kube::client::Body;
 
 use super::error::UpstreamError;
-use super::resource::ResourceSpec;
+use super::resource::{ApiResource, ResourceSpec};
 use super::wire::{Encoding, ListResponse, WatchEvent, WatchSplitter, Wire, error_body_json};
 
 /// Largest error body read to classify a failure.
@@ -63,6 +63,22 @@ impl Upstream {
     /// Whether requests ask for protobuf first.
     pub fn asks_protobuf(&self) -> bool {
         self.protobuf
+    }
+
+    /// The same collection in one namespace (a shard of a sharded list).
+    pub fn in_namespace(&self, namespace: &str) -> Upstream {
+        let mut shard = self.clone();
+        shard.spec.namespace = Some(namespace.to_owned());
+        shard
+    }
+
+    /// The cluster's namespaces, asked in the same encoding.
+    pub fn namespaces(&self) -> Upstream {
+        Upstream {
+            client: self.client.clone(),
+            spec: ResourceSpec::all(ApiResource::namespaces()),
+            protobuf: self.protobuf,
+        }
     }
 
     /// The resource this reads.

@@ -14,6 +14,9 @@ pub enum Strategy {
     ListWatch,
     /// List page 1, watch at once, buffer events while the rest is listed.
     Parallel,
+    /// As parallel, but the rest is read as namespaces at page 1's exact
+    /// snapshot, several at once.
+    Sharded,
     /// Streaming list (`sendInitialEvents`).
     Streaming,
     /// Streaming, or parallel where the server lacks streaming lists.
@@ -28,10 +31,11 @@ impl std::str::FromStr for Strategy {
         match s {
             "list-watch" => Ok(Strategy::ListWatch),
             "parallel" => Ok(Strategy::Parallel),
+            "sharded" => Ok(Strategy::Sharded),
             "streaming" => Ok(Strategy::Streaming),
             "auto" => Ok(Strategy::Auto),
             other => Err(format!(
-                "unknown strategy {other:?}: expected list-watch, parallel, streaming or auto"
+                "unknown strategy {other:?}: expected list-watch, parallel, sharded, streaming or auto"
             )),
         }
     }
@@ -43,6 +47,7 @@ impl Strategy {
         match self {
             Strategy::ListWatch => "list-watch",
             Strategy::Parallel => "parallel",
+            Strategy::Sharded => "sharded",
             Strategy::Streaming => "streaming",
             Strategy::Auto => "auto",
         }
@@ -61,6 +66,8 @@ pub struct ReflectorConfig {
     pub strategy: Strategy,
     /// Objects per list page (client-go and kube-runtime use 500).
     pub page_size: usize,
+    /// Shards (namespaces) read at once by a sharded list.
+    pub list_shards: usize,
     /// The encoding asked of the API server (protobuf for built-in kinds
     /// by default; the store keeps JSON either way).
     pub wire: Wire,
@@ -85,6 +92,7 @@ impl std::fmt::Debug for ReflectorConfig {
         f.debug_struct("ReflectorConfig")
             .field("strategy", &self.strategy)
             .field("page_size", &self.page_size)
+            .field("list_shards", &self.list_shards)
             .field("wire", &self.wire)
             .field("buffer_limit", &self.buffer_limit)
             .field("watch_timeout", &self.watch_timeout)
@@ -99,6 +107,7 @@ impl Default for ReflectorConfig {
         ReflectorConfig {
             strategy: Strategy::Auto,
             page_size: 500,
+            list_shards: 4,
             wire: Wire::Auto,
             buffer_limit: 200_000,
             watch_timeout: Duration::from_secs(290),

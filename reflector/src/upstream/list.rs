@@ -5,14 +5,14 @@ use std::time::{Duration, Instant};
 
 use super::listing::{Listing, Pending};
 use super::{
-    Backoff, ListReason, Phase, Query, Recovery, Reflector, Strategy, UpstreamError, WatchEvent,
-    WatchEvents,
+    Backoff, ListReason, Phase, Query, Recovery, Reflector, Strategy, Upstream, UpstreamError,
+    WatchEvent, WatchEvents,
 };
 use kubecache_wire::WatchEventType;
 use tokio::task::JoinHandle;
 
 /// A page requested and not read yet.
-type Fetch = JoinHandle<Result<super::ListResponse, UpstreamError>>;
+pub(super) type Fetch = JoinHandle<Result<super::ListResponse, UpstreamError>>;
 
 /// A list applied to the store.
 pub(super) struct Listed {
@@ -30,7 +30,7 @@ pub(super) struct Failed {
 
 impl Failed {
     /// Tags an error with the request it came from.
-    fn at(phase: Phase) -> impl FnOnce(UpstreamError) -> Failed {
+    pub(super) fn at(phase: Phase) -> impl FnOnce(UpstreamError) -> Failed {
         move |error| Failed { phase, error }
     }
 }
@@ -43,6 +43,7 @@ impl Reflector {
         match self.strategy {
             Strategy::ListWatch => self.list_then_watch().await,
             Strategy::Parallel => self.list_parallel().await,
+            Strategy::Sharded => self.list_sharded().await,
             Strategy::Streaming => self.list_streaming().await,
             Strategy::Auto => {
                 let listed = self.list_streaming().await?;
@@ -72,61 +73,105 @@ impl Reflector {
         self.caught_up();
     }
 
-    /// Requests one page on a task of its own, so that the request is under
-    /// way while the page before it is decoded. A list that fails drops the
-    /// handle: the one page in flight is then read and discarded, which
-    /// costs less than tracking it to abort it.
+    /// Requests the next page of the whole collection.
     fn fetch(&self, continue_token: Option<String>) -> Fetch {
-        let upstream = self.upstream.clone();
+        self.fetch_from(&self.upstream, None, continue_token)
+    }
+
+    /// Requests one page of `upstream` (at `snapshot` exactly when given:
+    /// a continue token carries its own) on a task of its own, so that the
+    /// request is under way while the page before it is decoded. A list
+    /// that fails drops the handle: the one page in flight is then read
+    /// and discarded, which costs less than tracking it to abort it.
+    pub(super) fn fetch_from(
+        &self,
+        upstream: &Upstream,
+        snapshot: Option<u64>,
+        continue_token: Option<String>,
+    ) -> Fetch {
+        let upstream = upstream.clone();
         let limit = Some(self.config.page_size);
         tokio::spawn(async move {
             let query = Query {
                 limit,
                 continue_token: continue_token.as_deref(),
+                resource_version: snapshot,
+                version_match: snapshot.map(|_| "Exact"),
                 ..Query::default()
             };
             upstream.list(&query).await
         })
     }
 
-    /// Reads a fetched page into the listing; the next page's fetch.
+    /// Reads a page into the listing; the next page's fetch.
     ///
     /// Pages are pipelined: the envelope (metadata and each item's extent)
     /// is read first, and the next page is requested with its continue
     /// token before this page's items are decoded, in one pass and in list
-    /// order.
-    async fn page(
+    /// order. (Except in [`Pages::RestOf`], which stops at the end of its
+    /// namespace, so only knows whether it goes on once decoded.)
+    pub(super) async fn page(
         &self,
         listing: &mut Listing,
-        fetch: Fetch,
+        body: super::ListResponse,
+        pages: &Pages,
     ) -> Result<Option<Fetch>, UpstreamError> {
-        let body = fetch
-            .await
-            .map_err(|e| UpstreamError::Stream(format!("page request: {e}")))??;
         let page = body.page()?;
         listing.snapshot.get_or_insert(page.resource_version);
-        let next = page
+        let token = page
             .continue_token
             .as_deref()
             .filter(|t| !t.is_empty())
-            .map(|t| self.fetch(Some(t.to_owned())));
+            .map(str::to_owned);
+        let next = match pages {
+            Pages::All => token.clone().map(|t| self.fetch(Some(t))),
+            Pages::Namespace(upstream) => token
+                .clone()
+                .map(|t| self.fetch_from(upstream, None, Some(t))),
+            Pages::RestOf(_) => None,
+        };
         if next.is_some() {
             // A task spawned from a worker waits in that worker's own slot,
             // where no other worker takes it: let it send its request now,
             // not after the decoding below.
             tokio::task::yield_now().await;
         }
+        let mut past_namespace = false;
+        let mut last = None;
         page.for_each_json(|item| {
             let object = self.decode(item)?;
+            if let Pages::RestOf(namespace) = pages
+                && object.key.namespace() != namespace
+            {
+                // Read by the later namespaces' own shards.
+                past_namespace = true;
+                return Ok(());
+            }
+            last = Some(object.key.clone());
             if self.accepts(&object) {
                 listing.add(&self.writer, object);
             }
             Ok(())
         })?;
+        listing.last = last.or(listing.last.take());
         let listed = listing.len();
         self.status
             .send_modify(|s| s.progress = Some((listed, page.remaining_item_count)));
-        Ok(next)
+        Ok(match pages {
+            Pages::RestOf(_) if !past_namespace => token.map(|t| self.fetch(Some(t))),
+            _ => next,
+        })
+    }
+
+    /// Awaits a page, then reads it as [`page`](Reflector::page) does.
+    async fn fetched_page(
+        &self,
+        listing: &mut Listing,
+        fetch: Fetch,
+        pages: &Pages,
+    ) -> Result<Option<Fetch>, UpstreamError> {
+        let body = fetched(fetch).await?;
+        self.page(listing, body, pages).await
     }
 
     async fn list_then_watch(&mut self) -> Result<Listed, Failed> {
@@ -134,7 +179,7 @@ impl Reflector {
         let mut next = Some(self.fetch(None));
         while let Some(fetch) = next {
             next = self
-                .page(&mut listing, fetch)
+                .fetched_page(&mut listing, fetch, &Pages::All)
                 .await
                 .map_err(Failed::at(Phase::List))?;
         }
@@ -144,89 +189,143 @@ impl Reflector {
 
     /// Page 1, then the watch from its resourceVersion, then the rest of
     /// the pages while the watch is read into the buffer.
-    ///
-    /// An expired continue token (the list outlived etcd's compaction) is
-    /// answered with a token that continues at the current revision; the
-    /// table resumes with it, because the watch opened at page 1's
-    /// resourceVersion covers every change since: the buffer replays them
-    /// over whatever newer state the later pages show, and the skip rule
-    /// drops what they already had.
     async fn list_parallel(&mut self) -> Result<Listed, Failed> {
         let mut listing = Listing::default();
-        let first = self.fetch(None);
-        let mut next = self
-            .page(&mut listing, first)
-            .await
-            .map_err(Failed::at(Phase::List))?;
-        let snapshot = listing.snapshot.expect("a page sets the snapshot");
-        if next.is_none() {
+        let Some(next) = self.first_page(&mut listing).await? else {
             let rv = listing.finish(&mut self.writer, Vec::new());
             return Ok(Listed { rv, events: None });
-        }
-        let mut buffer = WatchBuffer::new(snapshot, self.config.buffer_limit);
-        let mut events = self
+        };
+        let mut watch = self.buffer_watch(&listing).await?;
+        self.rest_of_pages(&mut listing, next, &mut watch).await?;
+        Ok(self.finish_buffered(listing, watch))
+    }
+
+    /// Reads page 1; the fetch of page 2, if any.
+    pub(super) async fn first_page(&self, listing: &mut Listing) -> Result<Option<Fetch>, Failed> {
+        let first = self.fetch(None);
+        self.fetched_page(listing, first, &Pages::All)
+            .await
+            .map_err(Failed::at(Phase::List))
+    }
+
+    /// Opens the watch at the listing's snapshot, to buffer its events.
+    pub(super) async fn buffer_watch(&self, listing: &Listing) -> Result<Buffered, Failed> {
+        let snapshot = listing.snapshot.expect("a page sets the snapshot");
+        let events = self
             .upstream
             .watch(&self.watch_query(snapshot))
             .await
             .map_err(Failed::at(Phase::Watch))?;
-        // Reopening a broken watch backs off, but never for long: the page
-        // request under way waits meanwhile.
-        let mut rewatch = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
-        while let Some(current) = next.take() {
-            let page = self.page(&mut listing, current);
-            tokio::pin!(page);
-            let page_read = loop {
-                tokio::select! {
-                    biased;
-                    read = &mut page => break read,
-                    event = events.next_event() => {
-                        let delay = match buffer.read(self, event) {
-                            Ok(true) => {
-                                rewatch.reset();
-                                continue;
-                            }
-                            // The watch ended (its timeout): open it again where it was.
-                            Ok(false) => Duration::ZERO,
-                            Err(error) if error.recovery(Phase::Watch) == Recovery::Resume => {
-                                self.failed(&error, Phase::Watch);
-                                rewatch.next(None)
-                            }
-                            Err(error) => return Err(Failed { phase: Phase::Watch, error }),
-                        };
-                        tokio::time::sleep(delay).await;
-                        events = self
-                            .upstream
-                            .watch(&self.watch_query(buffer.rv))
-                            .await
-                            .map_err(Failed::at(Phase::Watch))?;
-                    }
-                }
-            };
-            next = match page_read {
-                Ok(next) => next,
-                Err(error) => match error.recovery(Phase::Continue) {
-                    Recovery::Resume => {
-                        tracing::info!(resource = %self.name, %error, "continue token expired: continuing at the current revision, the watch covers the difference");
-                        error.into_continue_token().map(|t| self.fetch(Some(t)))
-                    }
-                    _ => {
-                        return Err(Failed {
-                            phase: Phase::Continue,
-                            error,
-                        });
-                    }
-                },
-            };
-            metrics::gauge!("kubecache_buffered_events", "resource" => self.name.clone())
-                .set(buffer.events.len() as f64);
-        }
-        metrics::gauge!("kubecache_buffered_events", "resource" => self.name.clone()).set(0.0);
-        let rv = buffer.rv;
-        listing.finish(&mut self.writer, buffer.events);
-        Ok(Listed {
-            rv,
-            events: Some(events),
+        Ok(Buffered {
+            buffer: WatchBuffer::new(snapshot, self.config.buffer_limit),
+            events,
+            // Reopening a broken watch backs off, but never for long: the
+            // page requests under way wait meanwhile.
+            rewatch: Backoff::new(Duration::from_millis(100), Duration::from_secs(5)),
         })
+    }
+
+    /// Reads the pages of the whole collection from `next` on.
+    ///
+    /// An expired continue token (the list outlived etcd's compaction) is
+    /// answered with a token that continues at the current revision; the
+    /// list resumes with it, because the watch opened at page 1's
+    /// resourceVersion covers every change since: the buffer replays them
+    /// over whatever newer state the later pages show, and the skip rule
+    /// drops what they already had.
+    pub(super) async fn rest_of_pages(
+        &self,
+        listing: &mut Listing,
+        next: Fetch,
+        watch: &mut Buffered,
+    ) -> Result<(), Failed> {
+        let mut next = Some(next);
+        while let Some(current) = next.take() {
+            let read = self
+                .buffering(watch, self.fetched_page(listing, current, &Pages::All))
+                .await?;
+            next = match read {
+                Ok(next) => next,
+                Err(error) => self.continue_expired(error, &Pages::All)?,
+            };
+            watch.gauge(self);
+        }
+        Ok(())
+    }
+
+    /// The fetch that continues `pages` at the current revision after
+    /// their continue token expired (none when the 410 carries no token:
+    /// nothing was left), or the failure.
+    pub(super) fn continue_expired(
+        &self,
+        error: UpstreamError,
+        pages: &Pages,
+    ) -> Result<Option<Fetch>, Failed> {
+        if error.recovery(Phase::Continue) != Recovery::Resume {
+            return Err(Failed {
+                phase: Phase::Continue,
+                error,
+            });
+        }
+        self.resumed_after_gone();
+        tracing::info!(resource = %self.name, %error, "continue token expired: continuing at the current revision, the watch covers the difference");
+        Ok(error.into_continue_token().map(|token| match pages {
+            Pages::Namespace(upstream) => self.fetch_from(upstream, None, Some(token)),
+            Pages::All | Pages::RestOf(_) => self.fetch(Some(token)),
+        }))
+    }
+
+    /// Counts a 410 that a list goes on from (its status's `gone`).
+    pub(super) fn resumed_after_gone(&self) {
+        self.status.send_modify(|s| s.gone += 1);
+    }
+
+    /// Awaits `work` while the watch is read into the buffer; a watch that
+    /// ends or breaks is opened again where it was.
+    pub(super) async fn buffering<T>(
+        &self,
+        watch: &mut Buffered,
+        work: impl Future<Output = T>,
+    ) -> Result<T, Failed> {
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                biased;
+                done = &mut work => return Ok(done),
+                event = watch.events.next_event() => {
+                    let delay = match watch.buffer.read(self, event) {
+                        Ok(true) => {
+                            watch.rewatch.reset();
+                            continue;
+                        }
+                        // The watch ended (its timeout): open it again where it was.
+                        Ok(false) => Duration::ZERO,
+                        Err(error) if error.recovery(Phase::Watch) == Recovery::Resume => {
+                            self.failed(&error, Phase::Watch);
+                            watch.rewatch.next(None)
+                        }
+                        Err(error) => return Err(Failed { phase: Phase::Watch, error }),
+                    };
+                    tokio::time::sleep(delay).await;
+                    watch.events = self
+                        .upstream
+                        .watch(&self.watch_query(watch.buffer.rv))
+                        .await
+                        .map_err(Failed::at(Phase::Watch))?;
+                }
+            }
+        }
+    }
+
+    /// Applies the listing, then the buffered events; the watch goes on.
+    pub(super) fn finish_buffered(&mut self, listing: Listing, watch: Buffered) -> Listed {
+        metrics::gauge!("kubecache_buffered_events", "resource" => self.name.clone()).set(0.0);
+        let rv = watch.buffer.rv;
+        listing.finish(&mut self.writer, watch.buffer.events);
+        Listed {
+            rv,
+            events: Some(watch.events),
+        }
     }
 
     async fn list_streaming(&mut self) -> Result<Listed, Failed> {
@@ -288,6 +387,41 @@ impl Reflector {
                 }
             }
         }
+    }
+}
+
+/// Where the pages of a list come from.
+pub(super) enum Pages {
+    /// The whole collection.
+    All,
+    /// The whole collection from page 1's continue token, only as far as
+    /// the objects of this namespace go: the sharded list's first shard
+    /// (the later namespaces are shards of their own).
+    RestOf(String),
+    /// One namespace's collection.
+    Namespace(Box<Upstream>),
+}
+
+/// A fetched page's body.
+pub(super) async fn fetched(fetch: Fetch) -> Result<super::ListResponse, UpstreamError> {
+    fetch
+        .await
+        .map_err(|e| UpstreamError::Stream(format!("page request: {e}")))?
+}
+
+/// The watch opened at page 1's snapshot, read into a buffer while the rest
+/// of a list is read.
+pub(super) struct Buffered {
+    buffer: WatchBuffer,
+    events: WatchEvents,
+    rewatch: Backoff,
+}
+
+impl Buffered {
+    /// Publishes the number of buffered events.
+    pub(super) fn gauge(&self, reflector: &Reflector) {
+        metrics::gauge!("kubecache_buffered_events", "resource" => reflector.name.clone())
+            .set(self.buffer.events.len() as f64);
     }
 }
 

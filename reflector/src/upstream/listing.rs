@@ -42,6 +42,9 @@ impl Pending {
 pub struct Listing {
     /// The list's resourceVersion (its snapshot), once known.
     pub snapshot: Option<u64>,
+    /// The key of the last object read (accepted or not): where a sharded
+    /// list goes on from after page 1.
+    pub last: Option<ObjectKey>,
     changed: Vec<Arc<CachedObject>>,
     seen: HashSet<ObjectKey>,
     listed: usize,

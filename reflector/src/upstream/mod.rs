@@ -57,6 +57,7 @@ mod follow;
 mod list;
 mod listing;
 mod resource;
+mod sharded;
 mod state;
 mod wire;
 

@@ -41,6 +41,17 @@ impl ApiResource {
         }
     }
 
+    /// core/v1 namespaces, known without discovery.
+    pub fn namespaces() -> Self {
+        ApiResource {
+            group: String::new(),
+            version: "v1".into(),
+            plural: "namespaces".into(),
+            kind: "Namespace".into(),
+            namespaced: false,
+        }
+    }
+
     /// Finds a resource by `plural` or `plural.group` (e.g. `pods`,
     /// `widgets.example.com`, `deployments.apps`) through discovery,
     /// taking the group's preferred version.

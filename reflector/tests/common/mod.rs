@@ -39,17 +39,18 @@ pub fn start(url: &str, strategy: Strategy, wire: Wire, page_size: usize) -> Run
 
 /// Starts a reflector of all pods at `url` with `config`.
 pub fn start_with(url: &str, config: ReflectorConfig) -> Running {
+    start_of(url, ResourceSpec::all(ApiResource::pods()), config)
+}
+
+/// Starts a reflector of `spec` at `url` with `config`.
+pub fn start_of(url: &str, spec: ResourceSpec, config: ReflectorConfig) -> Running {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
     let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
     let (writer, reader) = store(StoreConfig::default());
-    let reflector = Reflector::new(
-        Upstream::new(client, ResourceSpec::all(ApiResource::pods())),
-        config,
-        writer,
-    );
+    let reflector = Reflector::new(Upstream::new(client, spec), config, writer);
     let status = reflector.status();
     let task = tokio::spawn(reflector.run());
     Running {

@@ -90,7 +90,10 @@ pub async fn collection(
         Ok(fault) => fault,
         Err(response) => return response,
     };
-    match list(ctx, target, &params, fault).await {
+    let in_flight = counters.list_in_flight(target.resource);
+    let listed = list(ctx, target, &params, fault).await;
+    drop(in_flight);
+    match listed {
         Ok((page, truncate, source)) => {
             let body = encode_list(resource, wire, form, page);
             let pace = ctx
