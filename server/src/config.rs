@@ -14,8 +14,9 @@
 //! tlsCertFile: /etc/kubecache-tls/tls.crt       # HTTPS (both or neither)
 //! tlsPrivateKeyFile: /etc/kubecache-tls/tls.key
 //! clientCAFile: /etc/kubecache-client-ca/ca.crt # verify client certificates
-//! strategy: auto            # auto | parallel | streaming | list-watch
+//! strategy: auto            # auto | parallel | sharded | streaming | list-watch
 //! pageSize: 500
+//! listShards: 4             # namespaces read at once by a sharded list
 //! wire: auto                # auto | json | protobuf
 //! readWaitSeconds: 3
 //! bookmarkIntervalSeconds: 60
@@ -83,13 +84,16 @@ pub struct Cli {
     /// file's list (and its per-resource settings).
     #[arg(long, env = "KUBECACHE_RESOURCES", value_delimiter = ',')]
     pub resources: Option<Vec<String>>,
-    /// Initial-list strategy: auto, parallel, streaming or list-watch
-    /// [default: auto].
+    /// Initial-list strategy: auto, parallel, sharded, streaming or
+    /// list-watch [default: auto].
     #[arg(long, env = "KUBECACHE_STRATEGY")]
     pub strategy: Option<String>,
     /// Objects per list page [default: 500].
     #[arg(long, env = "KUBECACHE_PAGE_SIZE")]
     pub page_size: Option<usize>,
+    /// Namespaces a sharded list reads at once [default: 4].
+    #[arg(long, env = "KUBECACHE_LIST_SHARDS")]
+    pub list_shards: Option<usize>,
     /// Encoding asked of the API server: auto (protobuf for built-in kinds,
     /// JSON otherwise), json or protobuf [default: auto].
     #[arg(long, env = "KUBECACHE_WIRE")]
@@ -202,6 +206,7 @@ pub struct FileConfig {
     client_ca_file: Option<PathBuf>,
     strategy: Option<String>,
     page_size: Option<usize>,
+    list_shards: Option<usize>,
     wire: Option<String>,
     read_wait_seconds: Option<f64>,
     bookmark_interval_seconds: Option<f64>,
@@ -492,6 +497,10 @@ impl Config {
         if page_size == 0 {
             return Err(invalid("pageSize (--page-size)", "must be at least 1"));
         }
+        let list_shards = cli.list_shards.or(file.list_shards).unwrap_or(4);
+        if list_shards == 0 {
+            return Err(invalid("listShards (--list-shards)", "must be at least 1"));
+        }
         let serve = ServeSettings {
             read_wait: seconds(
                 "readWaitSeconds (--read-wait-seconds)",
@@ -610,6 +619,7 @@ impl Config {
                 let reflector = ReflectorConfig {
                     strategy,
                     page_size,
+                    list_shards,
                     wire,
                     ..ReflectorConfig::default()
                 };
@@ -890,6 +900,7 @@ mod tests {
         let yaml = r#"
 listen: "127.0.0.1:9000"
 pageSize: 100
+listShards: 8
 wire: json
 watcherQueue: 10
 maxWatchesPerClient: 20
@@ -910,6 +921,7 @@ resources:
         assert_eq!(config.write_stall, Duration::from_millis(2500));
         let pods = &config.resources[0];
         assert_eq!(pods.reflector.page_size, 7);
+        assert_eq!(pods.reflector.list_shards, 8);
         assert_eq!(pods.reflector.wire, Wire::Json);
         assert_eq!(pods.namespace.as_deref(), Some("team-a"));
         assert_eq!(pods.label_selector.as_deref(), Some("app in (web,api)"));
@@ -990,6 +1002,10 @@ resources:
         assert_eq!(
             error_field("", &["--page-size", "0"]),
             "pageSize (--page-size)"
+        );
+        assert_eq!(
+            error_field("", &["--list-shards", "0"]),
+            "listShards (--list-shards)"
         );
         assert_eq!(
             error_field("", &["--strategy", "fast"]),

@@ -33,7 +33,9 @@ pub const ALL: &[&str] = &[
     "kubecache-list-watch",
     "kubecache-parallel",
     "kubecache-streaming",
+    "kubecache-sharded",
     "kubecache-parallel-protobuf",
+    "kubecache-sharded-protobuf",
     "kubecache-streaming-protobuf",
     "kube-runtime-listwatch-relist",
     "kubecache-parallel-relist",
@@ -86,63 +88,36 @@ pub async fn run(name: &str, server: &str, settle: Duration) -> anyhow::Result<M
         "kube-runtime-listwatch" => kube_runtime(name, server, started, false, false).await?,
         "kube-runtime-streaming" => kube_runtime(name, server, started, true, false).await?,
         "kube-runtime-listwatch-relist" => kube_runtime(name, server, started, false, true).await?,
-        "kubecache-list-watch" => {
-            kubecache(
-                name,
-                server,
-                started,
-                Strategy::ListWatch,
-                Wire::Json,
-                false,
-            )
-            .await?
-        }
-        "kubecache-parallel" => {
-            kubecache(name, server, started, Strategy::Parallel, Wire::Json, false).await?
-        }
-        "kubecache-streaming" => {
-            kubecache(
-                name,
-                server,
-                started,
-                Strategy::Streaming,
-                Wire::Json,
-                false,
-            )
-            .await?
-        }
-        "kubecache-parallel-protobuf" => {
-            kubecache(
-                name,
-                server,
-                started,
-                Strategy::Parallel,
-                Wire::Protobuf,
-                false,
-            )
-            .await?
-        }
-        "kubecache-streaming-protobuf" => {
-            kubecache(
-                name,
-                server,
-                started,
-                Strategy::Streaming,
-                Wire::Protobuf,
-                false,
-            )
-            .await?
-        }
-        "kubecache-parallel-relist" => {
-            kubecache(name, server, started, Strategy::Parallel, Wire::Json, true).await?
-        }
-        other => bail!("unknown contender {other:?}; known: {}", ALL.join(", ")),
+        other => match kubecache_contender(other) {
+            Some((strategy, wire, relist)) => {
+                kubecache(name, server, started, strategy, wire, relist).await?
+            }
+            None => bail!(
+                "unknown contender {other:?}; known: {}, or any kubecache-{{strategy}}[-protobuf][-relist]",
+                ALL.join(", ")
+            ),
+        },
     };
     if m.relist.is_none() {
         tokio::time::sleep(settle).await;
         (m.rss_bytes, m.peak_rss_bytes) = procstat::rss()?;
     }
     Ok(m)
+}
+
+/// The strategy, wire and relist of a contender named
+/// `kubecache-{strategy}[-protobuf][-relist]` (JSON without `-protobuf`).
+fn kubecache_contender(name: &str) -> Option<(Strategy, Wire, bool)> {
+    let rest = name.strip_prefix("kubecache-")?;
+    let (rest, relist) = match rest.strip_suffix("-relist") {
+        Some(rest) => (rest, true),
+        None => (rest, false),
+    };
+    let (rest, wire) = match rest.strip_suffix("-protobuf") {
+        Some(rest) => (rest, Wire::Protobuf),
+        None => (rest, Wire::Json),
+    };
+    Some((rest.parse().ok()?, wire, relist))
 }
 
 /// A measurement at the moment of ready: wall time and CPU (memory is read
@@ -331,4 +306,30 @@ async fn arm_watch_gone(server: &str) -> anyhow::Result<()> {
         bail!("arming the watchGone fault: {}", response.status());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubecache_contenders_are_read_from_their_names() {
+        assert_eq!(
+            kubecache_contender("kubecache-sharded-protobuf"),
+            Some((Strategy::Sharded, Wire::Protobuf, false))
+        );
+        assert_eq!(
+            kubecache_contender("kubecache-list-watch"),
+            Some((Strategy::ListWatch, Wire::Json, false))
+        );
+        assert_eq!(
+            kubecache_contender("kubecache-parallel-protobuf-relist"),
+            Some((Strategy::Parallel, Wire::Protobuf, true))
+        );
+        assert_eq!(kubecache_contender("kubecache-fast"), None);
+        assert_eq!(kubecache_contender("raw"), None);
+        for name in ALL.iter().filter(|n| n.starts_with("kubecache-")) {
+            assert!(kubecache_contender(name).is_some(), "{name}");
+        }
+    }
 }

@@ -30,9 +30,10 @@ enum Command {
     Run(orchestrate::RunArgs),
     /// Runs one contender and prints its measurement as a JSON line.
     Contender {
-        /// One of: raw, kube-runtime-listwatch, kube-runtime-streaming,
-        /// kubecache-list-watch, kubecache-parallel, kubecache-streaming,
-        /// kube-runtime-listwatch-relist, kubecache-parallel-relist.
+        /// One of: raw, raw-protobuf, kube-runtime-listwatch,
+        /// kube-runtime-streaming, kube-runtime-listwatch-relist, or
+        /// kubecache-{strategy}[-protobuf][-relist] (e.g. kubecache-parallel,
+        /// kubecache-sharded-protobuf, kubecache-parallel-relist).
         name: String,
         /// Base URL of the API server.
         #[arg(long)]
