@@ -375,15 +375,15 @@ async fn truncated_bodies_and_stalls_are_survived(wire) {
 }
 }
 
-over_each_wire! {
-async fn a_relist_after_compaction_deletes_what_vanished_and_adds_what_appeared(wire) {
+/// A relist (after a 410 on the watch) emits the difference to the store.
+async fn relist_after_compaction(strategy: Strategy, wire: Wire) {
     let (url, sim) = Sim::start(SimConfig {
         pods: 500,
         ..SimConfig::default()
     })
     .await
     .unwrap();
-    let running = start(&url, Strategy::Parallel, wire, 100);
+    let running = start(&url, strategy, wire, 100);
     ready(&running, Duration::from_secs(30)).await;
     let before = running.reader.snapshot();
     let mut events = running
@@ -423,6 +423,17 @@ async fn a_relist_after_compaction_deletes_what_vanished_and_adds_what_appeared(
     assert_eq!(deleted, want);
     assert_eq!(added, 5);
     assert!(running.status.borrow().lists >= 2, "it relisted");
+}
+
+over_each_wire! {
+async fn a_relist_after_compaction_deletes_what_vanished_and_adds_what_appeared(wire) {
+    relist_after_compaction(Strategy::Parallel, wire).await;
+}
+}
+
+over_each_wire! {
+async fn a_sharded_relist_deletes_what_vanished_and_adds_what_appeared(wire) {
+    relist_after_compaction(Strategy::Sharded, wire).await;
 }
 }
 

@@ -278,6 +278,10 @@ fn describe() {
         "Duration of complete upstream lists, first page to ready."
     );
     describe_counter!(
+        "kubecache_upstream_list_shards_total",
+        "Shards (namespaces) read by sharded lists, by result (read; gone: a 410 made it read again at the current state)."
+    );
+    describe_counter!(
         "kubecache_relists_total",
         "Relists after the first list, by the reason the watch ended (gone: a 410; decode: an undecodable event)."
     );

@@ -10,15 +10,20 @@
 //!   events are buffered in order, then apply the buffer (skipping what the
 //!   list already had). The watch starts seconds after the snapshot, so no
 //!   list is ever too long for it.
+//! - [`Strategy::Sharded`]: as parallel, but after page 1 the rest is read
+//!   as namespaces at page 1's exact snapshot, `listShards` at once
+//!   (`sharded.rs`); parallel for cluster-scoped resources, caches of one
+//!   namespace, and when the namespaces cannot be listed.
 //! - [`Strategy::Streaming`]: `sendInitialEvents=true`; ready at the
 //!   `k8s.io/initial-events-end` bookmark.
 //! - [`Strategy::Auto`]: streaming, falling back to parallel for good when
 //!   the server answers the 422 of servers without WatchList.
 //!
-//! Paginated lists (list-watch and parallel) are pipelined: a page's
-//! envelope is read first, and the next page is requested with its continue
-//! token before the page's items are decoded, so the server sends page N+1
-//! while the reflector decodes page N (`list.rs`).
+//! Paginated lists (list-watch, parallel, each shard of sharded) are
+//! pipelined: a page's envelope is read first, and the next page is
+//! requested with its continue token before the page's items are decoded,
+//! so the server sends page N+1 while the reflector decodes page N
+//! (`list.rs`).
 //!
 //! # Lifecycle
 //! The reflector is always in one of the states of `state::State`:

@@ -15,9 +15,11 @@
 //!
 //! The shards are a queue of namespaces pulled by `listShards` workers, each
 //! with one page request under way at a time (its next page requested
-//! before the page is decoded, as every paginated list does): the queue
-//! balances namespaces of very different sizes by itself, where fixed
-//! groups of namespaces would wait for their largest. Pages are decoded one
+//! before the page is decoded, as every paginated list does, except the
+//! rest of N0: whether it goes on is only known once its page is decoded):
+//! the queue balances namespaces of very different sizes by itself, where
+//! fixed groups of namespaces would wait for their largest, and a cluster
+//! of many small namespaces costs one request per namespace either way. Pages are decoded one
 //! at a time, in the reflector's task, into one listing: the order of the
 //! objects does not matter, as [`Listing::finish`] applies them by
 //! resourceVersion.
