@@ -108,8 +108,8 @@ impl Reflector {
     /// Pages are pipelined: the envelope (metadata and each item's extent)
     /// is read first, and the next page is requested with its continue
     /// token before this page's items are decoded, in one pass and in list
-    /// order. (Except in [`Pages::RestOf`], which stops at the end of its
-    /// namespace, so only knows whether it goes on once decoded.)
+    /// order ([`Pages::RestOf`] decodes its last item first, to know
+    /// whether its namespace goes on).
     pub(super) async fn page(
         &self,
         listing: &mut Listing,
@@ -123,20 +123,23 @@ impl Reflector {
             .as_deref()
             .filter(|t| !t.is_empty())
             .map(str::to_owned);
-        let next = match pages {
-            Pages::All => token.clone().map(|t| self.fetch(Some(t))),
-            Pages::Namespace(upstream) => token
-                .clone()
-                .map(|t| self.fetch_from(upstream, None, Some(t))),
-            Pages::RestOf(_) => None,
+        // The rest of page 1's namespace goes on while its pages do.
+        let goes_on = match pages {
+            Pages::RestOf(namespace) => page
+                .last_json(|item| Ok(self.decode(item)?.key.namespace() == namespace))?
+                .unwrap_or(false),
+            Pages::All | Pages::Namespace(_) => true,
         };
+        let next = token.filter(|_| goes_on).map(|t| match pages {
+            Pages::Namespace(upstream) => self.fetch_from(upstream, None, Some(t)),
+            Pages::All | Pages::RestOf(_) => self.fetch(Some(t)),
+        });
         if next.is_some() {
             // A task spawned from a worker waits in that worker's own slot,
             // where no other worker takes it: let it send its request now,
             // not after the decoding below.
             tokio::task::yield_now().await;
         }
-        let mut past_namespace = false;
         let mut last = None;
         page.for_each_json(|item| {
             let object = self.decode(item)?;
@@ -144,7 +147,6 @@ impl Reflector {
                 && object.key.namespace() != namespace
             {
                 // Read by the later namespaces' own shards.
-                past_namespace = true;
                 return Ok(());
             }
             last = Some(object.key.clone());
@@ -157,10 +159,7 @@ impl Reflector {
         let listed = listing.len();
         self.status
             .send_modify(|s| s.progress = Some((listed, page.remaining_item_count)));
-        Ok(match pages {
-            Pages::RestOf(_) if !past_namespace => token.map(|t| self.fetch(Some(t))),
-            _ => next,
-        })
+        Ok(next)
     }
 
     /// Awaits a page, then reads it as [`page`](Reflector::page) does.
@@ -197,7 +196,7 @@ impl Reflector {
         };
         let mut watch = self.buffer_watch(&listing).await?;
         self.rest_of_pages(&mut listing, next, &mut watch).await?;
-        Ok(self.finish_buffered(listing, watch))
+        self.finish_buffered(listing, watch).await
     }
 
     /// Reads page 1; the fetch of page 2, if any.
@@ -292,40 +291,68 @@ impl Reflector {
             tokio::select! {
                 biased;
                 done = &mut work => return Ok(done),
-                event = watch.events.next_event() => {
-                    let delay = match watch.buffer.read(self, event) {
-                        Ok(true) => {
-                            watch.rewatch.reset();
-                            continue;
-                        }
-                        // The watch ended (its timeout): open it again where it was.
-                        Ok(false) => Duration::ZERO,
-                        Err(error) if error.recovery(Phase::Watch) == Recovery::Resume => {
-                            self.failed(&error, Phase::Watch);
-                            watch.rewatch.next(None)
-                        }
-                        Err(error) => return Err(Failed { phase: Phase::Watch, error }),
-                    };
-                    tokio::time::sleep(delay).await;
-                    watch.events = self
-                        .upstream
-                        .watch(&self.watch_query(watch.buffer.rv))
-                        .await
-                        .map_err(Failed::at(Phase::Watch))?;
-                }
+                event = watch.events.next_event() => self.buffer_event(watch, event).await?,
             }
         }
     }
 
+    /// Reads one watch event into the buffer; a watch that ended or broke
+    /// is opened again where it was.
+    async fn buffer_event(
+        &self,
+        watch: &mut Buffered,
+        event: Result<Option<WatchEvent>, UpstreamError>,
+    ) -> Result<(), Failed> {
+        let delay = match watch.buffer.read(self, event) {
+            Ok(true) => {
+                watch.rewatch.reset();
+                return Ok(());
+            }
+            // The watch ended (its timeout): open it again where it was.
+            Ok(false) => Duration::ZERO,
+            Err(error) if error.recovery(Phase::Watch) == Recovery::Resume => {
+                self.failed(&error, Phase::Watch);
+                watch.rewatch.next(None)
+            }
+            Err(error) => {
+                return Err(Failed {
+                    phase: Phase::Watch,
+                    error,
+                });
+            }
+        };
+        tokio::time::sleep(delay).await;
+        watch.events = self
+            .upstream
+            .watch(&self.watch_query(watch.buffer.rv))
+            .await
+            .map_err(Failed::at(Phase::Watch))?;
+        Ok(())
+    }
+
     /// Applies the listing, then the buffered events; the watch goes on.
-    pub(super) fn finish_buffered(&mut self, listing: Listing, watch: Buffered) -> Listed {
+    ///
+    /// Objects read at the current state (after a 410) may be newer than
+    /// the buffer: the watch is read on until it has reached the newest of
+    /// them (each is a write the watch delivers), so that they apply among
+    /// the events in order and the store's resourceVersion covers them.
+    pub(super) async fn finish_buffered(
+        &mut self,
+        listing: Listing,
+        mut watch: Buffered,
+    ) -> Result<Listed, Failed> {
+        let newest = listing.newest();
+        while watch.buffer.rv < newest {
+            let event = watch.events.next_event().await;
+            self.buffer_event(&mut watch, event).await?;
+        }
         metrics::gauge!("kubecache_buffered_events", "resource" => self.name.clone()).set(0.0);
         let rv = watch.buffer.rv;
         listing.finish(&mut self.writer, watch.buffer.events);
-        Listed {
+        Ok(Listed {
             rv,
             events: Some(watch.events),
-        }
+        })
     }
 
     async fn list_streaming(&mut self) -> Result<Listed, Failed> {

@@ -71,6 +71,17 @@ impl Listing {
         self.listed
     }
 
+    /// The newest resourceVersion among the objects to apply: beyond the
+    /// snapshot when part of the list was read at the current state (after
+    /// a 410), 0 when there are none.
+    pub fn newest(&self) -> u64 {
+        self.changed
+            .iter()
+            .map(|o| o.resource_version)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Applies the list and then the buffered watch events; returns the
     /// list's resourceVersion.
     ///
@@ -80,6 +91,11 @@ impl Listing {
     /// is marked listed at the snapshot, so no watcher can replay from
     /// before it, and the buffered events follow. The store skips any change
     /// not newer than what it holds for its key.
+    ///
+    /// Objects newer than the snapshot (read at the current state after a
+    /// 410) join the buffered events in resourceVersion order, so that the
+    /// event log stays in order: the caller has buffered the watch at least
+    /// up to the [`newest`](Listing::newest) of them.
     pub fn finish(self, writer: &mut StoreWriter, buffered: Vec<Pending>) -> u64 {
         let snapshot = self.snapshot.expect("a finished list has a snapshot");
         writer.begin_list();
@@ -92,15 +108,70 @@ impl Listing {
                     .map(|last| Pending::Delete(Arc::new(last.at_resource_version(snapshot)))),
             );
         }
-        changes.extend(self.changed.into_iter().map(Pending::Upsert));
+        let (listed, newer): (Vec<_>, Vec<_>) = self
+            .changed
+            .into_iter()
+            .partition(|o| o.resource_version <= snapshot);
+        changes.extend(listed.into_iter().map(Pending::Upsert));
         changes.sort_by_key(|p| p.object().resource_version);
         for change in changes {
             writer.apply(change.into_change());
         }
         writer.mark_listed(snapshot);
-        for event in buffered {
-            writer.apply(event.into_change());
+        let mut after = buffered;
+        after.extend(newer.into_iter().map(Pending::Upsert));
+        // Stable: the buffered events are in order already.
+        after.sort_by_key(|p| p.object().resource_version);
+        for change in after {
+            writer.apply(change.into_change());
         }
         snapshot
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{StoreConfig, store};
+
+    fn pod(name: &str, rv: u64) -> Arc<CachedObject> {
+        let json = format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}"}}}}"#
+        );
+        let transform = kubecache_wire::Transform::default();
+        Arc::new(kubecache_wire::decode_object(json.as_bytes(), "Pod", "v1", &transform).unwrap())
+    }
+
+    #[test]
+    fn objects_newer_than_the_snapshot_apply_among_the_buffered_events_in_order() {
+        let (mut writer, reader) = store(StoreConfig::default());
+        let mut listing = Listing {
+            snapshot: Some(10),
+            ..Listing::default()
+        };
+        // c was read at the current state (after a 410), at 14.
+        for object in [pod("a", 5), pod("b", 8), pod("c", 14)] {
+            listing.add(&writer, object);
+        }
+        assert_eq!(listing.newest(), 14);
+        let buffered = [pod("d", 12), pod("c", 13), pod("c", 14), pod("e", 15)]
+            .into_iter()
+            .map(Pending::Upsert)
+            .collect();
+        assert_eq!(listing.finish(&mut writer, buffered), 10);
+        let logged: Vec<(String, u64)> = reader
+            .events_since(10)
+            .unwrap()
+            .iter()
+            .map(|e| (e.object.key.name().to_string(), e.object.resource_version))
+            .collect();
+        let want = [("d", 12), ("c", 13), ("c", 14), ("e", 15)];
+        assert_eq!(logged, want.map(|(k, rv)| (k.to_string(), rv)));
+        let held: Vec<u64> = reader
+            .snapshot()
+            .range(None, None)
+            .map(|o| o.resource_version)
+            .collect();
+        assert_eq!(held, [5, 8, 14, 12, 15]);
     }
 }

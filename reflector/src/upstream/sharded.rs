@@ -15,14 +15,12 @@
 //!
 //! The shards are a queue of namespaces pulled by `listShards` workers, each
 //! with one page request under way at a time (its next page requested
-//! before the page is decoded, as every paginated list does, except the
-//! rest of N0: whether it goes on is only known once its page is decoded):
-//! the queue balances namespaces of very different sizes by itself, where
-//! fixed groups of namespaces would wait for their largest, and a cluster
-//! of many small namespaces costs one request per namespace either way. Pages are decoded one
-//! at a time, in the reflector's task, into one listing: the order of the
-//! objects does not matter, as [`Listing::finish`] applies them by
-//! resourceVersion.
+//! before the page is decoded, as every paginated list does): the queue
+//! balances namespaces of very different sizes by itself, where fixed
+//! groups of namespaces would wait for their largest (and a request names
+//! one namespace either way). Pages are decoded one at a time, in the
+//! reflector's task, into one listing: the order of the objects does not
+//! matter, as [`Listing::finish`] applies them by resourceVersion.
 //!
 //! Meanwhile the watch opened at RV0 is read into the buffer, as with
 //! `parallel`. A shard answered 410 (RV0 compacted while the list ran) is
@@ -95,7 +93,7 @@ impl Reflector {
                 self.rest_of_pages(&mut listing, next, &mut watch).await?;
             }
         }
-        Ok(self.finish_buffered(listing, watch))
+        self.finish_buffered(listing, watch).await
     }
 
     /// The namespaces at `snapshot` whose objects sort after those of

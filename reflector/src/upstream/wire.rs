@@ -268,6 +268,26 @@ impl Page<'_> {
         self.len() == 0
     }
 
+    /// Hands the last item's JSON to `last` (`None` on an empty page): where
+    /// the page ends, known before the page is decoded.
+    pub fn last_json<T>(
+        &self,
+        last: impl FnOnce(&[u8]) -> Result<T, UpstreamError>,
+    ) -> Result<Option<T>, UpstreamError> {
+        match &self.items {
+            Items::Json(items) => items.last().map(|item| last(item)).transpose(),
+            Items::Protobuf { ty, items } => items
+                .last()
+                .map(|item| {
+                    let mut json = Vec::new();
+                    protobuf::proto_to_json_into(*ty, item, None, &mut json)
+                        .map_err(|e| decode_error(format!("{ty:?} list item"), e))?;
+                    last(&json)
+                })
+                .transpose(),
+        }
+    }
+
     /// Hands each item's JSON to `each`, in list order (protobuf items are
     /// transcoded one at a time into a reused buffer, without `kind` and
     /// `apiVersion`: list items of built-in kinds have none in JSON either).
