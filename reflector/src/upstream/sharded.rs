@@ -173,25 +173,25 @@ impl Reflector {
             in_flight.push(start(namespace));
         }
         while let Some((pages, continued, body)) = self.buffering(watch, in_flight.next()).await? {
-            let next = match body {
-                Ok(body) => self
+            let next = match (body, &pages) {
+                (Ok(body), _) => self
                     .page(listing, body, &pages)
                     .await
                     .map_err(Failed::at(Phase::List))?,
                 // The snapshot was compacted before the shard's first page.
-                Err(UpstreamError::Gone {
-                    continue_token: None,
-                    ..
-                }) if !continued => {
-                    let Pages::Namespace(upstream) = &pages else {
-                        unreachable!("only namespace shards start at the snapshot")
-                    };
+                (
+                    Err(UpstreamError::Gone {
+                        continue_token: None,
+                        ..
+                    }),
+                    Pages::Namespace(upstream),
+                ) if !continued => {
                     self.shard_done("gone");
                     self.resumed_after_gone();
                     tracing::info!(resource = %self.name, namespace = ?upstream.spec().namespace, "snapshot compacted: reading the shard at the current revision, the watch covers the difference");
                     Some(self.fetch_from(upstream, None, None))
                 }
-                Err(error) => self.continue_expired(error, &pages)?,
+                (Err(error), _) => self.continue_expired(error, &pages)?,
             };
             watch.gauge(self);
             match next {
