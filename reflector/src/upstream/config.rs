@@ -116,3 +116,22 @@ impl Default for ReflectorConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_strategy_parses_from_its_name_and_nothing_else_does() {
+        for strategy in [
+            Strategy::ListWatch,
+            Strategy::Parallel,
+            Strategy::Sharded,
+            Strategy::Streaming,
+            Strategy::Auto,
+        ] {
+            assert_eq!(strategy.as_str().parse::<Strategy>(), Ok(strategy));
+        }
+        assert!("shards".parse::<Strategy>().is_err());
+    }
+}
