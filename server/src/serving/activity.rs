@@ -22,6 +22,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::stall::DeadlineSet;
+
 /// A connection's activity, shared by its stream, its requests and its
 /// task.
 pub(super) struct Activity(watch::Sender<State>);
@@ -104,11 +106,13 @@ impl Activity {
 pub(super) struct InFlight(Arc<Activity>);
 
 impl InFlight {
-    /// `body`, holding the request in flight until it is done or dropped.
-    pub(super) fn hold<B>(self, body: B) -> Held<B> {
+    /// `body`, holding the request in flight, and its connection's answer
+    /// deadline set, until it is done or dropped.
+    pub(super) fn hold<B>(self, body: B, deadline: Option<DeadlineSet>) -> Held<B> {
         Held {
             body,
             _in_flight: self,
+            _deadline: deadline,
         }
     }
 }
@@ -117,6 +121,7 @@ impl InFlight {
 pub(super) struct Held<B> {
     body: B,
     _in_flight: InFlight,
+    _deadline: Option<DeadlineSet>,
 }
 
 impl<B: Body + Unpin> Body for Held<B> {

@@ -28,7 +28,8 @@
 //! net/http) answers those with a text body, not a `Status`, either.
 //!
 //! Every write to a client is bounded in time: one that makes no progress
-//! for the write-stall budget ([`Server::write_stall`]) fails and closes its
+//! for the write-stall budget ([`Server::write_stall`]), or past the
+//! [`AnswerDeadline`] of the response it writes, fails and closes its
 //! connection (see `stall`). The peer's address is on every request as
 //! axum's `ConnectInfo<SocketAddr>`.
 
@@ -52,7 +53,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 pub use limits::{Limits, PROBES, REFUSALS, raise_descriptor_limit};
-use stall::WriteStall;
+pub use stall::AnswerDeadline;
+use stall::{Deadline, WriteStall};
 pub use tls::{Tls, TlsError, TlsFile, TlsFiles};
 
 use activity::{Activity, Watched};
@@ -262,8 +264,10 @@ impl Connection {
         let Accepted { peer, refusal, .. } = *accepted;
         let refused = refusal.map(|refusal| refusal.status(&self.limits, peer.ip()));
         let activity = Activity::new();
+        let deadline = Deadline::default();
         let router = self.router.clone();
         let requests = activity.clone();
+        let answer_deadline = deadline.clone();
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             let in_flight = requests.start();
             request.extensions_mut().insert(ConnectInfo(peer));
@@ -277,13 +281,19 @@ impl Connection {
                 .filter(|_| !PROBES.contains(&request.uri().path()))
                 .map(|status| crate::http::ApiError(status.clone()).into_response());
             let router = router.clone();
+            let answer_deadline = answer_deadline.clone();
             async move {
                 let response = match refused {
                     Some(response) => response,
                     None => tower::ServiceExt::oneshot(router, request).await?,
                 };
-                // In flight until its body is done (a watch: until it ends).
-                Ok::<_, std::convert::Infallible>(response.map(|body| in_flight.hold(body)))
+                // In flight until its body is done (a watch: until it ends),
+                // its writes bounded by its deadline until then.
+                let bound = response
+                    .extensions()
+                    .get::<AnswerDeadline>()
+                    .map(|&AnswerDeadline(at)| answer_deadline.set(at));
+                Ok::<_, std::convert::Infallible>(response.map(|body| in_flight.hold(body, bound)))
             }
         });
         let connection = hyper::server::conn::http1::Builder::new()
@@ -295,6 +305,7 @@ impl Connection {
                 TokioIo::new(WriteStall::new(
                     Watched::new(stream, activity.clone()),
                     self.write_stall,
+                    deadline,
                 )),
                 service,
             )

@@ -6,28 +6,69 @@
 //! a write that has made no progress for its budget, and hyper then closes
 //! the connection: every write is bounded in time, whatever the client
 //! does. A client that reads, however slowly, never stalls a write.
+//!
+//! An answer that must end by a time (a watch, at its `timeoutSeconds`)
+//! says so with [`AnswerDeadline`] on the response: while it is written,
+//! a stalled write also fails once [`GRACE`] past that time. hyper stops
+//! polling a body whose client reads nothing, so the body cannot end
+//! itself; this closes the connection, which drops it.
+
+use std::sync::Arc;
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 
-/// `S`, whose writes fail once one has waited `budget` without progress.
+/// On a response: the time by which its answer ends.
+#[derive(Clone, Copy, Debug)]
+pub struct AnswerDeadline(pub Instant);
+
+/// How long past its answer's deadline a write may still wait: the last
+/// lines of a watch that timed out reach a client that reads.
+pub const GRACE: Duration = Duration::from_secs(1);
+
+/// The deadline of the answer a connection is writing, if it has one.
+#[derive(Clone, Default)]
+pub(super) struct Deadline(Arc<Mutex<Option<Instant>>>);
+
+impl Deadline {
+    /// Sets it to `at` until the returned guard is dropped.
+    pub(super) fn set(&self, at: Instant) -> DeadlineSet {
+        *self.0.lock() = Some(at);
+        DeadlineSet(self.clone())
+    }
+}
+
+/// Clears its connection's answer deadline when dropped.
+pub(super) struct DeadlineSet(Deadline);
+
+impl Drop for DeadlineSet {
+    fn drop(&mut self) {
+        *self.0.0.lock() = None;
+    }
+}
+
+/// `S`, whose writes fail once one has waited `budget` without progress,
+/// or past the answer's deadline and [`GRACE`].
 pub(crate) struct WriteStall<S> {
     inner: S,
     budget: Duration,
+    deadline: Deadline,
     /// Running while a write waits; reset by any progress.
     stalled: Option<Pin<Box<Sleep>>>,
 }
 
 impl<S> WriteStall<S> {
-    pub(crate) fn new(inner: S, budget: Duration) -> Self {
+    pub(crate) fn new(inner: S, budget: Duration, deadline: Deadline) -> Self {
         WriteStall {
             inner,
             budget,
+            deadline,
             stalled: None,
         }
     }
@@ -44,13 +85,16 @@ impl<S> WriteStall<S> {
             return polled;
         }
         let budget = self.budget;
-        let stalled = self
-            .stalled
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(budget)));
+        let deadline = *self.deadline.0.lock();
+        let stalled = self.stalled.get_or_insert_with(|| {
+            let until = Instant::now() + budget;
+            let until = deadline.map_or(until, |at| until.min(at + GRACE));
+            Box::pin(tokio::time::sleep_until(until))
+        });
         match stalled.as_mut().poll(cx) {
             Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                format!("the client read nothing for {budget:?}"),
+                format!("the client read nothing for {budget:?}, or past its answer's deadline"),
             ))),
             Poll::Pending => Poll::Pending,
         }
@@ -109,7 +153,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_write_fails_after_the_budget_without_progress_and_not_before() {
         let (_client, server) = tokio::io::duplex(8);
-        let mut server = WriteStall::new(server, Duration::from_secs(5));
+        let mut server = WriteStall::new(server, Duration::from_secs(5), Deadline::default());
         server.write_all(b"12345678").await.unwrap();
         // The pipe is full: the next write waits for the client.
         let blocked = server.write_all(b"9");
@@ -121,7 +165,7 @@ mod tests {
         // Progress resets the budget: a client reading every 4 s is slow,
         // not stalled.
         let (reader, writer) = tokio::io::duplex(1);
-        let mut writer = WriteStall::new(writer, Duration::from_secs(5));
+        let mut writer = WriteStall::new(writer, Duration::from_secs(5), Deadline::default());
         let reading = tokio::spawn(async move {
             let mut reader = reader;
             let mut byte = [0u8; 1];
@@ -134,5 +178,27 @@ mod tests {
         });
         writer.write_all(b"abcd").await.unwrap();
         reading.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_stalled_past_its_answers_deadline_fails_before_the_budget() {
+        let (_client, server) = tokio::io::duplex(8);
+        let deadline = Deadline::default();
+        let mut server = WriteStall::new(server, Duration::from_secs(3600), deadline.clone());
+        let started = Instant::now();
+        let set = deadline.set(started + Duration::from_secs(5));
+        server.write_all(b"12345678").await.unwrap();
+        let error = server.write_all(b"9").await.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(started.elapsed(), Duration::from_secs(5) + GRACE);
+
+        // Once the answer is done, only the budget bounds a write.
+        drop(set);
+        let (_client, server) = tokio::io::duplex(8);
+        let mut server = WriteStall::new(server, Duration::from_secs(3600), deadline);
+        server.write_all(b"12345678").await.unwrap();
+        let started = Instant::now();
+        server.write_all(b"9").await.unwrap_err();
+        assert_eq!(started.elapsed(), Duration::from_secs(3600));
     }
 }

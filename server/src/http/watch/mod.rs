@@ -28,8 +28,10 @@
 //! [`crate::Predicates`]) drop `MODIFIED` events that change nothing the
 //! watcher asked about.
 //!
-//! Fan-out: see [`hub`].
+//! Fan-out: see [`hub`]. Each watch is its response body ([`body`]), run
+//! by its connection's task.
 
+mod body;
 mod stream;
 
 use std::sync::Arc;
@@ -37,7 +39,6 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::Response;
-use futures::StreamExt;
 use kubecache_reflector::{Snapshot, TooOld};
 use kubecache_wire::list_options::CollectionParams;
 use kubecache_wire::{CachedObject, Status};
@@ -49,6 +50,8 @@ use crate::http::negotiate::Rendering;
 use crate::http::{ApiError, offload};
 use crate::served::{Filter, Owner, Predicates};
 use crate::served::{ServedResource, ServedResources};
+use crate::serving::AnswerDeadline;
+use body::{Outbox, WatchBody};
 use stream::{Start, Watch};
 
 /// The objects of `snapshot` that `filter` selects, the ones a watch starts
@@ -64,9 +67,6 @@ async fn selected(filter: &Filter, snapshot: &Snapshot) -> Vec<Arc<CachedObject>
     let (filter, snapshot) = (filter.clone(), snapshot.clone());
     offload::run(move || filter.select(&snapshot, None).cloned().collect()).await
 }
-
-/// Chunks buffered between a watcher and its connection.
-const CONNECTION_CHUNKS: usize = 4;
 
 /// A watch of `cache`, counted against `owner`'s watches while it runs.
 ///
@@ -138,16 +138,16 @@ pub(crate) async fn serve(
         rendering,
         from: from.filter(|_| !initial).unwrap_or_default(),
     };
-    let (out, chunks) = tokio::sync::mpsc::channel(CONNECTION_CHUNKS);
+    let deadline = watch.deadline;
     let served_at = cache.reader.current_resource_version();
-    tokio::spawn(async move {
-        watch.run(start, out).await;
+    let outbox = Outbox::default();
+    let body = WatchBody::new(outbox.clone(), async move {
+        watch.run(start, outbox).await;
         drop(slot);
     });
-    let body = Body::from_stream(
-        tokio_stream::wrappers::ReceiverStream::new(chunks).map(Ok::<_, std::convert::Infallible>),
-    );
-    Ok(response(body, served_at, rendering.wire(), true))
+    let mut response = response(Body::new(body), served_at, rendering.wire(), true);
+    response.extensions_mut().insert(AnswerDeadline(deadline));
+    Ok(response)
 }
 
 /// The longest a watch lasts, whatever `timeoutSeconds` asks (a larger

@@ -1,11 +1,8 @@
-//! One watcher's response body: initial events, replay, then the live
-//! events its dispatcher queues, with bookmarks, until the timeout, the
-//! client leaves, the server shuts down or the watcher falls behind.
-//!
-//! No write waits on the client past the timeout or the shutdown: a
-//! client that stops reading still has its watch ended on time (the
-//! connection then closes once the server's write-stall budget passes, see
-//! [`crate::serving`]).
+//! One watcher's stream: initial events, replay, then the live events its
+//! dispatcher queues, with bookmarks, until the timeout, the client leaves
+//! (its body is dropped), the server shuts down or the watcher falls
+//! behind. Its chunks go to the response body ([`super::body`]), which
+//! runs it on the connection's task.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -17,6 +14,8 @@ use kubecache_reflector::{Subscription, TryRecvError};
 use kubecache_wire::{CachedObject, Status};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep_until};
+
+use super::body::Outbox;
 
 use crate::http::negotiate::Rendering;
 use crate::http::table;
@@ -140,15 +139,14 @@ pub(crate) struct Watch {
 }
 
 impl Watch {
-    /// Streams from `start` into `out` until the watch ends.
-    pub async fn run(self, start: Start, out: mpsc::Sender<Bytes>) {
+    /// Streams from `start` into `out` until the watch ends; counted
+    /// among the resource's watchers until then or until dropped (the
+    /// client left).
+    pub async fn run(self, start: Start, out: Outbox) {
         let resource = self.cache.name();
-        self.cache.watchers.fetch_add(1, Ordering::Relaxed);
-        let cache = self.cache.clone();
+        let mut open = Open::new(self.cache.clone());
         let mut writer = Writer {
             out,
-            deadline: self.deadline,
-            shutdown: self.shutdown.clone(),
             chunk: Gathered::default(),
             events: 0,
             events_sent: metrics::counter!("kubecache_watch_events_sent_total", "resource" => resource.clone()),
@@ -161,12 +159,10 @@ impl Watch {
             table_sent: false,
         };
         let (Ok(ending) | Err(ending)) = self.stream(start, &mut writer).await;
-        cache.watchers.fetch_sub(1, Ordering::Relaxed);
-        metrics::counter!("kubecache_watchers_closed_total", "resource" => resource, "reason" => ending.as_str())
-            .increment(1);
+        open.ending = ending;
     }
 
-    /// Streams until the watch ends; `Err` when it ended in a write.
+    /// Streams until the watch ends; `Err` when an event did not encode.
     async fn stream(mut self, start: Start, out: &mut Writer) -> Result<Ending, Ending> {
         let mut subscription = match start {
             Start::Initial {
@@ -183,13 +179,13 @@ impl Watch {
                     .await?;
                 }
                 if let Some(rv) = end_bookmark {
-                    out.bookmark(rv, true).await?;
+                    out.bookmark(rv, true).await;
                 }
                 subscription
             }
             Start::After(subscription) => subscription,
             Start::Error(status) => {
-                out.error(&status).await?;
+                out.error(&status).await;
                 return Ok(match status.code {
                     410 => Ending::Expired,
                     _ => Ending::Unreached,
@@ -206,8 +202,8 @@ impl Watch {
                     }
                 }
                 Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Lagged { .. }) => return out.cut().await,
-                Err(TryRecvError::Closed) => return out.end(Ending::Closed).await,
+                Err(TryRecvError::Lagged { .. }) => return Ok(out.cut().await),
+                Err(TryRecvError::Closed) => return Ok(out.end(Ending::Closed).await),
             }
         }
         let (queue, mut frames) = mpsc::channel(self.queue_size);
@@ -237,12 +233,12 @@ impl Watch {
         tokio::pin!(bookmark_timer, deadline_timer);
         loop {
             if signals.is_cut() {
-                return out.cut().await;
+                return Ok(out.cut().await);
             }
             // Checked here too: a watcher never idle never reaches the
             // select below.
             if Instant::now() >= self.deadline {
-                return out.end(Ending::Timeout).await;
+                return Ok(out.end(Ending::Timeout).await);
             }
             match frames.try_recv() {
                 Ok(frame) => {
@@ -250,7 +246,7 @@ impl Watch {
                     continue;
                 }
                 Err(mpsc::error::TryRecvError::Disconnected) if !signals.is_cut() => {
-                    return out.end(Ending::Closed).await;
+                    return Ok(out.end(Ending::Closed).await);
                 }
                 Err(_) => {}
             }
@@ -258,9 +254,9 @@ impl Watch {
             if bookmark_due && signals.is_joined() {
                 bookmark_due = false;
                 let rv = self.cache.hub.routed();
-                out.bookmark(rv, false).await?;
+                out.bookmark(rv, false).await;
             }
-            out.flush().await?;
+            out.flush().await;
             tokio::select! {
                 frame = frames.recv() => {
                     if let Some(frame) = frame {
@@ -276,16 +272,15 @@ impl Watch {
                     // Cut while its last write was blocked: it must learn
                     // that it missed events, timeout or not.
                     if signals.is_cut() {
-                        return out.cut().await;
+                        return Ok(out.cut().await);
                     }
                     if self.bookmarks.is_some() && signals.is_joined() && frames.is_empty() {
                         let rv = self.cache.hub.routed();
-                        out.bookmark(rv, false).await?;
+                        out.bookmark(rv, false).await;
                     }
-                    return out.end(Ending::Timeout).await;
+                    return Ok(out.end(Ending::Timeout).await);
                 }
-                () = shut_down(&mut self.shutdown) => return out.end(Ending::Shutdown).await,
-                _ = out.out.closed() => return Err(Ending::Client),
+                () = shut_down(&mut self.shutdown) => return Ok(out.end(Ending::Shutdown).await),
             }
         }
     }
@@ -304,13 +299,36 @@ fn fell_behind() -> Status {
     )
 }
 
+/// A watch among its resource's watchers: counts it in while it runs, and
+/// out with its ending (the `reason` of `kubecache_watchers_closed_total`)
+/// when it ends or is dropped.
+struct Open {
+    cache: Arc<ServedResource>,
+    /// [`Ending::Client`] until the watch ends by itself.
+    ending: Ending,
+}
+
+impl Open {
+    fn new(cache: Arc<ServedResource>) -> Open {
+        cache.watchers.fetch_add(1, Ordering::Relaxed);
+        Open {
+            cache,
+            ending: Ending::Client,
+        }
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.cache.watchers.fetch_sub(1, Ordering::Relaxed);
+        metrics::counter!("kubecache_watchers_closed_total", "resource" => self.cache.name(), "reason" => self.ending.as_str())
+            .increment(1);
+    }
+}
+
 /// Gathers lines into chunks for the connection and counts what is sent.
-/// Every write fails with the watch's ending once the client has gone, the
-/// deadline has passed or the server is shutting down.
 struct Writer {
-    out: mpsc::Sender<Bytes>,
-    deadline: Instant,
-    shutdown: watch::Receiver<bool>,
+    out: Outbox,
     chunk: Gathered,
     /// Events in `chunk`.
     events: u64,
@@ -354,7 +372,7 @@ impl Writer {
                 Ok(line) => line,
                 Err(status) => {
                     tracing::error!(object = %frame.object.key, "{}", status.message);
-                    self.error(&status).await?;
+                    self.error(&status).await;
                     return Err(Ending::Unencodable);
                 }
             },
@@ -371,10 +389,11 @@ impl Writer {
                 )
             }
         };
-        self.line(line).await
+        self.line(line).await;
+        Ok(())
     }
 
-    async fn bookmark(&mut self, rv: u64, end: bool) -> Result<(), Ending> {
+    async fn bookmark(&mut self, rv: u64, end: bool) {
         let rv = rv.max(self.last);
         self.last = rv;
         let line = match self.rendering {
@@ -387,52 +406,38 @@ impl Writer {
         self.line(line).await
     }
 
-    async fn error(&mut self, status: &Status) -> Result<(), Ending> {
+    async fn error(&mut self, status: &Status) {
         let (_, wire) = self.encoding();
-        self.line(frame::error(wire, status)).await?;
-        self.flush().await
+        self.line(frame::error(wire, status)).await;
+        self.flush().await;
     }
 
     /// The ERROR of a watcher that fell behind, then the end.
-    async fn cut(&mut self) -> Result<Ending, Ending> {
-        self.error(&fell_behind()).await?;
-        Ok(Ending::Slow)
+    async fn cut(&mut self) -> Ending {
+        self.error(&fell_behind()).await;
+        Ending::Slow
     }
 
-    async fn end(&mut self, ending: Ending) -> Result<Ending, Ending> {
-        self.flush().await?;
-        Ok(ending)
+    async fn end(&mut self, ending: Ending) -> Ending {
+        self.flush().await;
+        ending
     }
 
-    async fn line(&mut self, line: Bytes) -> Result<(), Ending> {
+    async fn line(&mut self, line: Bytes) {
         if self.chunk.push(line) {
-            self.flush().await?;
+            self.flush().await;
         }
-        Ok(())
     }
 
-    async fn flush(&mut self) -> Result<(), Ending> {
+    /// Hands the gathered lines to the body, once it has taken the last.
+    async fn flush(&mut self) {
         let Some(chunk) = self.chunk.take() else {
-            return Ok(());
+            return;
         };
         let (events, bytes) = (std::mem::take(&mut self.events), chunk.len() as u64);
-        // A chunk the connection can take is sent even past the deadline:
-        // the last lines before a timeout or a shutdown reach the client.
-        // Only when it cannot take it now are the deadline and the shutdown
-        // watched (arming a timer per chunk showed in the profile).
-        match self.out.try_send(chunk) {
-            Ok(()) => {}
-            Err(mpsc::error::TrySendError::Closed(_)) => return Err(Ending::Client),
-            Err(mpsc::error::TrySendError::Full(chunk)) => tokio::select! {
-                biased;
-                sent = self.out.send(chunk) => sent.map_err(|_| Ending::Client)?,
-                () = sleep_until(self.deadline) => return Err(Ending::Timeout),
-                () = shut_down(&mut self.shutdown) => return Err(Ending::Shutdown),
-            },
-        }
+        self.out.send(chunk).await;
         self.events_sent.increment(events);
         self.bytes_sent.increment(bytes);
-        Ok(())
     }
 }
 

@@ -1,0 +1,114 @@
+//! A watch's response body, run by the connection's own task: polling the
+//! body polls the watch itself (its frame queue, its timers), so an event
+//! crosses one task hop per watcher, the dispatcher's wake of the
+//! connection, with no watcher task and no channel of chunks between them.
+//!
+//! The watch is written as the async code it is ([`super::stream`]); each
+//! chunk it hands over waits in an [`Outbox`] of one until the body has
+//! given it to hyper, which polls the body only when it can take more (its
+//! own backpressure). A client that reads nothing stops the polling
+//! altogether: its connection's write-stall bound, shortened to the
+//! watch's deadline (see [`crate::serving::AnswerDeadline`]), closes it,
+//! and dropping the body ends the watch.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use hyper::body::Frame;
+use parking_lot::Mutex;
+
+/// Where the watch puts its next chunk for the body to take.
+#[derive(Clone, Default)]
+pub(super) struct Outbox(Arc<Mutex<Option<Bytes>>>);
+
+impl Outbox {
+    /// Hands `chunk` to the body; completes once the body has taken it.
+    pub(super) async fn send(&self, chunk: Bytes) {
+        *self.0.lock() = Some(chunk);
+        // Pending until the body, which polls this right after, has taken
+        // the chunk and been polled again by hyper.
+        std::future::poll_fn(|_| {
+            if self.0.lock().is_some() {
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
+        .await;
+    }
+
+    fn take(&self) -> Option<Bytes> {
+        self.0.lock().take()
+    }
+}
+
+/// The body of a watch: the chunks its future hands over, until it ends.
+pub(super) struct WatchBody {
+    outbox: Outbox,
+    /// `None` once the watch has ended.
+    watch: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+}
+
+impl WatchBody {
+    /// The body of `watch`, which writes its chunks to `outbox`.
+    pub(super) fn new(outbox: Outbox, watch: impl Future<Output = ()> + Send + 'static) -> Self {
+        WatchBody {
+            outbox,
+            watch: Some(Box::pin(watch)),
+        }
+    }
+}
+
+impl hyper::body::Body for WatchBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let Some(watch) = self.watch.as_mut() else {
+            return Poll::Ready(None);
+        };
+        if watch.as_mut().poll(cx).is_ready() {
+            self.watch = None;
+        }
+        match self.outbox.take() {
+            Some(chunk) => Poll::Ready(Some(Ok(Frame::data(chunk)))),
+            None if self.watch.is_none() => Poll::Ready(None),
+            None => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.watch.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+    use hyper::body::Body;
+
+    #[tokio::test]
+    async fn the_body_yields_each_chunk_the_watch_sends_then_ends() {
+        let outbox = Outbox::default();
+        let sender = outbox.clone();
+        let mut body = WatchBody::new(outbox, async move {
+            for chunk in ["a\n", "bb\n", "ccc\n"] {
+                sender.send(Bytes::from(chunk)).await;
+            }
+        });
+        let mut chunks = Vec::new();
+        while let Some(frame) = body.frame().await {
+            chunks.push(frame.unwrap().into_data().unwrap());
+        }
+        assert_eq!(chunks, ["a\n", "bb\n", "ccc\n"]);
+        assert!(body.is_end_stream());
+    }
+}
