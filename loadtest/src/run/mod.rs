@@ -14,7 +14,8 @@
 //! 3. For the run's duration: request workers send gets, lists and index
 //!    queries in a closed loop (each worker sends its next request when the
 //!    last one is answered); a writer patches objects on the API server at
-//!    a fixed rate, remembering when each write's resourceVersion was
+//!    a fixed rate in an open loop (up to `writesInFlight` at once, see
+//!    `writes`), remembering when each write's resourceVersion was
 //!    acknowledged.
 //! 4. Stops writing, lets the watchers settle, and checks completeness: for
 //!    each watcher, the resourceVersions it received must equal those of the
@@ -114,6 +115,10 @@ pub struct Scenario {
     /// Writes per second to the API server (merge patches of random objects).
     #[arg(long, default_value_t = 0.0)]
     pub writes_per_sec: f64,
+    /// Writes in flight at most: each is sent when due (open loop), not
+    /// when the last one is answered.
+    #[arg(long, default_value_t = 16)]
+    pub writes_in_flight: usize,
     /// Bytes of padding each write sets in one annotation, so events have
     /// the size under test (a sim pod is about 4 KB; 4096 makes 8 KB events).
     #[arg(long, default_value_t = 0)]
@@ -193,7 +198,7 @@ struct RunContext {
 pub async fn run(scenario: Scenario) -> anyhow::Result<Report> {
     scenario.validate()?;
     let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(scenario.concurrency.max(1) * 2)
+        .pool_max_idle_per_host(scenario.concurrency.max(1) * 2 + scenario.writes_in_flight)
         .build()?;
     let ctx = Arc::new(RunContext {
         scenario,
@@ -231,11 +236,11 @@ pub async fn run(scenario: Scenario) -> anyhow::Result<Report> {
         ctx.clone(),
         targets.clone(),
         writes.clone(),
-        deadline,
+        (started, deadline),
     ));
     let progress = tokio::spawn(report::progress(ctx.clone(), started, deadline));
     let requests = requests::run(ctx.clone(), targets.clone(), deadline).await?;
-    let write_count = writer.await??;
+    let written = writer.await??;
     let load_time = started.elapsed();
     // Events up to here must reach every watcher; later ones (churn of
     // others during the settle time) are not checked.
@@ -264,7 +269,7 @@ pub async fn run(scenario: Scenario) -> anyhow::Result<Report> {
         &ctx.scenario,
         load_time,
         requests,
-        write_count,
+        written,
         watch,
     ))
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::watchers::{ReferenceEvent, WatchResult};
-use super::writes::Writes;
+use super::writes::{Writes, Written};
 use super::{RunContext, Scenario};
 
 /// Latency percentiles, in milliseconds.
@@ -28,7 +28,7 @@ pub struct Latency {
 
 impl Latency {
     /// Percentiles of `samples` (microseconds; sorted in place).
-    fn of(samples: &mut [u64]) -> Self {
+    pub(super) fn of(samples: &mut [u64]) -> Self {
         samples.sort_unstable();
         let at = |q: f64| percentile_ms(samples, q);
         if samples.is_empty() {
@@ -168,8 +168,12 @@ pub struct Report {
     pub seconds: f64,
     /// Per request kind (kinds with no requests left out).
     pub requests: Vec<OpReport>,
-    /// Writes made to the API server.
+    /// Writes made to the API server (acknowledged).
     pub writes: u64,
+    /// Writes due in the run (its duration x `writesPerSec`).
+    pub writes_offered: u64,
+    /// From when each write was due to its acknowledgement.
+    pub write_latency: Latency,
     /// The watchers.
     pub watch: Option<WatchReport>,
 }
@@ -179,7 +183,7 @@ impl Report {
         scenario: &Scenario,
         load_time: Duration,
         requests: Vec<OpStats>,
-        writes_made: u64,
+        written: Written,
         watch: Option<WatchReport>,
     ) -> Self {
         let seconds = load_time.as_secs_f64();
@@ -192,7 +196,9 @@ impl Report {
             scenario: scenario.clone(),
             seconds,
             requests,
-            writes: writes_made,
+            writes: written.done,
+            writes_offered: written.offered,
+            write_latency: written.latency,
             watch,
         }
     }
@@ -286,8 +292,12 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "load: {:.1} s, {} writes to the API server",
-            self.seconds, self.writes
+            "load: {:.1} s, {} of {} writes offered done by the API server, write p50 {:.1} ms p99 {:.1} ms",
+            self.seconds,
+            self.writes,
+            self.writes_offered,
+            self.write_latency.p50_ms,
+            self.write_latency.p99_ms
         )?;
         writeln!(
             f,
