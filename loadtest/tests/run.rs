@@ -49,6 +49,20 @@ async fn every_watcher_of_the_api_server_itself_gets_every_event() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_run_on_the_same_api_server_makes_an_event_of_every_write() {
+    // The writer picks the same objects in every run (a fixed seed): were
+    // its patches the same too, they would change nothing the second time.
+    let (url, _sim) = Sim::start(sim_config()).await.unwrap();
+    let first = run(scenario(&url, &url)).await.unwrap();
+    assert!(first.ok(), "{first}");
+    let second = run(scenario(&url, &url)).await.unwrap();
+    assert!(second.ok(), "{second}");
+    let watch = second.watch.as_ref().unwrap();
+    assert!(second.writes > 0, "{second}");
+    assert!(watch.reference_events as u64 >= second.writes, "{second}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchers_of_a_server_that_misses_the_writes_fail_the_run() {
     // Two simulators with the same seed start identical; the writes go to
     // one and the watchers watch the other, which never sees them.

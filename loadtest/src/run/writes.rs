@@ -53,10 +53,13 @@ pub struct Written {
     pub latency: Latency,
 }
 
-/// The merge patch of write number `number`: its number in an annotation,
-/// and `pad` in another when not empty (events of the size under test).
-fn patch(number: u64, pad: &str) -> serde_json::Value {
-    let mut annotations = serde_json::json!({"loadtest.kubecache.io/write": number.to_string()});
+/// The merge patch of write number `number` of the run that started at
+/// resourceVersion `run`: both in an annotation (so that no write repeats
+/// one of an earlier run, a no-op that makes no event), and `pad` in
+/// another when not empty (events of the size under test).
+fn patch(run: u64, number: u64, pad: &str) -> serde_json::Value {
+    let mut annotations =
+        serde_json::json!({"loadtest.kubecache.io/write": format!("{run}-{number}")});
     if !pad.is_empty() {
         annotations["loadtest.kubecache.io/pad"] = pad.into();
     }
@@ -111,7 +114,7 @@ pub async fn run(
             "{}{prefix}/namespaces/{}/{plural}/{}",
             ctx.scenario.upstream, object.namespace, object.name
         );
-        let body = patch(number, &pad).to_string();
+        let body = patch(targets.resource_version, number, &pad).to_string();
         let ctx = ctx.clone();
         in_flight.spawn(async move {
             let acked = write(&ctx, &url, body).await?;
@@ -283,9 +286,9 @@ mod tests {
 
     #[test]
     fn a_padded_write_carries_the_pad_beside_its_number() {
-        let padded = patch(3, &"x".repeat(4096));
+        let padded = patch(100, 3, &"x".repeat(4096));
         let annotations = &padded["metadata"]["annotations"];
-        assert_eq!(annotations["loadtest.kubecache.io/write"], "3");
+        assert_eq!(annotations["loadtest.kubecache.io/write"], "100-3");
         assert_eq!(
             annotations["loadtest.kubecache.io/pad"]
                 .as_str()
@@ -293,10 +296,10 @@ mod tests {
                 .len(),
             4096
         );
-        let plain = patch(3, "");
+        let plain = patch(100, 3, "");
         assert_eq!(
             plain,
-            serde_json::json!({"metadata": {"annotations": {"loadtest.kubecache.io/write": "3"}}})
+            serde_json::json!({"metadata": {"annotations": {"loadtest.kubecache.io/write": "100-3"}}})
         );
     }
 }
