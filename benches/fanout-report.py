@@ -13,18 +13,19 @@ SIDES = {"before": "kubecache before", "after": "kubecache after", "sim": "sim (
 
 
 def key(path):
-    side, watchers = path.stem.rsplit("-", 1)
-    return int(watchers), list(SIDES).index(side)
+    side, watchers, round = path.stem.split("-")
+    return int(watchers), int(round), list(SIDES).index(side)
 
 
 rows = []
-for path in sorted(Path(out).glob("*-*.json"), key=key):
-    side, watchers = path.stem.rsplit("-", 1)
+for path in sorted(Path(out).glob("*-*-*.json"), key=key):
+    side, watchers, round = path.stem.split("-")
     report = json.loads(path.read_text())
     write = report["write_latency"]
     cells = [
         SIDES[side],
         f"{int(watchers):,}",
+        round,
         f"{report['writes_offered']:,}",
         f"{report['writes']:,}",
         f"{write['p50_ms']:.1f}",
@@ -45,7 +46,7 @@ for path in sorted(Path(out).glob("*-*.json"), key=key):
         cells += ["–"] * 6
     rows.append("| " + " | ".join(cells) + " |")
 
-scenario = json.loads(next(Path(out).glob("*-*.json")).read_text())["scenario"]
+scenario = json.loads(next(Path(out).glob("*-*-*.json")).read_text())["scenario"]
 now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 print(f"""`benches/run-fanout`, {now}; `nproc` = {nproc}; load average at the end: {loadavg}.
 {scenario['writesPerSec']:.0f} writes/s offered for {scenario['durationSecs']} s (open loop, up to
@@ -53,6 +54,6 @@ print(f"""`benches/run-fanout`, {now}; `nproc` = {nproc}; load average at the en
 write latency from when a write is due to its acknowledgement, lag from the
 acknowledgement to a watcher's receipt (ms).
 
-| server | watchers | writes offered | writes done | write p50 | write p99 | deliveries/s | MB/s | lag p50 | lag p99 | lag max | complete |
-|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|""")
+| server | watchers | round | writes offered | writes done | write p50 | write p99 | deliveries/s | MB/s | lag p50 | lag p99 | lag max | complete |
+|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|""")
 print("\n".join(rows))

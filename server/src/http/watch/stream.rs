@@ -227,10 +227,12 @@ impl Watch {
         let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
         let mut next_bookmark = self.bookmarks.map_or(far, |every| Instant::now() + every);
         let mut bookmark_due = false;
-        // Armed once, not once per wake-up (a live watcher wakes per event).
+        // Armed once, not once per wake-up (a live watcher wakes per event;
+        // the shutdown's waiters are shared by every watcher, under a lock).
         let bookmark_timer = sleep_until(next_bookmark);
         let deadline_timer = sleep_until(self.deadline);
-        tokio::pin!(bookmark_timer, deadline_timer);
+        let shutdown = shut_down(&mut self.shutdown);
+        tokio::pin!(bookmark_timer, deadline_timer, shutdown);
         loop {
             if signals.is_cut() {
                 return Ok(out.cut().await);
@@ -280,7 +282,7 @@ impl Watch {
                     }
                     return Ok(out.end(Ending::Timeout).await);
                 }
-                () = shut_down(&mut self.shutdown) => return Ok(out.end(Ending::Shutdown).await),
+                () = &mut shutdown => return Ok(out.end(Ending::Shutdown).await),
             }
         }
     }
