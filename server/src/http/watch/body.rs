@@ -3,14 +3,16 @@
 //! crosses one task hop per watcher, the dispatcher's wake of the
 //! connection, with no watcher task and no channel of chunks between them.
 //!
-//! The watch is written as the async code it is ([`super::stream`]); each
-//! chunk it hands over waits in an [`Outbox`] of one until the body has
-//! given it to hyper, which polls the body only when it can take more (its
-//! own backpressure). A client that reads nothing stops the polling
+//! The watch is written as the async code it is ([`super::stream`]); the
+//! lines it hands over wait in an [`Outbox`] until the body has given them
+//! to hyper, one frame each (no copy: hyper writes the frames it holds
+//! together), which polls the body only when it can take more (its own
+//! backpressure). A client that reads nothing stops the polling
 //! altogether: its connection's write-stall bound, shortened to the
 //! watch's deadline (see [`crate::serving::AnswerDeadline`]), closes it,
 //! and dropping the body ends the watch.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -21,32 +23,32 @@ use bytes::Bytes;
 use hyper::body::Frame;
 use parking_lot::Mutex;
 
-/// Where the watch puts its next chunk for the body to take.
+/// Where the watch puts its next lines for the body to take.
 #[derive(Clone, Default)]
-pub(super) struct Outbox(Arc<Mutex<Option<Bytes>>>);
+pub(super) struct Outbox(Arc<Mutex<VecDeque<Bytes>>>);
 
 impl Outbox {
-    /// Hands `chunk` to the body; completes once the body has taken it.
-    pub(super) async fn send(&self, chunk: Bytes) {
-        *self.0.lock() = Some(chunk);
+    /// Hands `lines` to the body; completes once the body has taken them.
+    pub(super) async fn send(&self, lines: Vec<Bytes>) {
+        self.0.lock().extend(lines);
         // Pending until the body, which polls this right after, has taken
-        // the chunk and been polled again by hyper.
+        // the lines and been polled again by hyper.
         std::future::poll_fn(|_| {
-            if self.0.lock().is_some() {
-                Poll::Pending
-            } else {
+            if self.0.lock().is_empty() {
                 Poll::Ready(())
+            } else {
+                Poll::Pending
             }
         })
         .await;
     }
 
     fn take(&self) -> Option<Bytes> {
-        self.0.lock().take()
+        self.0.lock().pop_front()
     }
 }
 
-/// The body of a watch: the chunks its future hands over, until it ends.
+/// The body of a watch: the lines its future hands over, until it ends.
 pub(super) struct WatchBody {
     outbox: Outbox,
     /// `None` once the watch has ended.
@@ -54,7 +56,7 @@ pub(super) struct WatchBody {
 }
 
 impl WatchBody {
-    /// The body of `watch`, which writes its chunks to `outbox`.
+    /// The body of `watch`, which writes its lines to `outbox`.
     pub(super) fn new(outbox: Outbox, watch: impl Future<Output = ()> + Send + 'static) -> Self {
         WatchBody {
             outbox,
@@ -96,13 +98,14 @@ mod tests {
     use hyper::body::Body;
 
     #[tokio::test]
-    async fn the_body_yields_each_chunk_the_watch_sends_then_ends() {
+    async fn the_body_yields_each_line_the_watch_sends_then_ends() {
         let outbox = Outbox::default();
         let sender = outbox.clone();
         let mut body = WatchBody::new(outbox, async move {
-            for chunk in ["a\n", "bb\n", "ccc\n"] {
-                sender.send(Bytes::from(chunk)).await;
-            }
+            sender.send(vec![Bytes::from("a\n")]).await;
+            sender
+                .send(vec![Bytes::from("bb\n"), Bytes::from("ccc\n")])
+                .await;
         });
         let mut chunks = Vec::new();
         while let Some(frame) = body.frame().await {

@@ -1,14 +1,14 @@
 //! One watcher's stream: initial events, replay, then the live events its
 //! dispatcher queues, with bookmarks, until the timeout, the client leaves
 //! (its body is dropped), the server shuts down or the watcher falls
-//! behind. Its chunks go to the response body ([`super::body`]), which
+//! behind. Its lines go to the response body ([`super::body`]), which
 //! runs it on the connection's task.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use kubecache_reflector::upstream::ApiResource;
 use kubecache_reflector::{Subscription, TryRecvError};
 use kubecache_wire::{CachedObject, Status};
@@ -30,10 +30,9 @@ use kubecache_wire::ChangeType;
 const CHUNK: usize = 64 * 1024;
 
 /// The lines ready for the connection since the last flush, kept as the
-/// shared encoded frames they are (each encoded once for all watchers).
-/// A lone line is handed over as it is, without a copy (the usual case: a
-/// live watcher wakes once per event); lines ready together are joined
-/// into one chunk, one write on the connection.
+/// shared encoded frames they are (each encoded once for all watchers):
+/// handed over as they are, never copied; hyper writes the lines it has
+/// together (one `writev`).
 #[derive(Default)]
 struct Gathered {
     lines: Vec<Bytes>,
@@ -48,21 +47,15 @@ impl Gathered {
         self.len >= CHUNK
     }
 
-    /// The gathered lines as one chunk, if any.
-    fn take(&mut self) -> Option<Bytes> {
-        let chunk = match self.lines.len() {
-            0 => return None,
-            1 => self.lines.pop()?,
-            _ => {
-                let mut chunk = BytesMut::with_capacity(self.len);
-                for line in self.lines.drain(..) {
-                    chunk.put(line);
-                }
-                chunk.freeze()
-            }
-        };
-        self.len = 0;
-        Some(chunk)
+    /// The gathered lines and their bytes, if any.
+    fn take(&mut self) -> Option<(Vec<Bytes>, usize)> {
+        if self.lines.is_empty() {
+            return None;
+        }
+        Some((
+            std::mem::take(&mut self.lines),
+            std::mem::take(&mut self.len),
+        ))
     }
 }
 
@@ -147,7 +140,7 @@ impl Watch {
         let mut open = Open::new(self.cache.clone());
         let mut writer = Writer {
             out,
-            chunk: Gathered::default(),
+            gathered: Gathered::default(),
             events: 0,
             events_sent: metrics::counter!("kubecache_watch_events_sent_total", "resource" => resource.clone()),
             bytes_sent: metrics::counter!("kubecache_watch_bytes_sent_total", "resource" => resource.clone()),
@@ -328,11 +321,11 @@ impl Drop for Open {
     }
 }
 
-/// Gathers lines into chunks for the connection and counts what is sent.
+/// Gathers lines for the connection and counts what is sent.
 struct Writer {
     out: Outbox,
-    chunk: Gathered,
-    /// Events in `chunk`.
+    gathered: Gathered,
+    /// Events in `gathered`.
     events: u64,
     /// `kubecache_watch_events_sent_total` and `…_bytes_sent_total` of the
     /// resource, looked up once per watch rather than once per flush.
@@ -426,18 +419,18 @@ impl Writer {
     }
 
     async fn line(&mut self, line: Bytes) {
-        if self.chunk.push(line) {
+        if self.gathered.push(line) {
             self.flush().await;
         }
     }
 
     /// Hands the gathered lines to the body, once it has taken the last.
     async fn flush(&mut self) {
-        let Some(chunk) = self.chunk.take() else {
+        let Some((lines, bytes)) = self.gathered.take() else {
             return;
         };
-        let (events, bytes) = (std::mem::take(&mut self.events), chunk.len() as u64);
-        self.out.send(chunk).await;
+        let (events, bytes) = (std::mem::take(&mut self.events), bytes as u64);
+        self.out.send(lines).await;
         self.events_sent.increment(events);
         self.bytes_sent.increment(bytes);
     }
@@ -448,26 +441,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_lone_line_goes_to_the_connection_without_a_copy() {
-        let line = Bytes::from_static(b"{\"type\":\"ADDED\"}\n");
+    fn lines_ready_together_go_to_the_connection_in_order_without_a_copy() {
+        let lines = ["a\n", "bb\n", "ccc\n"].map(Bytes::from);
         let mut gathered = Gathered::default();
-        assert!(!gathered.push(line.clone()));
-        let chunk = gathered.take().unwrap();
-        assert_eq!(chunk.as_ptr(), line.as_ptr());
-        assert_eq!(chunk, line);
-        assert_eq!(gathered.take(), None);
-    }
-
-    #[test]
-    fn lines_ready_together_go_out_as_one_chunk_whole_and_in_order() {
-        let mut gathered = Gathered::default();
-        for line in ["a\n", "bb\n", "ccc\n"] {
-            assert!(!gathered.push(Bytes::from(line)));
+        for line in &lines {
+            assert!(!gathered.push(line.clone()));
         }
-        assert_eq!(gathered.take().unwrap(), Bytes::from("a\nbb\nccc\n"));
+        let (taken, len) = gathered.take().unwrap();
+        assert_eq!(taken, lines);
+        assert!(
+            taken
+                .iter()
+                .zip(&lines)
+                .all(|(t, l)| t.as_ptr() == l.as_ptr())
+        );
+        assert_eq!(len, 9);
         assert_eq!(gathered.take(), None);
         gathered.push(Bytes::from("d\n"));
-        assert_eq!(gathered.take().unwrap(), Bytes::from("d\n"));
+        assert_eq!(gathered.take().unwrap(), (vec![Bytes::from("d\n")], 2));
     }
 
     #[test]
@@ -476,6 +467,6 @@ mod tests {
         let line = Bytes::from(vec![b'x'; CHUNK / 4]);
         let full: Vec<bool> = (0..4).map(|_| gathered.push(line.clone())).collect();
         assert_eq!(full, [false, false, false, true]);
-        assert_eq!(gathered.take().unwrap().len(), CHUNK);
+        assert_eq!(gathered.take().unwrap().1, CHUNK);
     }
 }
