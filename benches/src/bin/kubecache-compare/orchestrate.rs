@@ -80,7 +80,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         for &latency in &args.page_latency_ms {
             eprintln!("== {pods} pods, page latency {latency} ms");
             let sim = SimProcess::start(&loadtest, pods, latency, args.serving_cost)?;
-            let mut scenario = Scenario::new(pods, latency);
+            let mut scenario = Scenario::new(pods, latency, args.serving_cost);
             for name in &contenders {
                 for round in 0..args.repeat {
                     // Let the server drop the last contender's connections.
