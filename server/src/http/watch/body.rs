@@ -29,7 +29,7 @@ pub(super) struct Outbox(Arc<Mutex<VecDeque<Bytes>>>);
 
 impl Outbox {
     /// Hands `lines` to the body; completes once the body has taken them.
-    pub(super) async fn send(&self, lines: Vec<Bytes>) {
+    pub(super) async fn send(&self, lines: impl IntoIterator<Item = Bytes>) {
         self.0.lock().extend(lines);
         // Pending until the body, which polls this right after, has taken
         // the lines and been polled again by hyper.

@@ -47,15 +47,14 @@ impl Gathered {
         self.len >= CHUNK
     }
 
-    /// The gathered lines and their bytes, if any.
-    fn take(&mut self) -> Option<(Vec<Bytes>, usize)> {
+    /// The gathered lines and their bytes, if any; the lines' vector is
+    /// kept for the next ones (no allocation per flush).
+    fn drain(&mut self) -> Option<(std::vec::Drain<'_, Bytes>, usize)> {
         if self.lines.is_empty() {
             return None;
         }
-        Some((
-            std::mem::take(&mut self.lines),
-            std::mem::take(&mut self.len),
-        ))
+        let len = std::mem::take(&mut self.len);
+        Some((self.lines.drain(..), len))
     }
 }
 
@@ -426,7 +425,7 @@ impl Writer {
 
     /// Hands the gathered lines to the body, once it has taken the last.
     async fn flush(&mut self) {
-        let Some((lines, bytes)) = self.gathered.take() else {
+        let Some((lines, bytes)) = self.gathered.drain() else {
             return;
         };
         let (events, bytes) = (std::mem::take(&mut self.events), bytes as u64);
@@ -447,7 +446,8 @@ mod tests {
         for line in &lines {
             assert!(!gathered.push(line.clone()));
         }
-        let (taken, len) = gathered.take().unwrap();
+        let (taken, len) = gathered.drain().unwrap();
+        let taken: Vec<Bytes> = taken.collect();
         assert_eq!(taken, lines);
         assert!(
             taken
@@ -456,9 +456,13 @@ mod tests {
                 .all(|(t, l)| t.as_ptr() == l.as_ptr())
         );
         assert_eq!(len, 9);
-        assert_eq!(gathered.take(), None);
+        assert!(gathered.drain().is_none());
         gathered.push(Bytes::from("d\n"));
-        assert_eq!(gathered.take().unwrap(), (vec![Bytes::from("d\n")], 2));
+        let (taken, len) = gathered.drain().unwrap();
+        assert_eq!(
+            (taken.collect::<Vec<_>>(), len),
+            (vec![Bytes::from("d\n")], 2)
+        );
     }
 
     #[test]
@@ -467,6 +471,6 @@ mod tests {
         let line = Bytes::from(vec![b'x'; CHUNK / 4]);
         let full: Vec<bool> = (0..4).map(|_| gathered.push(line.clone())).collect();
         assert_eq!(full, [false, false, false, true]);
-        assert_eq!(gathered.take().unwrap().1, CHUNK);
+        assert_eq!(gathered.drain().unwrap().1, CHUNK);
     }
 }
