@@ -130,10 +130,9 @@ impl Reflector {
                 .unwrap_or(false),
             Pages::All | Pages::Namespace(_) => true,
         };
-        let next = token.filter(|_| goes_on).map(|t| match pages {
-            Pages::Namespace(upstream) => self.fetch_from(upstream, None, Some(t)),
-            Pages::All | Pages::RestOf(_) => self.fetch(Some(t)),
-        });
+        let next = token
+            .filter(|_| goes_on)
+            .map(|t| self.continue_pages(pages, t));
         if next.is_some() {
             // A task spawned from a worker waits in that worker's own slot,
             // where no other worker takes it: let it send its request now,
@@ -268,10 +267,17 @@ impl Reflector {
         }
         self.resumed_after_gone();
         tracing::info!(resource = %self.name, %error, "continue token expired: continuing at the current revision, the watch covers the difference");
-        Ok(error.into_continue_token().map(|token| match pages {
+        Ok(error
+            .into_continue_token()
+            .map(|token| self.continue_pages(pages, token)))
+    }
+
+    /// Requests the page of `pages` that `token` continues with.
+    fn continue_pages(&self, pages: &Pages, token: String) -> Fetch {
+        match pages {
             Pages::Namespace(upstream) => self.fetch_from(upstream, None, Some(token)),
             Pages::All | Pages::RestOf(_) => self.fetch(Some(token)),
-        }))
+        }
     }
 
     /// Counts a 410 that a list goes on from (its status's `gone`).
