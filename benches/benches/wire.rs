@@ -13,7 +13,8 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kubecache_benches::fixtures::{
     ClusterShape, list_page, list_page_protobuf, stored_pods, transform,
 };
-use kubecache_reflector::upstream::{Encoding, ListResponse};
+use kubecache_reflector::upstream::ListResponse;
+use kubecache_wire::Encoding;
 use kubecache_wire::decode_object;
 
 const PODS: usize = 500;

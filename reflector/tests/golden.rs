@@ -14,7 +14,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use kubecache_reflector::upstream::{Encoding, ListResponse};
+use kubecache_reflector::upstream::ListResponse;
+use kubecache_wire::Encoding;
 use kubecache_wire::protobuf::{WatchFrameDecoder, decode_unknown, message_type};
 use kubecache_wire::{CachedObject, Transform, builtin_kind, decode_object, parse_watch_line};
 use serde_json::Value;

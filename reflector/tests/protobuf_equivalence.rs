@@ -12,9 +12,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use kubecache_loadtest::sim::{Sim, SimConfig};
 use kubecache_reflector::upstream::{
-    ApiResource, Encoding, Query, ResourceSpec, Strategy, Upstream, UpstreamError, WatchEvent, Wire,
+    ApiResource, Query, RequestEncoding, ResourceSpec, Strategy, Upstream, UpstreamError,
+    WatchEvent,
 };
-use kubecache_wire::{CachedObject, Transform, WatchEventType, decode_object};
+use kubecache_wire::{CachedObject, Encoding, Transform, WatchEventType, decode_object};
 use serde_json::Value;
 
 fn resource(plural: &str, kind: &str, namespaced: bool) -> ApiResource {
@@ -36,7 +37,7 @@ fn builtin_kinds() -> [ApiResource; 3] {
     ]
 }
 
-fn upstream(url: &str, resource: &ApiResource, wire: Wire) -> Upstream {
+fn upstream(url: &str, resource: &ApiResource, wire: RequestEncoding) -> Upstream {
     let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
     Upstream::new(client, ResourceSpec::all(resource.clone())).with_wire(wire)
 }
@@ -79,10 +80,16 @@ async fn every_listed_object_transcodes_to_the_json_the_server_serves_for_it() {
     let sim = corpus().await;
     let transform = Transform::default();
     for kind in builtin_kinds() {
-        let (json_rv, json) =
-            list_items(&upstream(sim.url(), &kind, Wire::Json), Encoding::Json).await;
-        let (proto_rv, proto) =
-            list_items(&upstream(sim.url(), &kind, Wire::Auto), Encoding::Protobuf).await;
+        let (json_rv, json) = list_items(
+            &upstream(sim.url(), &kind, RequestEncoding::Json),
+            Encoding::Json,
+        )
+        .await;
+        let (proto_rv, proto) = list_items(
+            &upstream(sim.url(), &kind, RequestEncoding::Auto),
+            Encoding::Protobuf,
+        )
+        .await;
         assert_eq!(json_rv, proto_rv, "{}: the same snapshot", kind.plural);
         assert_eq!(json.len(), proto.len(), "{}: the same objects", kind.plural);
         assert!(!json.is_empty(), "{}: the corpus is not empty", kind.plural);
@@ -144,8 +151,8 @@ async fn streaming_list(upstream: &Upstream) -> Vec<WatchEvent> {
 async fn every_watched_object_and_bookmark_transcodes_to_the_json_the_server_serves() {
     let sim = corpus().await;
     for kind in builtin_kinds() {
-        let json = streaming_list(&upstream(sim.url(), &kind, Wire::Json)).await;
-        let proto = streaming_list(&upstream(sim.url(), &kind, Wire::Protobuf)).await;
+        let json = streaming_list(&upstream(sim.url(), &kind, RequestEncoding::Json)).await;
+        let proto = streaming_list(&upstream(sim.url(), &kind, RequestEncoding::Protobuf)).await;
         assert_eq!(json.len(), proto.len(), "{}: the same events", kind.plural);
         let by_key = |events: &[WatchEvent]| {
             let mut lines: Vec<(String, Vec<u8>)> = events
@@ -181,7 +188,7 @@ async fn a_410_reaches_the_reflector_the_same_from_a_protobuf_watch_and_a_protob
     sim.create_pods(3).unwrap();
     sim.store().compact_at(sim.store().revision());
     let pods = builtin_kinds()[0].clone();
-    for wire in [Wire::Json, Wire::Protobuf] {
+    for wire in [RequestEncoding::Json, RequestEncoding::Protobuf] {
         let upstream = upstream(sim.url(), &pods, wire);
         // A watch from a compacted revision: 200, then an ERROR event with the Status.
         let query = Query {
@@ -225,8 +232,8 @@ async fn a_410_reaches_the_reflector_the_same_from_a_protobuf_watch_and_a_protob
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reflector_over_protobuf_stores_what_a_reflector_over_json_stores() {
     let sim = corpus().await;
-    let over_json = start(sim.url(), Strategy::Parallel, Wire::Json, 500);
-    let over_protobuf = start(sim.url(), Strategy::Parallel, Wire::Auto, 500);
+    let over_json = start(sim.url(), Strategy::Parallel, RequestEncoding::Json, 500);
+    let over_protobuf = start(sim.url(), Strategy::Parallel, RequestEncoding::Auto, 500);
     for running in [&over_json, &over_protobuf] {
         tokio::time::timeout(Duration::from_secs(60), running.reader.ready())
             .await

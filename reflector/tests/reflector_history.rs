@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kubecache_loadtest::sim::{Sim, SimConfig, Store, ids};
-use kubecache_reflector::upstream::{ReflectorStatus, Strategy, Wire};
+use kubecache_reflector::upstream::{ReflectorStatus, RequestEncoding, Strategy};
 use kubecache_reflector::{StoreReader, TryRecvError};
 use kubecache_wire::ChangeType;
 use rand::rngs::SmallRng;
@@ -67,7 +67,7 @@ const PATIENCE: Duration = Duration::from_secs(30);
 struct Case {
     seed: u64,
     strategy: Strategy,
-    wire: Wire,
+    wire: RequestEncoding,
     page_size: usize,
     page_latency: Duration,
     pods: usize,
@@ -88,7 +88,7 @@ impl Case {
         let strategy =
             [Strategy::ListWatch, Strategy::Parallel, Strategy::Streaming][(seed % 3) as usize];
         // Every pairing of strategy and wire format, six seeds apart.
-        let wire = [Wire::Json, Wire::Protobuf][(seed / 3 % 2) as usize];
+        let wire = [RequestEncoding::Json, RequestEncoding::Protobuf][(seed / 3 % 2) as usize];
         Case {
             seed,
             strategy,

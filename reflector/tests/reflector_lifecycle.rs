@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, Sim, SimConfig, ids};
 use kubecache_reflector::Readiness;
-use kubecache_reflector::upstream::{ObjectFilter, ReflectorConfig, Strategy, Wire};
+use kubecache_reflector::upstream::{ObjectFilter, ReflectorConfig, RequestEncoding, Strategy};
 
 /// kube-apiserver's answer to a service account without `watch` on pods.
 const FORBIDDEN_WATCH: &str = r#"403 from the API server: pods is forbidden: User "system:serviceaccount:kubecache:kubecache" cannot watch resource "pods" in API group "" at the cluster scope"#;
@@ -101,7 +101,7 @@ async fn holds_the_sims_state(sim: &Sim, running: &Running) {
 async fn a_403_keeps_the_store_not_ready_with_the_servers_reason_until_access_is_granted() {
     let sim = sim(300).await;
     arm(&sim, Fault::Forbidden);
-    let mut running = start(sim.url(), Strategy::Auto, Wire::Json, 100);
+    let mut running = start(sim.url(), Strategy::Auto, RequestEncoding::Json, 100);
     assert_eq!(failing(&running).await, FORBIDDEN_WATCH);
     // Failing still retries (with backoff): granting access needs no restart.
     running
@@ -126,7 +126,12 @@ async fn a_403_keeps_the_store_not_ready_with_the_servers_reason_until_access_is
 async fn a_404_on_the_watch_of_a_ready_store_fails_it_until_the_resource_is_back_and_a_relist_catches_up()
  {
     let sim = sim(300).await;
-    let running = start(sim.url(), Strategy::Parallel, Wire::Protobuf, 100);
+    let running = start(
+        sim.url(),
+        Strategy::Parallel,
+        RequestEncoding::Protobuf,
+        100,
+    );
     listed(&running).await;
     arm(&sim, Fault::NotFound);
     sim.cut_watches();
@@ -143,7 +148,7 @@ async fn a_404_on_the_watch_of_a_ready_store_fails_it_until_the_resource_is_back
 #[tokio::test(start_paused = true)]
 async fn server_errors_and_broken_watches_keep_a_ready_store_ready_while_retried() {
     let sim = sim(300).await;
-    let mut running = start(sim.url(), Strategy::Parallel, Wire::Json, 100);
+    let mut running = start(sim.url(), Strategy::Parallel, RequestEncoding::Json, 100);
     listed(&running).await;
     let failures = running.status.borrow().failures;
     sim.inject(FaultSpec {
@@ -174,7 +179,7 @@ async fn server_errors_and_broken_watches_keep_a_ready_store_ready_while_retried
 #[tokio::test(start_paused = true)]
 async fn an_aborted_reflector_leaves_its_store_closed_and_not_ready() {
     let sim = sim(100).await;
-    let mut running = start(sim.url(), Strategy::Parallel, Wire::Json, 50);
+    let mut running = start(sim.url(), Strategy::Parallel, RequestEncoding::Json, 50);
     listed(&running).await;
     running.task.abort();
     assert!((&mut running.task).await.unwrap_err().is_cancelled());

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, HistoryWindow, Sim, SimConfig, ids};
 use kubecache_reflector::upstream::{
-    ApiResource, Reflector, ReflectorConfig, ReflectorStatus, ResourceSpec, Strategy, Upstream,
-    Wire,
+    ApiResource, Reflector, ReflectorConfig, ReflectorStatus, RequestEncoding, ResourceSpec,
+    Strategy, Upstream,
 };
 use kubecache_reflector::{StoreConfig, StoreReader, Subscription, store};
 use kubecache_wire::ChangeType;
@@ -37,16 +37,16 @@ macro_rules! over_each_wire {
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn over_json() {
-                scenario(Wire::Json).await;
+                scenario(RequestEncoding::Json).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn over_protobuf() {
-                scenario(Wire::Protobuf).await;
+                scenario(RequestEncoding::Protobuf).await;
             }
 
             $(#[$doc])*
-            async fn scenario($wire: Wire) $body
+            async fn scenario($wire: RequestEncoding) $body
         }
     };
 }
@@ -119,7 +119,7 @@ async fn ready(running: &Running, within: Duration) {
         .expect("store open");
 }
 
-async fn converges_under_churn(strategy: Strategy, wire: Wire) {
+async fn converges_under_churn(strategy: Strategy, wire: RequestEncoding) {
     let (url, sim) = Sim::start(SimConfig {
         pods: 20_000,
         churn_per_sec: 300.0,
@@ -210,7 +210,7 @@ async fn parallel_gets_ready_when_the_list_outlives_the_watch_cache_and_list_wat
 /// Follows the store's event log from the moment the store is ready and
 /// checks that replaying it onto the first snapshot gives the final state:
 /// no gap, no reordering, relists included.
-async fn survives(fault: FaultSpec, strategy: Strategy, wire: Wire) {
+async fn survives(fault: FaultSpec, strategy: Strategy, wire: RequestEncoding) {
     let (url, sim) = Sim::start(SimConfig {
         pods: 2_000,
         churn_per_sec: 200.0,
@@ -388,7 +388,7 @@ async fn truncated_bodies_and_stalls_are_survived(wire) {
 }
 
 /// A relist (after a 410 on the watch) emits the difference to the store.
-async fn relist_after_compaction(strategy: Strategy, wire: Wire) {
+async fn relist_after_compaction(strategy: Strategy, wire: RequestEncoding) {
     let (url, sim) = Sim::start(SimConfig {
         pods: 500,
         ..SimConfig::default()
@@ -530,7 +530,10 @@ async fn a_watch_broken_during_a_parallel_list_is_resumed_without_restarting_the
 /// only after decoding fails the test instead of hanging it). (One
 /// namespace, sorting last: a sharded list reads it all as the rest of page
 /// 1's, and has no other namespace to read.)
-async fn pages_are_requested_before_the_page_before_is_decoded(strategy: Strategy, wire: Wire) {
+async fn pages_are_requested_before_the_page_before_is_decoded(
+    strategy: Strategy,
+    wire: RequestEncoding,
+) {
     const PAGE: usize = 2;
     const PODS: usize = 5;
     let (url, sim) = Sim::start(SimConfig::default()).await.unwrap();
@@ -779,7 +782,7 @@ fn versions(objects: &[Arc<kubecache_loadtest::sim::StoredObject>]) -> BTreeMap<
 /// With `compact`, the history is compacted once the shards are under way:
 /// the shards after that get 410 and are read at the current state, so
 /// (a) and (b) do not hold, the convergence and the log do.
-async fn sharded_list_equals_a_sequential_one(wire: Wire, seed: u64, compact: bool) {
+async fn sharded_list_equals_a_sequential_one(wire: RequestEncoding, seed: u64, compact: bool) {
     const PAGE: usize = 100;
     let (url, sim) = Sim::start(SimConfig {
         seed,

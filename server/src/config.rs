@@ -44,7 +44,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kubecache_reflector::upstream::{ReflectorConfig, Strategy, Wire};
+use kubecache_reflector::upstream::{ReflectorConfig, RequestEncoding, Strategy};
 use kubecache_reflector::{EventLogConfig, IndexSpec, StoreConfig};
 use kubecache_wire::{FieldSelector, LabelSelector, Transform};
 use serde::Deserialize;
@@ -489,9 +489,9 @@ impl Config {
             Some(s) => s.parse().map_err(|e| invalid("strategy (--strategy)", e))?,
             None => Strategy::Auto,
         };
-        let wire: Wire = match cli.wire.clone().or(file.wire) {
+        let wire: RequestEncoding = match cli.wire.clone().or(file.wire) {
             Some(w) => w.parse().map_err(|e| invalid("wire (--wire)", e))?,
-            None => Wire::Auto,
+            None => RequestEncoding::Auto,
         };
         let page_size = cli.page_size.or(file.page_size).unwrap_or(500);
         if page_size == 0 {
@@ -922,7 +922,7 @@ resources:
         let pods = &config.resources[0];
         assert_eq!(pods.reflector.page_size, 7);
         assert_eq!(pods.reflector.list_shards, 8);
-        assert_eq!(pods.reflector.wire, Wire::Json);
+        assert_eq!(pods.reflector.wire, RequestEncoding::Json);
         assert_eq!(pods.namespace.as_deref(), Some("team-a"));
         assert_eq!(pods.label_selector.as_deref(), Some("app in (web,api)"));
         assert_eq!(pods.reflector.transform.strip_paths().len(), 2);

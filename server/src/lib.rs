@@ -2,11 +2,14 @@
 //! stores (reads of the cached resources from memory, everything else
 //! passed through to the API server) and the query API.
 //!
-//! [`router`] builds the HTTP API over a set of [`ServedResources`]; `main.rs` wires
-//! configuration, upstream, reflectors and the [`serving::Server`] around it.
+//! [`App`] is the composition root: it starts the reflectors and serves
+//! them with the HTTP API ([`router`]) on a [`serving::Server`]; `main.rs`
+//! and the integration tests both start kubecache through it.
 
+mod app;
 pub mod auth;
 pub mod config;
+pub mod error;
 #[cfg(test)]
 mod golden;
 mod http;
@@ -17,6 +20,7 @@ mod served;
 pub mod serving;
 pub mod warm_restart;
 
+pub use app::{App, SHUTDOWN_GRACE};
 pub use http::router;
 pub use passthrough::PassThrough;
 pub use served::{Filter, Predicates, ServeSettings, ServedResource, ServedResources};

@@ -3,20 +3,12 @@
 //! and `/metrics` (see README.md).
 //!
 //! Start-up: the configuration is validated whole (an invalid field stops
-//! the start with a message naming it), the listener is bound, then every
-//! resource is found by discovery and its reflector started. The API
-//! answers at once: `/readyz` and reads of a resource say 503 until it has
-//! synced. Serving (HTTP or HTTPS, with TLS files reloaded as they change)
-//! is `kubecache_server::serving`. SIGTERM or Ctrl-C: stop accepting, end
-//! every watch cleanly (its client resumes elsewhere from its last
-//! resourceVersion), let answers in flight finish for up to
-//! [`SHUTDOWN_GRACE`], exit.
-//!
-//! Warm restart (`--state-dir`): the cluster's identity is read once at
-//! start, each resource's state file is loaded before its first list (and
-//! replaces it), and the files are saved periodically and once more from
-//! the stop signal, while answers drain, within the same grace (see
-//! `kubecache_server::warm_restart`).
+//! the start with a message naming it), the listener is bound, then
+//! kubecache is started by its composition root ([`App`]): every resource
+//! found by discovery, its reflector started (from its state file with
+//! `--state-dir`). The API answers at once: `/readyz` and reads of a
+//! resource say 503 until it has synced. SIGTERM or Ctrl-C: [`App::run`]
+//! stops within its grace.
 //!
 //! Open files: the soft limit is raised to the hard one at start-up (as
 //! Go's runtime does), and the connection limits are lowered, with a
@@ -27,23 +19,12 @@
 //! is logged, and `/livez` fails so that the kubelet restarts the process.
 
 use std::io::IsTerminal;
-use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use kubecache_reflector::upstream::{ApiResource, ResourceSpec};
-use kubecache_server::auth::Auth;
+use kubecache_server::App;
 use kubecache_server::config::{Cli, Config, FileConfig};
-use kubecache_server::serving::{Limits, Server};
-use kubecache_server::warm_restart::{StateDir, save_periodically};
-use kubecache_server::{ServedResource, ServedResources};
-use tokio::task::JoinHandle;
-
-/// How long requests in flight may take to finish after a shutdown signal.
-/// Kubernetes waits `terminationGracePeriodSeconds` (30 s by default)
-/// before it kills the container; this leaves it a margin.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+use kubecache_server::serving::Limits;
 
 /// jemalloc returns what transients freed (see the dependency's comment in
 /// `Cargo.toml`); its background threads purge freed pages after 10 s.
@@ -63,8 +44,8 @@ async fn main() -> anyhow::Result<()> {
         Some(path) => FileConfig::read(path)?,
         None => FileConfig::default(),
     };
-    let config = Config::resolve(&cli, file)?;
-    let limits = fit_open_files(config.connections);
+    let mut config = Config::resolve(&cli, file)?;
+    config.connections = fit_open_files(config.connections);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listen (--listen): binding {}", config.listen))?;
@@ -75,53 +56,6 @@ async fn main() -> anyhow::Result<()> {
     };
     let url = format!("{scheme}://{}", demo_address(config.listen));
     let (upstream, _sim) = upstream(&cli, &url).await?;
-    let client = kube::Client::try_from(upstream.clone())?;
-    let pass_through = kubecache_server::PassThrough::new(&upstream)
-        .context("the API server's client for pass-through")?;
-    let state_dir = match &config.state {
-        Some(state) => {
-            let api_server = upstream.cluster_url.to_string();
-            match StateDir::open(&state.dir, &client, &api_server).await {
-                Ok(dir) => {
-                    tracing::info!(dir = %state.dir.display(), cluster = dir.cluster(), interval = ?state.save_interval, "warm restart: state files saved and loaded here");
-                    Some(dir)
-                }
-                Err(error) => {
-                    tracing::error!(dir = %state.dir.display(), "no warm restart (every start lists): {error:#}");
-                    None
-                }
-            }
-        }
-        None => None,
-    };
-    let mut caches = Vec::new();
-    for resource in config.resources {
-        let api_resource = ApiResource::discover(&client, &resource.name)
-            .await
-            .with_context(|| format!("resource {:?}", resource.name))?;
-        let spec = ResourceSpec {
-            resource: api_resource,
-            namespace: resource.namespace,
-            label_selector: resource.label_selector,
-            field_selector: resource.field_selector,
-        };
-        let (cache, task) = ServedResource::start(
-            client.clone(),
-            spec,
-            resource.store,
-            resource.reflector,
-            &config.serve,
-            state_dir.as_ref(),
-        )
-        .with_context(|| format!("resource {:?}", resource.name))?;
-        tokio::spawn(reflector_ended(cache.name(), task));
-        caches.push(cache);
-    }
-    let caches = Arc::new(ServedResources::new(caches, config.serve));
-    tokio::spawn(kubecache_server::progress::report(
-        caches.clone(),
-        std::io::stderr().is_terminal(),
-    ));
     match &config.tls {
         Some(tls) => tracing::info!(
             listen = %config.listen,
@@ -131,48 +65,12 @@ async fn main() -> anyhow::Result<()> {
         ),
         None => tracing::info!(listen = %config.listen, "serving HTTP"),
     }
-    let auth = if config.auth.enabled {
-        Auth::kubernetes(&upstream, config.auth.settings).context("the review client")?
-    } else {
-        tracing::warn!(
-            "--auth=none: NO AUTHORIZATION. Anyone who reaches {} reads every cached object. \
-             For local runs and benchmarks only.",
-            config.listen
-        );
-        Auth::None
-    };
-    let saver = match (&state_dir, &config.state) {
-        (Some(_), Some(state)) => Some(tokio::spawn(save_periodically(
-            caches.clone(),
-            state.save_interval,
-            SHUTDOWN_GRACE,
-            caches.shutting_down(),
-        ))),
-        _ => None,
-    };
-    let router = kubecache_server::router(caches.clone(), auth, pass_through);
-    let stopping = caches.clone();
-    let server = Server::new(listener, router)
-        .tls(config.tls)
-        .limits(limits)
-        .write_stall(config.write_stall)
-        .serve(async move {
-            stop_signal().await;
-            tracing::info!("stopping: no new connections; ending watches");
-            stopping.shut_down();
-        });
-    let mut shutting_down = caches.shutting_down();
-    tokio::select! {
-        () = server => {},
-        _ = async {
-            let _ = shutting_down.wait_for(|down| *down).await;
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        } => tracing::warn!(grace = ?SHUTDOWN_GRACE, "requests still in flight: exiting anyway"),
-    }
-    if let Some(saver) = saver {
-        // Bounded by the grace from the stop signal on, as the drain is.
-        let _ = saver.await;
-    }
+    let app = App::start(config, &upstream).await?;
+    tokio::spawn(kubecache_server::progress::report(
+        app.caches().clone(),
+        std::io::stderr().is_terminal(),
+    ));
+    app.run(listener, stop_signal()).await;
     tracing::info!("stopped");
     Ok(())
 }
@@ -286,19 +184,6 @@ async fn simulated(_pods: usize, _churn: f64, _url: &str) -> anyhow::Result<(kub
         "--simulate: this kubecache was built without the simulated API server; \
          build it with `cargo build -p kubecache-server --features simulate`"
     )
-}
-
-/// Waits for a reflector's task to end and says why. It never ends by
-/// itself (it retries every failure, and catches the panics of its steps),
-/// so this is a bug: its store is then closed and not ready ("the reflector
-/// stopped"), and `/livez` fails so that the kubelet restarts the process.
-async fn reflector_ended(resource: String, task: JoinHandle<()>) {
-    // A JoinError says whether the task panicked, and with what message.
-    let why = match task.await {
-        Ok(()) => "it returned".to_string(),
-        Err(error) => error.to_string(),
-    };
-    tracing::error!(%resource, %why, "the reflector stopped: /livez fails from now on");
 }
 
 /// SIGTERM (Kubernetes stopping the pod) or Ctrl-C.

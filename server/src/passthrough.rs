@@ -33,7 +33,7 @@ use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use kube::client::{ClientBuilder, ConfigExt};
-use kubecache_wire::Status;
+use kubecache_wire::{Encoding, Status};
 
 use crate::auth::{Credential, UserInfo};
 
@@ -315,16 +315,7 @@ fn upgrade_refused() -> Status {
 
 /// 503 when the API server cannot be reached.
 fn unreachable(error: &kube::Error) -> Status {
-    let mut status = Status::failure(
-        503,
-        "ServiceUnavailable",
-        format!("kubecache could not reach the API server: {error}"),
-    );
-    status.details = Some(kubecache_wire::StatusDetails {
-        retry_after_seconds: Some(1),
-        ..Default::default()
-    });
-    status
+    Status::service_unavailable(format!("kubecache could not reach the API server: {error}"))
 }
 
 /// 504 when the API server does not answer in time.
@@ -390,10 +381,10 @@ fn resource_version(headers: &HeaderMap, body: &[u8]) -> Option<u64> {
     struct Metadata {
         resource_version: String,
     }
-    let protobuf = headers
+    let content_type = headers
         .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/vnd.kubernetes.protobuf"));
+        .and_then(|v| v.to_str().ok());
+    let protobuf = Encoding::of_content_type(content_type) == Encoding::Protobuf;
     let json;
     let body = if protobuf {
         json = kubecache_wire::protobuf::decode_unknown(body)

@@ -44,16 +44,25 @@
 //! kind, and a cold start: it is never served.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use kubecache_reflector::upstream::{ApiResource, Reflector};
-use kubecache_reflector::{ApplyingList, StateFile};
+use kubecache_reflector::upstream::{ApiResource, Reflector, ReflectorStatus};
+use kubecache_reflector::{ApplyingList, StateFile, StoreReader};
 use kubecache_wire::Transform;
 use tokio::sync::watch;
 
-use crate::{ServedResource, ServedResources};
+/// A resource's store and the state file it is saved to.
+pub struct Persisted {
+    /// The resource's name, in logs and metrics.
+    pub name: String,
+    /// Where it is saved.
+    pub file: StateFile,
+    /// The store.
+    pub reader: StoreReader,
+    /// Its reflector's status: whether it was restored, and at what.
+    pub status: watch::Receiver<ReflectorStatus>,
+}
 
 /// Where the state files are, and the cluster they are of.
 #[derive(Debug, Clone)]
@@ -180,17 +189,17 @@ pub(crate) async fn restore(file: StateFile, reflector: &mut Reflector, resource
 /// Saves every resource's state every `interval`, and once more when
 /// `stopping` turns `true` (bounded by `grace`), then returns.
 pub async fn save_periodically(
-    caches: Arc<ServedResources>,
+    stores: Vec<Persisted>,
     interval: Duration,
     grace: Duration,
     mut stopping: watch::Receiver<bool>,
 ) {
     // The resourceVersion of each store's file: an unchanged store is not
     // written again.
-    let mut saved: Vec<Option<u64>> = caches
+    let mut saved: Vec<Option<u64>> = stores
         .iter()
-        .map(|cache| {
-            cache
+        .map(|store| {
+            store
                 .status
                 .borrow()
                 .restored
@@ -201,9 +210,9 @@ pub async fn save_periodically(
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            _ = ticks.tick() => save_all(&caches, &mut saved, "periodic").await,
+            _ = ticks.tick() => save_all(&stores, &mut saved, "periodic").await,
             () = async { drop(stopping.wait_for(|down| *down).await) } => {
-                let last = save_all(&caches, &mut saved, "shutdown");
+                let last = save_all(&stores, &mut saved, "shutdown");
                 if tokio::time::timeout(grace, last).await.is_err() {
                     tracing::warn!(?grace, "state files not all saved within the shutdown grace");
                 }
@@ -213,27 +222,26 @@ pub async fn save_periodically(
     }
 }
 
-/// One save of each resource that changed, one after the other.
-async fn save_all(caches: &ServedResources, saved: &mut [Option<u64>], why: &'static str) {
-    for (cache, last) in caches.iter().zip(saved.iter_mut()) {
-        if let Some(rv) = save(cache, *last, why).await {
+/// One save of each store that changed, one after the other.
+async fn save_all(stores: &[Persisted], saved: &mut [Option<u64>], why: &'static str) {
+    for (store, last) in stores.iter().zip(saved.iter_mut()) {
+        if let Some(rv) = save(store, *last, why).await {
             *last = Some(rv);
         }
     }
 }
 
-/// Saves `cache`'s state unless it is still at `last`; the resourceVersion
+/// Saves `store`'s state unless it is still at `last`; the resourceVersion
 /// saved.
-async fn save(cache: &Arc<ServedResource>, last: Option<u64>, why: &'static str) -> Option<u64> {
-    let file = cache.state_file.clone()?;
-    let reader = cache.reader.clone();
+async fn save(store: &Persisted, last: Option<u64>, why: &'static str) -> Option<u64> {
+    let (file, reader) = (store.file.clone(), store.reader.clone());
     // The snapshot, taken after, is at least this far: the restarted watch
     // resumes from the larger of the two.
     let upstream = reader.current_resource_version();
     if upstream == 0 || last == Some(upstream) {
         return None;
     }
-    let resource = cache.name();
+    let resource = store.name.clone();
     let started = Instant::now();
     let path = file.path().display().to_string();
     let result = tokio::task::spawn_blocking(move || file.save(&reader, upstream)).await;

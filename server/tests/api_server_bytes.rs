@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use common::{Setup, WatchLines, get, serve};
 use kubecache_loadtest::sim::SimConfig;
-use kubecache_reflector::upstream::{ApiResource, Wire};
+use kubecache_reflector::upstream::{ApiResource, RequestEncoding};
 use kubecache_wire::Transform;
 use serde_json::value::RawValue;
 
@@ -57,7 +57,7 @@ async fn first_watched_object(base: &str, collection: &str, rv: u64) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn served_objects_are_the_api_servers_bytes_over_either_wire() {
-    for wire in [Wire::Json, Wire::Auto] {
+    for wire in [RequestEncoding::Json, RequestEncoding::Auto] {
         let served = serve(Setup {
             sim: SimConfig {
                 pods: 300,

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, Response, header};
 use common::{Setup, front};
-use kubecache_reflector::upstream::{ApiResource, Wire};
+use kubecache_reflector::upstream::{ApiResource, RequestEncoding};
 use kubecache_wire::Transform;
 use serde_json::Value;
 
@@ -174,7 +174,7 @@ async fn kubecache_serves_every_recorded_list_as_the_api_server_did_over_either_
     });
     tokio::spawn(async move { axum::serve(listener, app).await });
 
-    for wire in [Wire::Auto, Wire::Json] {
+    for wire in [RequestEncoding::Auto, RequestEncoding::Json] {
         let kubecache = front(
             kube::Config::new(upstream.parse().unwrap()),
             Setup {
@@ -190,7 +190,7 @@ async fn kubecache_serves_every_recorded_list_as_the_api_server_did_over_either_
             let (code, body) = common::get(&kubecache.url, &found.path).await;
             assert_eq!(code, 200, "{wire} {}", found.path);
             let want = match wire {
-                Wire::Json => found.json.clone(),
+                RequestEncoding::Json => found.json.clone(),
                 _ => as_of_v1_36(&found.json),
             };
             let list: Value = serde_json::from_slice(&want).unwrap();

@@ -10,7 +10,8 @@ use kube::client::Body;
 
 use super::error::UpstreamError;
 use super::resource::{ApiResource, ResourceSpec};
-use super::wire::{Encoding, ListResponse, WatchEvent, WatchSplitter, Wire, error_body_json};
+use super::wire::{ListResponse, RequestEncoding, WatchEvent, WatchSplitter, error_body_json};
+use kubecache_wire::Encoding;
 
 /// Largest error body read to classify a failure.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -55,7 +56,7 @@ impl Upstream {
 
     /// The same, asking for the encoding `wire` picks for the resource
     /// (responses are read in whatever encoding they declare).
-    pub fn with_wire(mut self, wire: Wire) -> Self {
+    pub fn with_wire(mut self, wire: RequestEncoding) -> Self {
         self.protobuf = wire.asks_protobuf(&self.spec.resource);
         self
     }
@@ -121,7 +122,10 @@ impl Upstream {
 
     async fn get(&self, query: &Query<'_>) -> Result<http::Response<Body>, UpstreamError> {
         let request = Request::get(self.uri(query))
-            .header(header::ACCEPT, Wire::accept(self.protobuf, query.watch))
+            .header(
+                header::ACCEPT,
+                RequestEncoding::accept(self.protobuf, query.watch),
+            )
             .body(Body::empty())
             .map_err(|e| UpstreamError::Connect(e.to_string()))?;
         let response = self
@@ -154,7 +158,12 @@ impl Upstream {
     /// One list request; the whole body, in the encoding the server chose.
     pub async fn list(&self, query: &Query<'_>) -> Result<ListResponse, UpstreamError> {
         let response = self.get(query).await?;
-        let encoding = Encoding::of(response.headers().get(header::CONTENT_TYPE));
+        let encoding = Encoding::of_content_type(
+            response
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok()),
+        );
         response
             .into_body()
             .collect()
@@ -166,7 +175,12 @@ impl Upstream {
     /// Opens a watch.
     pub async fn watch(&self, query: &Query<'_>) -> Result<WatchEvents, UpstreamError> {
         let response = self.get(query).await?;
-        let encoding = Encoding::of(response.headers().get(header::CONTENT_TYPE));
+        let encoding = Encoding::of_content_type(
+            response
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok()),
+        );
         Ok(WatchEvents {
             body: response.into_body(),
             splitter: WatchSplitter::new(encoding),

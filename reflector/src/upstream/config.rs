@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Wire;
+use super::RequestEncoding;
 use kubecache_wire::{CachedObject, Transform};
 
 /// How the initial state is read.
@@ -70,7 +70,7 @@ pub struct ReflectorConfig {
     pub list_shards: usize,
     /// The encoding asked of the API server (protobuf for built-in kinds
     /// by default; the store keeps JSON either way).
-    pub wire: Wire,
+    pub wire: RequestEncoding,
     /// Watch events buffered during a parallel list before it is abandoned
     /// for a relist (an overflow loses events, so it is never silent).
     pub buffer_limit: usize,
@@ -108,7 +108,7 @@ impl Default for ReflectorConfig {
             strategy: Strategy::Auto,
             page_size: 500,
             list_shards: 4,
-            wire: Wire::Auto,
+            wire: RequestEncoding::Auto,
             buffer_limit: 200_000,
             watch_timeout: Duration::from_secs(290),
             transform: Transform::default(),

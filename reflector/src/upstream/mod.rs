@@ -77,7 +77,7 @@ pub use config::{ObjectFilter, ReflectorConfig, Strategy};
 pub use error::{Phase, Recovery, UpstreamError};
 pub use resource::{ApiResource, ResourceSpec};
 pub use state::ListReason;
-pub use wire::{Encoding, ListResponse, Page, WatchEvent, Wire};
+pub use wire::{ListResponse, Page, RequestEncoding, WatchEvent};
 
 use crate::store::{SavedState, StoreNotNew, StoreWriter};
 use kubecache_wire::CachedObject;

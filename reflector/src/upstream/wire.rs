@@ -5,7 +5,7 @@
 //! kube-apiserver serves built-in kinds as JSON or as Kubernetes protobuf
 //! (`k8s\0` + `runtime.Unknown`; watches as length-framed `WatchEvent`s), and
 //! custom resources as JSON only. The reflector asks for protobuf where
-//! [`Wire`] says so, always with JSON as the fallback, and decodes each
+//! [`RequestEncoding`] says so, always with JSON as the fallback, and decodes each
 //! response by its `Content-Type`: a server may answer JSON anyway.
 //!
 //! The store keeps JSON whatever the wire (it is what kubecache serves), so
@@ -25,18 +25,13 @@ use std::fmt;
 use std::str::FromStr;
 
 use bytes::{Bytes, BytesMut};
-use http::HeaderValue;
 
 use super::error::UpstreamError;
 use super::resource::ApiResource;
+use kubecache_wire::media::JSON;
 use kubecache_wire::protobuf::{self, MessageType, ProtoError, TypeMeta, WatchFrameDecoder};
-use kubecache_wire::{WatchEventType, WatchLine};
+use kubecache_wire::{Encoding, WatchEventType, WatchLine};
 
-/// `application/json`.
-const JSON: &str = "application/json";
-/// The protobuf media type of kube-apiserver (`runtime.ContentTypeProtobuf`
-/// in `k8s.io/apimachinery/pkg/runtime/types.go`).
-const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 /// Accept for lists: protobuf, or JSON where the server has no protobuf
 /// (custom resources get 406 without the fallback).
 const ACCEPT_PROTOBUF: &str = "application/vnd.kubernetes.protobuf, application/json";
@@ -56,7 +51,7 @@ const MAX_EVENT: usize = 16 * 1024 * 1024;
 /// read in the encoding it declares. Parsed from `json`, `protobuf` or
 /// `auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Wire {
+pub enum RequestEncoding {
     /// JSON only.
     Json,
     /// Protobuf first, for every resource (the server falls back to JSON
@@ -69,22 +64,24 @@ pub enum Wire {
     Auto,
 }
 
-impl Wire {
+impl RequestEncoding {
     /// The name used in config and logs.
     pub fn as_str(self) -> &'static str {
         match self {
-            Wire::Json => "json",
-            Wire::Protobuf => "protobuf",
-            Wire::Auto => "auto",
+            RequestEncoding::Json => "json",
+            RequestEncoding::Protobuf => "protobuf",
+            RequestEncoding::Auto => "auto",
         }
     }
 
     /// Whether requests for `resource` ask for protobuf first.
     pub fn asks_protobuf(self, resource: &ApiResource) -> bool {
         match self {
-            Wire::Json => false,
-            Wire::Protobuf => true,
-            Wire::Auto => protobuf::message_type(&resource.api_version(), &resource.kind).is_some(),
+            RequestEncoding::Json => false,
+            RequestEncoding::Protobuf => true,
+            RequestEncoding::Auto => {
+                protobuf::message_type(&resource.api_version(), &resource.kind).is_some()
+            }
         }
     }
 
@@ -98,14 +95,14 @@ impl Wire {
     }
 }
 
-impl FromStr for Wire {
+impl FromStr for RequestEncoding {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
-            "json" => Ok(Wire::Json),
-            "protobuf" => Ok(Wire::Protobuf),
-            "auto" => Ok(Wire::Auto),
+            "json" => Ok(RequestEncoding::Json),
+            "protobuf" => Ok(RequestEncoding::Protobuf),
+            "auto" => Ok(RequestEncoding::Auto),
             other => Err(format!(
                 "unknown wire format {other:?}: expected json, protobuf or auto"
             )),
@@ -113,34 +110,9 @@ impl FromStr for Wire {
     }
 }
 
-impl fmt::Display for Wire {
+impl fmt::Display for RequestEncoding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// The encoding of one response body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encoding {
-    /// JSON (one object per line for watches).
-    Json,
-    /// Kubernetes protobuf.
-    Protobuf,
-}
-
-impl Encoding {
-    /// The encoding a `Content-Type` declares: protobuf for
-    /// `application/vnd.kubernetes.protobuf` with any parameters
-    /// (`;stream=watch`), JSON otherwise.
-    pub fn of(content_type: Option<&HeaderValue>) -> Self {
-        let media = content_type
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .map(str::trim);
-        match media {
-            Some(m) if m.eq_ignore_ascii_case(PROTOBUF) => Encoding::Protobuf,
-            _ => Encoding::Json,
-        }
     }
 }
 
@@ -541,37 +513,17 @@ mod tests {
     }
 
     #[test]
-    fn the_response_content_type_decides_the_encoding() {
-        for (content_type, expected) in [
-            (
-                Some("application/vnd.kubernetes.protobuf"),
-                Encoding::Protobuf,
-            ),
-            (
-                Some("application/vnd.kubernetes.protobuf;stream=watch"),
-                Encoding::Protobuf,
-            ),
-            (
-                Some("Application/Vnd.Kubernetes.Protobuf ; stream=watch"),
-                Encoding::Protobuf,
-            ),
-            (Some("application/json"), Encoding::Json),
-            (Some("application/json;stream=watch"), Encoding::Json),
-            (None, Encoding::Json),
+    fn request_encodings_parse_their_names_and_auto_asks_protobuf_for_built_in_kinds_only() {
+        for wire in [
+            RequestEncoding::Json,
+            RequestEncoding::Protobuf,
+            RequestEncoding::Auto,
         ] {
-            let header = content_type.map(HeaderValue::from_static);
-            assert_eq!(Encoding::of(header.as_ref()), expected, "{content_type:?}");
-        }
-    }
-
-    #[test]
-    fn wire_parses_its_names_and_auto_asks_protobuf_for_built_in_kinds_only() {
-        for wire in [Wire::Json, Wire::Protobuf, Wire::Auto] {
-            assert_eq!(wire.as_str().parse::<Wire>(), Ok(wire));
+            assert_eq!(wire.as_str().parse::<RequestEncoding>(), Ok(wire));
             assert_eq!(wire.to_string(), wire.as_str());
         }
-        assert!("proto".parse::<Wire>().is_err());
-        assert_eq!(Wire::default(), Wire::Auto);
+        assert!("proto".parse::<RequestEncoding>().is_err());
+        assert_eq!(RequestEncoding::default(), RequestEncoding::Auto);
         let widgets = ApiResource {
             group: "example.com".into(),
             version: "v1".into(),
@@ -580,16 +532,16 @@ mod tests {
             namespaced: true,
         };
         let pods = ApiResource::pods();
-        assert!(Wire::Auto.asks_protobuf(&pods));
-        assert!(!Wire::Auto.asks_protobuf(&widgets));
-        assert!(Wire::Protobuf.asks_protobuf(&widgets));
-        assert!(!Wire::Json.asks_protobuf(&pods));
+        assert!(RequestEncoding::Auto.asks_protobuf(&pods));
+        assert!(!RequestEncoding::Auto.asks_protobuf(&widgets));
+        assert!(RequestEncoding::Protobuf.asks_protobuf(&widgets));
+        assert!(!RequestEncoding::Json.asks_protobuf(&pods));
         // Whatever is asked, JSON stays acceptable.
         assert_eq!(
-            Wire::accept(true, true),
+            RequestEncoding::accept(true, true),
             "application/vnd.kubernetes.protobuf;stream=watch, application/json"
         );
-        assert_eq!(Wire::accept(false, true), "application/json");
+        assert_eq!(RequestEncoding::accept(false, true), "application/json");
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! against a URL, stopped when dropped.
 
 use kubecache_reflector::upstream::{
-    ApiResource, Reflector, ReflectorConfig, ReflectorStatus, ResourceSpec, Strategy, Upstream,
-    Wire,
+    ApiResource, Reflector, ReflectorConfig, ReflectorStatus, RequestEncoding, ResourceSpec,
+    Strategy, Upstream,
 };
 use kubecache_reflector::{StoreConfig, StoreReader, store};
 use tokio::sync::watch;
@@ -25,7 +25,7 @@ impl Drop for Running {
 
 /// Starts a reflector of all pods at `url`, asking for `wire` (logs go to
 /// the test output with `RUST_LOG`).
-pub fn start(url: &str, strategy: Strategy, wire: Wire, page_size: usize) -> Running {
+pub fn start(url: &str, strategy: Strategy, wire: RequestEncoding, page_size: usize) -> Running {
     start_with(
         url,
         ReflectorConfig {

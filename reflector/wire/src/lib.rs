@@ -10,6 +10,7 @@
 mod decode;
 mod encodings;
 pub mod list_options;
+pub mod media;
 mod object;
 pub mod protobuf;
 mod selector;
@@ -24,6 +25,7 @@ pub use encodings::{
     EncodedBytes, Encodings, METADATA_API_VERSION, METADATA_JSON_PREFIX, encoded_bytes,
     partial_object_metadata,
 };
+pub use media::Encoding;
 pub use object::{CachedObject, ObjectKey, builtin_kind};
 pub use selector::{
     FieldOperator, FieldRequirement, FieldSelector, LabelOperator, LabelRequirement, LabelSelector,

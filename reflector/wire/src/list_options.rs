@@ -52,23 +52,21 @@ pub struct CollectionParams {
 }
 
 impl CollectionParams {
-    /// Parses and validates the query string of a list or watch of a
-    /// resource whose field selectors may name `supported_fields`.
-    pub fn parse(query: &str, supported_fields: &[&str]) -> Result<Self, Status> {
-        Self::parse_with(query, supported_fields, false)
+    /// Parses and validates the query string of a list or watch. Which
+    /// fields a field selector may name is the caller's to check
+    /// ([`FieldSelector::check_supported`]): kubecache's server passes a
+    /// selector it cannot evaluate through to the API server.
+    pub fn parse(query: &str) -> Result<Self, Status> {
+        Self::parse_with(query, false)
     }
 
     /// [`CollectionParams::parse`] for the deprecated watch paths
     /// (`/api/v1/watch/...`): a watch whatever the `watch` parameter says.
-    pub fn parse_watch_path(query: &str, supported_fields: &[&str]) -> Result<Self, Status> {
-        Self::parse_with(query, supported_fields, true)
+    pub fn parse_watch_path(query: &str) -> Result<Self, Status> {
+        Self::parse_with(query, true)
     }
 
-    fn parse_with(
-        query: &str,
-        supported_fields: &[&str],
-        watch_path: bool,
-    ) -> Result<Self, Status> {
+    fn parse_with(query: &str, watch_path: bool) -> Result<Self, Status> {
         let mut params = CollectionParams {
             watch: false,
             labels: LabelSelector::default(),
@@ -92,12 +90,8 @@ impl CollectionParams {
                         .map_err(|e| Status::bad_request(e.to_string()))?
                 }
                 "fieldSelector" => {
-                    let fields = FieldSelector::parse(&value)
-                        .map_err(|e| Status::bad_request(e.to_string()))?;
-                    fields
-                        .check_supported(supported_fields)
-                        .map_err(|e| Status::bad_request(e.to_string()))?;
-                    params.fields = fields;
+                    params.fields = FieldSelector::parse(&value)
+                        .map_err(|e| Status::bad_request(e.to_string()))?
                 }
                 "limit" => {
                     let limit: i64 = value.parse().map_err(|_| {
@@ -347,10 +341,7 @@ mod tests {
     use super::*;
 
     fn parse(query: &str) -> Result<CollectionParams, Status> {
-        CollectionParams::parse(
-            query,
-            &["metadata.name", "metadata.namespace", "spec.nodeName"],
-        )
+        CollectionParams::parse(query)
     }
 
     #[test]
@@ -397,7 +388,10 @@ mod tests {
         assert_eq!(parse("watch=maybe").unwrap_err().code, 400);
         assert_eq!(parse("continue=%%%").unwrap_err().code, 400);
         assert_eq!(parse("resourceVersion=abc").unwrap_err().code, 400);
-        assert_eq!(parse("fieldSelector=spec.foo%3Dbar").unwrap_err().code, 400);
+        assert_eq!(
+            parse("fieldSelector=spec.foo%3D%3D%3D").unwrap_err().code,
+            400
+        );
         assert_eq!(parse("resourceVersionMatch=Exact").unwrap_err().code, 422);
     }
 
@@ -460,12 +454,11 @@ mod tests {
 
     #[test]
     fn a_watch_path_is_a_watch_whatever_the_parameter_says() {
-        let params = CollectionParams::parse_watch_path("watch=0", &[]).unwrap();
+        let params = CollectionParams::parse_watch_path("watch=0").unwrap();
         assert!(params.watch);
         // Validated as a watch: resourceVersionMatch is forbidden there.
         let status = CollectionParams::parse_watch_path(
             "resourceVersion=5&resourceVersionMatch=NotOlderThan",
-            &[],
         )
         .unwrap_err();
         assert_eq!(status.code, 422);

@@ -200,16 +200,28 @@ impl Status {
 
     /// 429 `TooManyRequests` with `Retry-After` seconds in the details.
     pub fn too_many_requests(retry_after_seconds: u32) -> Self {
-        let mut status = Self::failure(
+        Self::failure(
             429,
             "TooManyRequests",
             "Too many requests, please try again later.",
-        );
-        status.details = Some(StatusDetails {
-            retry_after_seconds: Some(retry_after_seconds),
-            ..StatusDetails::default()
-        });
-        status
+        )
+        .retry_after(retry_after_seconds)
+    }
+
+    /// 503 `ServiceUnavailable`, to be retried in a second: what kubecache
+    /// answers when it cannot serve a request yet (not synced, the API
+    /// server unreachable).
+    pub fn service_unavailable(message: impl Into<String>) -> Self {
+        Self::failure(503, "ServiceUnavailable", message).retry_after(1)
+    }
+
+    /// This Status saying when to retry: `retryAfterSeconds` in its
+    /// details, which a server also sends as `Retry-After`.
+    pub fn retry_after(mut self, seconds: u32) -> Self {
+        self.details
+            .get_or_insert_with(StatusDetails::default)
+            .retry_after_seconds = Some(seconds);
+        self
     }
 
     /// 500 `InternalError`.

@@ -19,7 +19,9 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use axum::http::{Extensions, HeaderMap, header};
-use kubecache_wire::{Status, StatusDetails};
+use kubecache_wire::Status;
+
+use crate::served::ClientKey;
 
 pub use attributes::{Attributes, ResourceAttributes};
 use review::{AccessRequest, Decision, ReviewError, Reviewer};
@@ -90,6 +92,11 @@ impl User {
     /// The SHA-256 digest of [`User::info`].
     pub fn digest(&self) -> &[u8; 32] {
         &self.digest
+    }
+
+    /// The client that is this user, whatever its credential.
+    pub(crate) fn client(&self) -> ClientKey {
+        ClientKey::digested(self.digest())
     }
 }
 
@@ -174,6 +181,16 @@ impl Credential {
             .map_or(Credential::Anonymous, |token| {
                 Credential::Token(BearerToken::new(token))
             })
+    }
+
+    /// The client of this credential, as the caches tell clients apart
+    /// (read-your-writes, held pages); `None` for anonymous callers.
+    pub(crate) fn client(&self) -> Option<ClientKey> {
+        match self {
+            Credential::Token(token) => Some(ClientKey::digested(token.digest())),
+            Credential::Certificate(user) => Some(user.client()),
+            Credential::Anonymous => None,
+        }
     }
 }
 
@@ -299,21 +316,31 @@ impl Auth {
 /// 503 when the API server cannot be asked: kubecache fails closed.
 fn unavailable(error: &ReviewError) -> Status {
     tracing::warn!(%error, "cannot review a request: refusing it");
-    let mut status = Status::failure(
-        503,
-        "ServiceUnavailable",
-        format!("kubecache cannot check this request with the API server, so refuses it: {error}"),
-    );
-    status.details = Some(StatusDetails {
-        retry_after_seconds: Some(1),
-        ..StatusDetails::default()
-    });
-    status
+    Status::service_unavailable(format!(
+        "kubecache cannot check this request with the API server, so refuses it: {error}"
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clients_are_their_credentials_and_anonymous_is_no_one() {
+        let token = |t: &str| Credential::Token(BearerToken::new(t)).client();
+        assert_eq!(token("a"), token("a"));
+        assert_ne!(token("a"), token("b"));
+        let certificate = |name: &str| {
+            Credential::Certificate(User::new(UserInfo {
+                username: name.into(),
+                ..UserInfo::default()
+            }))
+            .client()
+        };
+        assert_eq!(certificate("alice"), certificate("alice"));
+        assert_ne!(certificate("a"), token("a"));
+        assert_eq!(Credential::Anonymous.client(), None);
+    }
 
     fn headers(authorization: &str) -> HeaderMap {
         let mut headers = HeaderMap::new();

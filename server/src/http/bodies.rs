@@ -1,4 +1,5 @@
-//! The bodies of lists and gets of cached objects, in each encoding a
+//! The 200 responses of reads of cached objects, and the bodies of lists
+//! and gets, in each encoding a
 //! client can ask for (see [`negotiate`](super::negotiate)), written as the
 //! API server writes them:
 //! - JSON: a list `{"kind":"PodList",…,"items":[…]}` whose items of built-in
@@ -17,11 +18,40 @@
 use std::sync::Arc;
 
 use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
 use kubecache_wire::protobuf;
-use kubecache_wire::{CachedObject, Status};
+use kubecache_wire::{CachedObject, Encoding, Status};
 
-use crate::served::encoding::{Kind, Shape, Wire};
+use crate::served::encoding::{Kind, Shape};
+
+/// The header that says which resourceVersion a response was served at.
+pub const RESOURCE_VERSION_HEADER: &str = "x-kubecache-resource-version";
+
+/// A 200 JSON response served at `resource_version`.
+pub fn json_response(body: Body, resource_version: u64) -> Response {
+    response(body, resource_version, Encoding::Json, false)
+}
+
+/// A 200 response in `encoding` served at `resource_version`; `watch` for a
+/// watch stream.
+pub(crate) fn response(
+    body: Body,
+    resource_version: u64,
+    encoding: Encoding,
+    watch: bool,
+) -> Response {
+    let mut response = Response::new(body);
+    *response.status_mut() = StatusCode::OK;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(encoding.content_type(watch)),
+    );
+    headers.insert(RESOURCE_VERSION_HEADER, resource_version.into());
+    response
+}
 
 /// Size of the chunks a list body is streamed in.
 const CHUNK: usize = 256 * 1024;
@@ -42,10 +72,10 @@ pub(crate) fn object(
     kind: &Kind,
     object: &CachedObject,
     shape: Shape,
-    wire: Wire,
+    wire: Encoding,
 ) -> Result<Bytes, Status> {
     let mut body = kind.body(object, shape, wire)?;
-    if wire == Wire::Json {
+    if wire == Encoding::Json {
         body.push(b'\n');
     }
     Ok(body.into())
@@ -65,11 +95,11 @@ pub(crate) fn list(
     meta: &ListMeta,
     items: Vec<Arc<CachedObject>>,
     shape: Shape,
-    wire: Wire,
+    wire: Encoding,
 ) -> Result<Chunks, Status> {
     let (api_version, list_kind) = kind.list_type_meta(shape);
     Ok(match wire {
-        Wire::Json => {
+        Encoding::Json => {
             // A custom resource's list is an unstructured map in the API
             // server, written with sorted keys.
             let envelope = match shape == Shape::Object && !kind.builtin {
@@ -88,7 +118,7 @@ pub(crate) fn list(
                 }
             })
         }
-        Wire::Protobuf => {
+        Encoding::Protobuf => {
             let messages = items
                 .iter()
                 .map(|object| kind.message(object, shape))
@@ -293,7 +323,7 @@ mod tests {
                 &at(95218),
                 objects.clone(),
                 Shape::Metadata,
-                Wire::Json,
+                Encoding::Json,
             )
             .unwrap(),
         );
@@ -305,7 +335,7 @@ mod tests {
                 &at(95218),
                 objects,
                 Shape::Metadata,
-                Wire::Protobuf,
+                Encoding::Protobuf,
             )
             .unwrap(),
         );
@@ -351,12 +381,21 @@ mod tests {
                 &at(95218),
                 objects.clone(),
                 Shape::Metadata,
-                Wire::Json,
+                Encoding::Json,
             )
             .unwrap(),
         );
         assert_eq!(text(&got), text(&want));
-        let got = body(list(&pods, &at(95218), objects, Shape::Metadata, Wire::Protobuf).unwrap());
+        let got = body(
+            list(
+                &pods,
+                &at(95218),
+                objects,
+                Shape::Metadata,
+                Encoding::Protobuf,
+            )
+            .unwrap(),
+        );
         let want = golden::read("metadata/pods.metadata.list.pb.gz");
         assert_eq!(
             decoded(&got, metadata_list_type()),
@@ -372,10 +411,10 @@ mod tests {
             "Pod",
             "v1",
         );
-        let got = object(&pods, &pod, Shape::Metadata, Wire::Json).unwrap();
+        let got = object(&pods, &pod, Shape::Metadata, Encoding::Json).unwrap();
         let want = golden::read("metadata/pod-analytics-backup-28681014-5p6rq.metadata.json");
         assert_eq!(text(&got), text(&want));
-        let got = object(&pods, &pod, Shape::Metadata, Wire::Protobuf).unwrap();
+        let got = object(&pods, &pod, Shape::Metadata, Encoding::Protobuf).unwrap();
         let want = golden::read("metadata/pod-analytics-backup-28681014-5p6rq.metadata.pb");
         let ty = kubecache_wire::partial_object_metadata();
         assert_eq!(decoded(&got, ty), decoded(&want, ty));
@@ -418,8 +457,16 @@ mod tests {
                 .parse()
                 .unwrap();
             let objects = items(&json, &resource);
-            let got =
-                body(list(&resource, &at(rv), objects, Shape::Object, Wire::Protobuf).unwrap());
+            let got = body(
+                list(
+                    &resource,
+                    &at(rv),
+                    objects,
+                    Shape::Object,
+                    Encoding::Protobuf,
+                )
+                .unwrap(),
+            );
             let want = golden::read(&format!("lists/{stem}.list.pb{gz}"));
             assert_eq!(
                 decoded(&got, list_type),
@@ -437,12 +484,21 @@ mod tests {
         let file = "single/pod-analytics-backup-28681014-5p6rq.json";
         let want = golden::read(file);
         let pod = golden::object(&want, "Pod", "v1");
-        let got = object(&pods, &pod, Shape::Object, Wire::Json).unwrap();
+        let got = object(&pods, &pod, Shape::Object, Encoding::Json).unwrap();
         assert_eq!(text(&got), text(&want));
         let json = golden::read("lists/configmaps.list.json");
         let configmaps = kind("v1", "ConfigMap");
         let objects = items(&json, &configmaps);
-        let got = body(list(&configmaps, &at(95108), objects, Shape::Object, Wire::Json).unwrap());
+        let got = body(
+            list(
+                &configmaps,
+                &at(95108),
+                objects,
+                Shape::Object,
+                Encoding::Json,
+            )
+            .unwrap(),
+        );
         assert_eq!(text(&got), text(&json));
     }
 }

@@ -15,6 +15,7 @@
 
 mod bodies;
 mod error;
+mod get;
 mod gzip;
 mod list;
 mod negotiate;
@@ -36,16 +37,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::{Extension, Router};
 
-pub use error::ApiError;
-use list::Answer;
+use crate::error::ApiError;
 use negotiate::Read;
-use path::ResourcePath;
-use route::Route;
+use route::{CacheRead, Collection, Route, What};
 
 use crate::auth::{Attributes, Auth, Credential, User};
 use crate::metrics::Endpoint;
 use crate::passthrough::PassThrough;
-use crate::served::{ClientKey, Owner, Predicates, ServedResource, ServedResources};
+use crate::served::{ClientKey, Filter, Owner, ServedResource, ServedResources};
 
 /// What the handlers share, behind one `Arc` (axum clones the state for
 /// every request).
@@ -68,12 +67,8 @@ impl Shared {
 }
 
 /// The router of kubecache's HTTP API over `caches`, authorizing by
-/// `auth`, passing through to `upstream`. Installs the process's metrics
-/// recorder on first use (see [`crate::metrics`]).
+/// `auth`, passing through to `upstream`.
 pub fn router(caches: Arc<ServedResources>, auth: Auth, upstream: PassThrough) -> Router {
-    for cache in caches.iter() {
-        crate::metrics::register(&cache.name());
-    }
     let shared = Arc::new(Shared {
         caches,
         auth: Arc::new(auth),
@@ -124,7 +119,7 @@ async fn query_api(State(shared): State<Arc<Shared>>, request: Parts) -> impl In
         shared
             .authorize(&credential, query::attributes(&shared.caches, path))
             .await?;
-        let client = ClientKey::of(&credential);
+        let client = credential.client();
         query::serve(
             &shared.caches,
             &shared.auth,
@@ -206,36 +201,29 @@ async fn kubernetes(State(shared): State<Arc<Shared>>, request: Request) -> Resp
     let credential = Credential::of(request.extensions(), request.headers());
     let (parts, body) = request.into_parts();
     let upstream = &shared.upstream;
-    let (target, predicates) = match route::decide(&shared.caches, &parts.method, &parts.uri) {
-        Ok(Route::Cache { target, predicates }) => (target, predicates),
+    let read = match route::decide(&shared.caches, &parts) {
+        Ok(Route::Cache(read)) => read,
         Ok(Route::PassThrough { path, written }) => {
-            let client = ClientKey::of(&credential);
+            let client = credential.client();
             let answer =
                 pass_through(upstream, parts, body, &credential, &path, written, client).await;
             return (Extension(Endpoint("passthrough")), answer).into_response();
         }
         Err(status) => return ApiError(status).into_response(),
     };
+    let endpoint = Endpoint(match read.what.read() {
+        Read::Get => "get",
+        Read::List => "list",
+        Read::Watch => "watch",
+    });
     // An object a selector-restricted cache does not hold may exist outside
     // its selectors: the API server knows.
-    let ask_upstream_on_miss =
-        target.name.is_some() && !target.watch && target.cache.scope.selects();
-    let route = Endpoint(match &target.name {
-        Some(_) => "get",
-        _ if target.watch => "watch",
-        None if kubecache_wire::list_options::is_watch(parts.uri.query().unwrap_or("")) => "watch",
-        None => "list",
-    });
-    let gzip = route.0 != "watch" && gzip::accepted(&parts.headers);
-    let accept = parts
-        .headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok());
-    let errors = negotiate::error_wire(accept);
+    let ask_upstream_on_miss = matches!(read.what, What::Get { .. }) && read.cache.scope.selects();
+    let (errors, gzip) = (read.errors, read.gzip);
     // The API server answers a consistent GET that would wait for a cold
     // probe (consistent by construction; the read was authorized all the
     // same), and an object a selector-restricted cache does not hold.
-    let answer = match from_cache(&shared, target, predicates, &parts, &credential).await {
+    let answer = match from_cache(&shared, *read, &parts, &credential).await {
         Err(ApiError(status)) if status.code == 404 && ask_upstream_on_miss => Ok(Answer::Upstream),
         answer => answer,
     };
@@ -245,89 +233,127 @@ async fn kubernetes(State(shared): State<Arc<Shared>>, request: Request) -> Resp
             let answer = pass_through(upstream, parts, body, &credential, &path, None, None).await;
             (Extension(Endpoint("passthrough")), answer).into_response()
         }
-        Err(ApiError(status)) => (Extension(route), error::render(&status, errors)).into_response(),
-        Ok(Answer::Served(answer)) if gzip => {
-            (Extension(route), gzip::large(answer).await).into_response()
+        Err(ApiError(status)) => {
+            (Extension(endpoint), crate::error::render(&status, errors)).into_response()
         }
-        Ok(Answer::Served(answer)) => (Extension(route), answer).into_response(),
+        Ok(Answer::Served(answer)) if gzip => {
+            (Extension(endpoint), gzip::large(answer).await).into_response()
+        }
+        Ok(Answer::Served(answer)) => (Extension(endpoint), answer).into_response(),
     }
 }
 
-/// A read of a cached resource: authorized, then served once the client's
-/// own writes are in.
+/// What a read of a cache came to.
+enum Answer {
+    /// Served from the cache.
+    Served(Response),
+    /// A consistent GET of one object the cache could not prove fresh
+    /// without waiting for a cold probe (see [`crate::served::freshness`]):
+    /// the API server answers it, through pass-through.
+    Upstream,
+}
+
+/// A read of a cache: authorized on the very parameters it is served
+/// with, then served once the client's own writes are in.
 async fn from_cache(
     shared: &Shared,
-    target: ResourcePath,
-    predicates: Predicates,
+    read: CacheRead,
     parts: &Parts,
     credential: &Credential,
 ) -> Result<Answer, ApiError> {
-    let query = parts.uri.query().unwrap_or("");
-    let accept = parts
-        .headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok());
-    let read = match &target.name {
-        _ if target.watch => Read::Watch,
-        Some(_) => Read::Get,
-        None if kubecache_wire::list_options::is_watch(query) => Read::Watch,
-        None => Read::List,
+    let CacheRead {
+        cache,
+        namespace,
+        what,
+        rendering,
+        ..
+    } = read;
+    let rendering = rendering?;
+    let attributes = match &what {
+        What::Get { name, .. } => Attributes::read(
+            &cache.resource,
+            namespace.as_deref(),
+            Some(name),
+            false,
+            None,
+        ),
+        What::Collection { watch, params } => {
+            let parsed = params.as_ref().ok();
+            Attributes::read(
+                &cache.resource,
+                namespace.as_deref(),
+                None,
+                *watch && parsed.is_some(),
+                parsed.map(|collection| &collection.params.fields),
+            )
+        }
     };
-    let resource = &target.cache.resource;
-    let served = negotiate::Served {
-        protobuf: target.cache.protobuf,
-        kind: &resource.kind,
-        version: &resource.version,
-    };
-    let rendering = negotiate::negotiate(accept, query, read, served)?;
-    // Authorized on the very parameters it is served with. Parameters that
-    // do not parse are refused after authorization, as kube-apiserver's
-    // request info ignores them (a plain `list`) and its handler refuses
-    // them.
-    let collection = target.name.is_none() || target.watch;
-    let params = collection.then(|| {
-        list::collection_params(
-            &target,
-            query,
-            shared.caches.settings.max_selector_requirements,
-        )
-    });
-    let parsed = params.as_ref().and_then(|p| p.as_ref().ok());
-    let attributes = Attributes::read(
-        &target.cache.resource,
-        target.namespace.as_deref(),
-        target.name.as_deref().filter(|_| !collection),
-        parsed.is_some_and(|p| p.watch),
-        parsed.map(|p| &p.fields),
-    );
     let user = shared.authorize(credential, attributes).await?;
-    let params = params.transpose()?;
     let peer = parts
         .extensions
         .get::<ConnectInfo<SocketAddr>>()
         .map(|ConnectInfo(peer)| peer.ip());
-    let caller = Caller {
-        writer: ClientKey::of(credential),
-        owner: owner(user.as_deref(), credential, peer),
-    };
-    list::serve(
-        &shared.caches,
-        target,
-        query,
-        params,
-        rendering,
-        predicates,
-        caller,
-    )
-    .await
+    let owner = owner(user.as_deref(), credential, peer);
+    let caches = &shared.caches;
+    match what {
+        What::Get {
+            name,
+            resource_version,
+        } => {
+            let resource_version = resource_version?;
+            let own_write = ready_for(caches, &cache, credential).await?;
+            let namespace = namespace.as_deref();
+            get::serve(
+                caches,
+                &cache,
+                namespace,
+                &name,
+                resource_version,
+                rendering,
+                own_write,
+            )
+            .await
+        }
+        What::Collection { params, .. } => {
+            let Collection {
+                mut params,
+                predicates,
+            } = params?;
+            let own_write = ready_for(caches, &cache, credential).await?;
+            let fields = cache.scope.residual(std::mem::take(&mut params.fields));
+            let filter = Filter::new(
+                namespace,
+                std::mem::take(&mut params.labels),
+                fields,
+                cache.indexes.clone(),
+            );
+            let answer = if params.watch {
+                watch::serve(caches, &cache, filter, params, predicates, rendering, owner).await
+            } else {
+                list::serve(
+                    caches, &cache, &filter, &params, rendering, owner, own_write,
+                )
+                .await
+            };
+            answer.map(Answer::Served)
+        }
+    }
 }
 
-/// Who reads from a cache, as the caches tell clients apart.
-struct Caller {
-    /// Whose writes the read waits for: its credential's.
-    writer: Option<ClientKey>,
-    /// Whose watches a watch counts with.
-    owner: Option<Owner>,
+/// Waits until `cache` may serve `credential`'s read: synced (else 503),
+/// with the client's own last write in; `true` if this is its first read
+/// since that write, which then needs no other wait.
+async fn ready_for(
+    caches: &ServedResources,
+    cache: &ServedResource,
+    credential: &Credential,
+) -> Result<bool, ApiError> {
+    if let kubecache_reflector::Readiness::NotReady { reason } = cache.reader.readiness() {
+        return Err(error::not_ready(&cache.name(), &reason));
+    }
+    Ok(cache
+        .read_your_writes(credential.client(), caches.settings.read_wait)
+        .await?)
 }
 
 /// Whose watches a request's count with (see [`crate::served`]'s quota):
@@ -336,9 +362,10 @@ struct Caller {
 fn owner(user: Option<&User>, credential: &Credential, peer: Option<IpAddr>) -> Option<Owner> {
     match user {
         Some(user) if user.digest() != User::anonymous().digest() => {
-            Some(Owner::Client(ClientKey::user(user)))
+            Some(Owner::Client(user.client()))
         }
-        _ => ClientKey::of(credential)
+        _ => credential
+            .client()
             .map(Owner::Client)
             .or(peer.map(Owner::Peer)),
     }

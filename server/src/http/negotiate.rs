@@ -30,7 +30,7 @@
 //! events are single objects; the API server would send full objects
 //! encoded as metadata, which no client can read).
 //!
-//! Errors are encoded apart ([`error_wire`]): in the first range without
+//! Errors are encoded apart ([`error_encoding`]): in the first range without
 //! `as` that is JSON or protobuf, as the API server negotiates its Status;
 //! with none, as the API server writes what it cannot negotiate (indented
 //! JSON: a Table asked for in protobuf only gets that 406).
@@ -39,13 +39,15 @@ use kubecache_wire::Status;
 use kubecache_wire::protobuf::MessageType;
 
 use super::table::{self, IncludeObject};
-use crate::served::encoding::{JSON, PROTOBUF, Shape, Wire};
+use crate::served::encoding::Shape;
+use kubecache_wire::Encoding;
+use kubecache_wire::media::{JSON, PROTOBUF};
 
 /// How a list, get or watch is answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Rendering {
     /// The objects, or their metadata, in an encoding.
-    Encoded(Shape, Wire),
+    Encoded(Shape, Encoding),
     /// A `Table` of `meta.k8s.io/{version}`, JSON, rows carrying what
     /// `includeObject` says.
     Table {
@@ -56,10 +58,10 @@ pub(crate) enum Rendering {
 
 impl Rendering {
     /// The encoding of the body.
-    pub(crate) fn wire(self) -> Wire {
+    pub(crate) fn encoding(self) -> Encoding {
         match self {
             Rendering::Encoded(_, wire) => wire,
-            Rendering::Table { .. } => Wire::Json,
+            Rendering::Table { .. } => Encoding::Json,
         }
     }
 }
@@ -102,11 +104,11 @@ impl Range<'_> {
 
     /// The encoding of its media type, if kubecache has it; a wildcard is
     /// JSON, or protobuf when JSON is refused.
-    fn wire(&self, json_refused: bool) -> Option<Wire> {
+    fn wire(&self, json_refused: bool) -> Option<Encoding> {
         match self.media.as_str() {
-            JSON => Some(Wire::Json),
-            "application/*" | "*/*" if !json_refused => Some(Wire::Json),
-            PROTOBUF | "application/*" | "*/*" => Some(Wire::Protobuf),
+            JSON => Some(Encoding::Json),
+            "application/*" | "*/*" if !json_refused => Some(Encoding::Json),
+            PROTOBUF | "application/*" | "*/*" => Some(Encoding::Protobuf),
             _ => None,
         }
     }
@@ -176,7 +178,7 @@ pub(crate) fn negotiate(
     served: Served<'_>,
 ) -> Result<Rendering, Status> {
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
-        return Ok(Rendering::Encoded(Shape::Object, Wire::Json));
+        return Ok(Rendering::Encoded(Shape::Object, Encoding::Json));
     };
     let ranges = ranges(accept);
     for range in &ranges.accepted {
@@ -187,7 +189,7 @@ pub(crate) fn negotiate(
             continue;
         }
         if !range.converts() {
-            if wire == Wire::Json || served.protobuf.is_some() {
+            if wire == Encoding::Json || served.protobuf.is_some() {
                 return Ok(Rendering::Encoded(Shape::Object, wire));
             }
             continue;
@@ -196,7 +198,7 @@ pub(crate) fn negotiate(
             continue;
         }
         match (range.param("as"), range.param("v"), wire) {
-            (Some("Table"), Some(v @ ("v1" | "v1beta1")), Wire::Json) => {
+            (Some("Table"), Some(v @ ("v1" | "v1beta1")), Encoding::Json) => {
                 return Ok(Rendering::Table {
                     version: if v == "v1" { "v1" } else { "v1beta1" },
                     include: table::include_object(query)?,
@@ -255,10 +257,10 @@ fn not_acceptable(read: Read) -> Status {
 /// The encoding of an error Status for `accept`: the first range without a
 /// conversion that is JSON or protobuf (a Status has both); JSON without
 /// `Accept`; `None` when `Accept` names neither (see
-/// [`error::render`](super::error::render)).
-pub(crate) fn error_wire(accept: Option<&str>) -> Option<Wire> {
+/// [`error::render`](crate::error::render)).
+pub(crate) fn error_encoding(accept: Option<&str>) -> Option<Encoding> {
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
-        return Some(Wire::Json);
+        return Some(Encoding::Json);
     };
     let ranges = ranges(accept);
     ranges
@@ -305,11 +307,11 @@ mod tests {
     fn protobuf_is_served_for_kinds_with_a_schema_and_custom_resources_fall_back_to_json() {
         assert_eq!(
             list(PB_THEN_JSON, pods()),
-            Ok(Rendering::Encoded(Shape::Object, Wire::Protobuf))
+            Ok(Rendering::Encoded(Shape::Object, Encoding::Protobuf))
         );
         assert_eq!(
             list(PB_THEN_JSON, widgets()),
-            Ok(Rendering::Encoded(Shape::Object, Wire::Json))
+            Ok(Rendering::Encoded(Shape::Object, Encoding::Json))
         );
         let refused = list(PROTOBUF, widgets()).unwrap_err();
         assert_eq!(
@@ -322,7 +324,7 @@ mod tests {
         );
         assert_eq!(
             negotiate(None, "", Read::Get, widgets()),
-            Ok(Rendering::Encoded(Shape::Object, Wire::Json))
+            Ok(Rendering::Encoded(Shape::Object, Encoding::Json))
         );
     }
 
@@ -330,21 +332,21 @@ mod tests {
     fn metadata_only_is_served_in_json_and_protobuf_for_every_kind() {
         assert_eq!(
             list(CLIENT_GO_METADATA_LIST, widgets()),
-            Ok(Rendering::Encoded(Shape::Metadata, Wire::Protobuf))
+            Ok(Rendering::Encoded(Shape::Metadata, Encoding::Protobuf))
         );
         let kube_rs = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
         assert_eq!(
             list(kube_rs, pods()),
-            Ok(Rendering::Encoded(Shape::Metadata, Wire::Json))
+            Ok(Rendering::Encoded(Shape::Metadata, Encoding::Json))
         );
         let watch = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
         assert_eq!(
             negotiate(Some(watch), "", Read::Watch, pods()),
-            Ok(Rendering::Encoded(Shape::Metadata, Wire::Json))
+            Ok(Rendering::Encoded(Shape::Metadata, Encoding::Json))
         );
         assert_eq!(
             negotiate(Some(watch), "", Read::Get, widgets()),
-            Ok(Rendering::Encoded(Shape::Metadata, Wire::Json))
+            Ok(Rendering::Encoded(Shape::Metadata, Encoding::Json))
         );
     }
 
@@ -387,14 +389,14 @@ mod tests {
     fn media_types_match_case_insensitively_and_q_0_refuses() {
         assert_eq!(
             list("Application/Vnd.Kubernetes.Protobuf", pods()),
-            Ok(Rendering::Encoded(Shape::Object, Wire::Protobuf))
+            Ok(Rendering::Encoded(Shape::Object, Encoding::Protobuf))
         );
         assert_eq!(
             list(
                 "application/vnd.kubernetes.protobuf;q=0, application/json",
                 pods()
             ),
-            Ok(Rendering::Encoded(Shape::Object, Wire::Json))
+            Ok(Rendering::Encoded(Shape::Object, Encoding::Json))
         );
         assert_eq!(list("application/json;q=0", pods()).unwrap_err().code, 406);
         assert_eq!(
@@ -402,17 +404,17 @@ mod tests {
                 "application/json;q=0.5, application/vnd.kubernetes.protobuf",
                 pods()
             ),
-            Ok(Rendering::Encoded(Shape::Object, Wire::Protobuf)),
+            Ok(Rendering::Encoded(Shape::Object, Encoding::Protobuf)),
             "the higher q first"
         );
         assert_eq!(list("application/xml", pods()).unwrap_err().code, 406);
         assert_eq!(
             list("*/*", pods()),
-            Ok(Rendering::Encoded(Shape::Object, Wire::Json))
+            Ok(Rendering::Encoded(Shape::Object, Encoding::Json))
         );
         assert_eq!(
             list("application/json;q=0, */*", pods()),
-            Ok(Rendering::Encoded(Shape::Object, Wire::Protobuf)),
+            Ok(Rendering::Encoded(Shape::Object, Encoding::Protobuf)),
             "JSON refused is not served for a wildcard"
         );
         assert_eq!(
@@ -428,18 +430,21 @@ mod tests {
                 "application/json;stream=other, application/vnd.kubernetes.protobuf",
                 pods()
             ),
-            Ok(Rendering::Encoded(Shape::Object, Wire::Protobuf))
+            Ok(Rendering::Encoded(Shape::Object, Encoding::Protobuf))
         );
     }
 
     #[test]
     fn errors_are_encoded_in_the_first_plain_range() {
-        assert_eq!(error_wire(None), Some(Wire::Json));
-        assert_eq!(error_wire(Some(PB_THEN_JSON)), Some(Wire::Protobuf));
-        assert_eq!(error_wire(Some(CLIENT_GO_METADATA_LIST)), Some(Wire::Json));
-        assert_eq!(error_wire(Some(PROTOBUF)), Some(Wire::Protobuf));
-        assert_eq!(error_wire(Some("text/html")), None);
+        assert_eq!(error_encoding(None), Some(Encoding::Json));
+        assert_eq!(error_encoding(Some(PB_THEN_JSON)), Some(Encoding::Protobuf));
+        assert_eq!(
+            error_encoding(Some(CLIENT_GO_METADATA_LIST)),
+            Some(Encoding::Json)
+        );
+        assert_eq!(error_encoding(Some(PROTOBUF)), Some(Encoding::Protobuf));
+        assert_eq!(error_encoding(Some("text/html")), None);
         let protobuf_table = "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io";
-        assert_eq!(error_wire(Some(protobuf_table)), None);
+        assert_eq!(error_encoding(Some(protobuf_table)), None);
     }
 }

@@ -29,10 +29,11 @@ use kubecache_reflector::{IndexLookup, Readiness};
 use kubecache_wire::Status;
 use serde_json::{Value, json};
 
-use super::bodies::ListMeta;
-use super::error::{ApiError, not_ready};
-use super::list::{json_response, list_response};
+use super::bodies::{ListMeta, json_response};
+use super::error::not_ready;
+use super::list::list_response;
 use crate::auth::{Attributes, Auth};
+use crate::error::ApiError;
 use crate::served::{BUILTIN_INDEXES, ClientKey, ServedResource, ServedResources};
 
 /// The path's segments, each percent-decoded after the split: a label

@@ -1,5 +1,6 @@
-//! Where a Kubernetes API request is answered: from a cache, or by the API
-//! server (see [`crate::passthrough`]).
+//! Where a Kubernetes API request is answered, decided once per request:
+//! by a cache, as one [`CacheRead`] that says everything about it, or by
+//! the API server (see [`crate::passthrough`]).
 //!
 //! A cache answers a `GET` or `HEAD` of its resource's collection (list,
 //! watch, table) or of one object, within what it holds (see
@@ -8,24 +9,28 @@
 //! passes through: writes of every kind, subresources, uncached resources,
 //! discovery (`/api`, `/apis`, `/version`, `/openapi` ...), and reads a cache
 //! cannot answer as the API server would.
+//!
+//! The decision parses what a read needs once: its path, its query
+//! parameters and its `Accept` header. Errors are kept in the value and
+//! answered where kube-apiserver answers them: a 406 before authorization
+//! (its negotiation runs first), malformed parameters after (its request
+//! info reads them leniently and its handler refuses them).
 
 use std::sync::Arc;
 
-use axum::http::{Method, Uri};
-use kubecache_wire::{FieldSelector, LabelSelector, SelectorError, Status};
+use axum::http::request::Parts;
+use axum::http::{Method, Uri, header};
+use kubecache_wire::list_options::{self, CollectionParams};
+use kubecache_wire::{Encoding, FieldSelector, Status};
 
+use super::negotiate::{self, Read, Rendering};
 use super::path::{self, ResourcePath};
 use crate::served::{Filter, Predicates, ServedResource, ServedResources};
 
 /// Where a request goes.
 pub enum Route {
     /// To a cache.
-    Cache {
-        /// What is read.
-        target: ResourcePath,
-        /// From the `/predicates/{list}` prefix.
-        predicates: Predicates,
-    },
+    Cache(Box<CacheRead>),
     /// To the API server.
     PassThrough {
         /// The path and query to send (without a `/predicates/` prefix).
@@ -35,18 +40,76 @@ pub enum Route {
     },
 }
 
-/// The route of a request with `method` to `uri`.
+/// A read a cache answers: of which cache, what, with which parameters,
+/// answered in what.
+pub struct CacheRead {
+    /// The cache read.
+    pub cache: Arc<ServedResource>,
+    /// The namespace of a namespaced path.
+    pub namespace: Option<String>,
+    /// One object, or the collection.
+    pub what: What,
+    /// How the answer is encoded; 406 when `Accept` names nothing served.
+    pub rendering: Result<Rendering, Status>,
+    /// How an error `Status` is encoded (see [`negotiate::error_encoding`]).
+    pub errors: Option<Encoding>,
+    /// Whether a large answer is gzipped (never a watch).
+    pub gzip: bool,
+}
+
+/// What a [`CacheRead`] asks for.
+pub enum What {
+    /// One object, at `resource_version` (400 when it does not parse).
+    Get {
+        /// The object's name.
+        name: String,
+        /// The query's `resourceVersion`.
+        resource_version: Result<Option<u64>, Status>,
+    },
+    /// The collection: a list, or a watch with `watch`.
+    Collection {
+        /// A watch (the query's `watch`, or a deprecated watch path).
+        watch: bool,
+        /// Its parameters (400 or 422 when they do not parse, are not
+        /// allowed together or select by too many requirements).
+        params: Result<Collection, Status>,
+    },
+}
+
+/// The parsed parameters of a list or watch.
+pub struct Collection {
+    /// The query's list options.
+    pub params: CollectionParams,
+    /// Change predicates: the `/predicates/` prefix's and the query's.
+    pub predicates: Predicates,
+}
+
+impl What {
+    /// Get, list or watch, as negotiation and metrics tell them apart.
+    pub fn read(&self) -> Read {
+        match self {
+            What::Get { .. } => Read::Get,
+            What::Collection { watch: true, .. } => Read::Watch,
+            What::Collection { watch: false, .. } => Read::List,
+        }
+    }
+}
+
+/// The route of `request`.
 ///
 /// # Errors
 ///
 /// 400 for an unknown predicate in the `/predicates/` prefix.
-pub fn decide(caches: &ServedResources, method: &Method, uri: &Uri) -> Result<Route, Status> {
+pub fn decide(caches: &ServedResources, request: &Parts) -> Result<Route, Status> {
+    let (method, uri) = (&request.method, &request.uri);
     let (predicates, path) = path::strip_predicates(uri.path())?;
-    let query = uri.query().unwrap_or("");
     let read = method == Method::GET || method == Method::HEAD;
     let written = match path::parse(caches, path) {
-        Some(target) if read && answerable(&target, query) => {
-            return Ok(Route::Cache { target, predicates });
+        Some(target) if read && target.subresource.is_none() => {
+            match cache_read(caches, target, predicates, request) {
+                Ok(read) => return Ok(Route::Cache(Box::new(read))),
+                Err(()) => None,
+            }
         }
         Some(target)
             if crate::passthrough::writes(method)
@@ -76,43 +139,126 @@ pub fn upstream_path(uri: &Uri) -> String {
     }
 }
 
-/// Whether the cache of `target` answers a read of it, with `query`, as
-/// the API server would.
-fn answerable(target: &ResourcePath, query: &str) -> bool {
-    let cache = &target.cache;
-    let namespace = target.namespace.as_deref();
-    if target.subresource.is_some() {
-        return false;
-    }
-    if target.name.is_some() && !target.watch {
-        return cache.scope.holds_namespace(namespace);
-    }
-    // Selectors that do not parse get the cache's 400, worded as the API
-    // server's.
-    let Ok((labels, fields)) = selectors(query) else {
-        return true;
+/// The read of `target` a cache answers as the API server would; `Err`
+/// when it does not hold what is asked (the API server answers).
+fn cache_read(
+    caches: &ServedResources,
+    target: ResourcePath,
+    predicates: Predicates,
+    request: &Parts,
+) -> Result<CacheRead, ()> {
+    let query = request.uri.query().unwrap_or("");
+    let cache = target.cache;
+    let namespace = target.namespace;
+    let what = match target.name {
+        Some(name) if !target.watch => {
+            if !cache.scope.holds_namespace(namespace.as_deref()) {
+                return Err(());
+            }
+            What::Get {
+                name,
+                resource_version: list_options::resource_version(query),
+            }
+        }
+        name => {
+            let params = if target.watch {
+                CollectionParams::parse_watch_path(query)
+            } else {
+                CollectionParams::parse(query)
+            };
+            // Parameters that do not parse get the cache's 400, worded as
+            // the API server's.
+            if let Ok(params) = &params
+                && !answerable(&cache, namespace.as_deref(), params)
+            {
+                return Err(());
+            }
+            let watch = match &params {
+                Ok(params) => params.watch,
+                Err(_) => target.watch || list_options::is_watch(query),
+            };
+            let max = caches.settings.max_selector_requirements;
+            let params = params
+                .and_then(|params| collection(params, name.as_deref(), predicates, query, max));
+            What::Collection { watch, params }
+        }
     };
-    cache.scope.admits(namespace, &labels, &fields)
+    let accept = request
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let read = what.read();
+    let served = negotiate::Served {
+        protobuf: cache.protobuf,
+        kind: &cache.resource.kind,
+        version: &cache.resource.version,
+    };
+    Ok(CacheRead {
+        rendering: negotiate::negotiate(accept, query, read, served),
+        errors: negotiate::error_encoding(accept),
+        gzip: read != Read::Watch && super::gzip::accepted(&request.headers),
+        cache,
+        namespace,
+        what,
+    })
+}
+
+/// Whether `cache` holds what a list or watch of `namespace` with `params`
+/// selects, and can evaluate its field selector.
+fn answerable(cache: &ServedResource, namespace: Option<&str>, params: &CollectionParams) -> bool {
+    cache
+        .scope
+        .admits(namespace, &params.labels, &params.fields)
         && cache
             .scope
-            .residual(fields)
+            .residual(params.fields.clone())
             .check_supported(&Filter::supported_fields(&cache.indexes))
             .is_ok()
 }
 
-/// `labelSelector` and `fieldSelector` of a query (the first of each, as the
-/// API server reads them).
-fn selectors(query: &str) -> Result<(LabelSelector, FieldSelector), SelectorError> {
-    let mut labels = LabelSelector::default();
-    let mut fields = FieldSelector::default();
-    for (key, value) in kubecache_wire::list_options::first_values(query) {
-        match &*key {
-            "labelSelector" => labels = LabelSelector::parse(&value)?,
-            "fieldSelector" => fields = FieldSelector::parse(&value)?,
-            _ => {}
+/// The parameters of a collection read: `params` narrowed to the object
+/// `name` of a deprecated watch path (as kube-apiserver narrows it: by
+/// `metadata.name`), at most `max_requirements` selector requirements, and
+/// the query's predicates with those of the prefix.
+///
+/// # Errors
+///
+/// 400 for a field selector of another name than the path's, too many
+/// requirements, or an unknown predicate.
+fn collection(
+    mut params: CollectionParams,
+    name: Option<&str>,
+    predicates: Predicates,
+    query: &str,
+    max_requirements: usize,
+) -> Result<Collection, Status> {
+    if let Some(name) = name {
+        if params.fields.is_empty() {
+            params.fields = FieldSelector::named(name);
+        } else if !params
+            .fields
+            .equalities()
+            .any(|(field, value)| field == "metadata.name" && value == name)
+        {
+            return Err(Status::bad_request(
+                "fieldSelector metadata.name doesn't match requested name",
+            ));
         }
     }
-    Ok((labels, fields))
+    let requirements = params.labels.requirements().len() + params.fields.requirements().len();
+    if requirements > max_requirements {
+        return Err(Status::bad_request(format!(
+            "the label and field selectors have {requirements} requirements together; \
+             kubecache allows at most {max_requirements} (--max-selector-requirements)"
+        )));
+    }
+    // Every `predicates` parameter counts, not only the first.
+    let predicates = form_urlencoded::parse(query.as_bytes())
+        .filter(|(key, _)| key == "predicates")
+        .try_fold(predicates, |all, (_, value)| {
+            Ok::<_, Status>(all.union(Predicates::parse(&value)?))
+        })?;
+    Ok(Collection { params, predicates })
 }
 
 #[cfg(test)]
@@ -156,11 +302,16 @@ mod tests {
         ServedResources::new(caches, settings)
     }
 
+    fn parts(method: Method, uri: &str) -> Parts {
+        let request = axum::http::Request::builder().method(method).uri(uri);
+        request.body(()).unwrap().into_parts().0
+    }
+
     /// `None` for the cache, else the path passed through and whether a
     /// write is recorded.
     fn route(caches: &ServedResources, method: Method, uri: &str) -> Option<(String, bool)> {
-        match decide(caches, &method, &uri.parse().unwrap()).unwrap() {
-            Route::Cache { .. } => None,
+        match decide(caches, &parts(method, uri)).unwrap() {
+            Route::Cache(_) => None,
             Route::PassThrough { path, written } => Some((path, written.is_some())),
         }
     }
@@ -202,6 +353,66 @@ mod tests {
         );
     }
 
+    /// The cache read of `uri` with `accept`.
+    fn cache_read(caches: &ServedResources, uri: &str, accept: Option<&str>) -> CacheRead {
+        let mut parts = parts(Method::GET, uri);
+        if let Some(accept) = accept {
+            parts
+                .headers
+                .insert(header::ACCEPT, accept.parse().unwrap());
+        }
+        match decide(caches, &parts).unwrap() {
+            Route::Cache(read) => *read,
+            Route::PassThrough { path, .. } => panic!("{uri} passed through as {path}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_read_is_decided_once_with_its_parameters_and_their_errors() {
+        let caches = caches();
+        let read = cache_read(
+            &caches,
+            "/api/v1/watch/namespaces/a/pods/p?labelSelector=x%3Dy&predicates=labels",
+            Some("application/vnd.kubernetes.protobuf;stream=watch"),
+        );
+        assert_eq!(read.namespace.as_deref(), Some("a"));
+        assert_eq!(read.what.read(), Read::Watch);
+        assert!(!read.gzip, "a watch is never gzipped");
+        assert_eq!(read.rendering.unwrap().encoding(), Encoding::Protobuf);
+        let What::Collection {
+            params: Ok(collection),
+            ..
+        } = read.what
+        else {
+            panic!("a collection");
+        };
+        assert_eq!(collection.params.labels.to_string(), "x=y");
+        assert_eq!(collection.params.fields.to_string(), "metadata.name=p");
+        assert!(collection.predicates.labels);
+
+        let read = cache_read(
+            &caches,
+            "/api/v1/namespaces/a/pods/p?resourceVersion=7",
+            None,
+        );
+        assert!(matches!(
+            read.what,
+            What::Get { ref name, resource_version: Ok(Some(7)) } if name == "p"
+        ));
+
+        // Kept for later: a 406 is answered before authorization, a 400 after.
+        let read = cache_read(&caches, "/api/v1/pods?limit=ten", Some("text/html"));
+        assert_eq!(read.what.read(), Read::List);
+        assert_eq!(read.rendering.unwrap_err().code, 406);
+        assert_eq!(read.errors, None, "no encoding of a Status accepted");
+        let What::Collection { params, .. } = read.what else {
+            panic!("a collection");
+        };
+        assert_eq!(params.err().map(|status| status.code), Some(400));
+        let read = cache_read(&caches, "/api/v1/pods?watch=1&limit=ten", None);
+        assert_eq!(read.what.read(), Read::Watch, "a watch whatever fails");
+    }
+
     #[tokio::test]
     async fn writes_pass_through_and_those_of_a_cached_resource_are_recorded() {
         let caches = caches();
@@ -220,13 +431,6 @@ mod tests {
         ));
         assert!(!recorded(Method::POST, "/api/v1/namespaces/a/services"));
         assert!(!recorded(Method::OPTIONS, "/api/v1/namespaces/a/pods"));
-        assert!(
-            decide(
-                &caches,
-                &Method::GET,
-                &"/predicates/spec/api".parse().unwrap()
-            )
-            .is_err()
-        );
+        assert!(decide(&caches, &parts(Method::GET, "/predicates/spec/api")).is_err());
     }
 }

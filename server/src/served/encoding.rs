@@ -1,4 +1,4 @@
-//! The encodings objects are served in: JSON or protobuf ([`Wire`]), whole
+//! The encodings objects are served in: JSON or protobuf ([`Encoding`]), whole
 //! or metadata only ([`Shape`]), one object at a time. List bodies are
 //! built from these in `http::bodies`, watch frames in
 //! [`fanout::frame`](super::fanout::frame).
@@ -8,47 +8,9 @@
 
 use bytes::Bytes;
 use kubecache_wire::protobuf::{self, MessageType, ProtoError};
-use kubecache_wire::{CachedObject, METADATA_API_VERSION, Status};
+use kubecache_wire::{CachedObject, Encoding, METADATA_API_VERSION, Status};
 
 use super::ServedResource;
-
-/// `application/json`.
-pub const JSON: &str = "application/json";
-/// `application/vnd.kubernetes.protobuf`.
-pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
-
-/// The encoding of a body.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Wire {
-    Json,
-    Protobuf,
-}
-
-impl Wire {
-    /// The `Content-Type` of a body in this encoding; `watch` for a watch
-    /// stream (JSON watches say plain `application/json`, as the API
-    /// server's do).
-    pub fn content_type(self, watch: bool) -> &'static str {
-        match (self, watch) {
-            (Wire::Json, _) => JSON,
-            (Wire::Protobuf, false) => PROTOBUF,
-            (Wire::Protobuf, true) => "application/vnd.kubernetes.protobuf;stream=watch",
-        }
-    }
-
-    /// A Status body in this encoding (JSON ends with a newline, as Go's
-    /// `json.Encoder` ends it).
-    pub fn status(self, status: &Status) -> Vec<u8> {
-        match self {
-            Wire::Json => {
-                let mut json = status.to_json();
-                json.push(b'\n');
-                json
-            }
-            Wire::Protobuf => status.to_protobuf(),
-        }
-    }
-}
 
 /// What an answer carries of each object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,10 +106,15 @@ impl Kind {
     /// # Errors
     ///
     /// See [`message`](Self::message).
-    pub fn body(&self, object: &CachedObject, shape: Shape, wire: Wire) -> Result<Vec<u8>, Status> {
+    pub fn body(
+        &self,
+        object: &CachedObject,
+        shape: Shape,
+        wire: Encoding,
+    ) -> Result<Vec<u8>, Status> {
         Ok(match wire {
-            Wire::Json => self.json(object, shape).concat(),
-            Wire::Protobuf => {
+            Encoding::Json => self.json(object, shape).concat(),
+            Encoding::Protobuf => {
                 let (api_version, kind) = self.type_meta(shape);
                 protobuf::encode_unknown(api_version, kind, &self.message(object, shape)?)
             }

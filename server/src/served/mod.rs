@@ -19,13 +19,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use kubecache_reflector::upstream::{
-    ApiResource, Reflector, ReflectorConfig, ReflectorStatus, ResourceSpec, Upstream,
-};
-use kubecache_reflector::{IndexSpec, StateFile, StoreConfig, StoreReader, store};
-use kubecache_wire::{FieldPathError, Status};
+use kubecache_reflector::upstream::{ApiResource, ReflectorStatus, Upstream};
+use kubecache_reflector::{IndexSpec, StoreReader};
+use kubecache_wire::Status;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 pub use filter::Filter;
 pub use predicates::Predicates;
@@ -39,8 +36,6 @@ use freshness::{Consistent, Freshness};
 use pages::HeldSnapshots;
 use quota::WatchQuota;
 use writes::Writes;
-
-use crate::warm_restart::{self, StateDir};
 
 /// The names of the built-in indexes in the query API; configured field
 /// indexes take other names.
@@ -173,53 +168,9 @@ pub struct ServedResource {
     pub(crate) watchers: AtomicUsize,
     /// Clients' writes the store has not applied yet.
     writes: Writes,
-    /// Where its state is saved for a warm restart (`--state-dir`).
-    pub(crate) state_file: Option<StateFile>,
 }
 
 impl ServedResource {
-    /// Starts a reflector of `spec` through `client` into a new store and
-    /// serves it. The reflector extracts the values of `store`'s field
-    /// indexes (appended to `reflector.transform`). The returned task runs
-    /// the reflector until aborted. With `state`, the store's state file
-    /// there is loaded first (the reflector then resumes from it instead of
-    /// listing) and saved by [`warm_restart::save_periodically`].
-    ///
-    /// # Errors
-    ///
-    /// A field index whose path does not parse.
-    pub fn start(
-        client: kube::Client,
-        spec: ResourceSpec,
-        store_config: StoreConfig,
-        mut reflector: ReflectorConfig,
-        settings: &ServeSettings,
-        state: Option<&StateDir>,
-    ) -> Result<(ServedResource, JoinHandle<()>), FieldPathError> {
-        for index in &store_config.field_indexes {
-            reflector.transform = reflector.transform.index_field(&index.path)?;
-        }
-        // The recorder first: the task records from its first step on.
-        crate::metrics::handle();
-        let state_file =
-            state.and_then(|dir| dir.file(&spec.resource, reflector.transform.clone()));
-        let name = name_of(&spec.resource);
-        let upstream = Upstream::new(client, spec);
-        let (writer, reader) = store(store_config);
-        let mut reflector = Reflector::new(upstream.clone(), reflector, writer);
-        let status = reflector.status();
-        let load = state_file.clone();
-        let task = tokio::spawn(async move {
-            if let Some(file) = load {
-                warm_restart::restore(file, &mut reflector, &name).await;
-            }
-            reflector.run().await;
-        });
-        let mut served = ServedResource::new(upstream, reader, status, settings);
-        served.state_file = state_file;
-        Ok((served, task))
-    }
-
     /// Serves `reader`, filled by a reflector of `upstream` whose status is
     /// `status`. Spawns the tasks that serve consistent reads, so it must
     /// be called within a Tokio runtime.
@@ -247,7 +198,6 @@ impl ServedResource {
             status,
             watchers: AtomicUsize::new(0),
             writes: Writes::new(settings.read_wait),
-            state_file: None,
         }
     }
 

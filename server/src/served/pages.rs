@@ -158,13 +158,12 @@ mod tests {
     use kubecache_reflector::{StoreConfig, StoreWriter, store};
 
     use super::*;
-    use crate::auth::{BearerToken, Credential};
     use crate::served::ClientKey;
 
     const TTL: Duration = Duration::from_secs(300);
 
     fn owner(name: &str) -> Option<Owner> {
-        ClientKey::of(&Credential::Token(BearerToken::new(name))).map(Owner::Client)
+        Some(Owner::Client(ClientKey::named(name)))
     }
 
     /// The store's snapshot once it is at `rv`.

@@ -86,13 +86,6 @@ impl Scope {
                 .all(|r| fields.requirements().contains(r))
     }
 
-    /// The fields the upstream field selector names.
-    pub fn field_paths(&self) -> impl Iterator<Item = &str> {
-        self.selectors
-            .iter()
-            .flat_map(|(_, fields)| fields.requirements().iter().map(|r| r.field()))
-    }
-
     /// `fields` without the upstream selector's requirements, which every
     /// cached object meets: what is left for the cache to check.
     pub fn residual(&self, fields: FieldSelector) -> FieldSelector {
@@ -169,7 +162,6 @@ mod tests {
                 .to_string(),
             "metadata.name=p"
         );
-        assert_eq!(web.field_paths().collect::<Vec<_>>(), ["spec.nodeName"]);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! applied the written resourceVersion `W`; the first of them needs
 //! nothing more.
 //!
-//! A client is its credential: a bearer token (kept as a keyed hash, never
-//! as the token) or a certificate's user name. Anonymous callers cannot be
+//! A client is its credential ([`ClientKey`], made by the `auth` layer): a
+//! bearer token (kept as a keyed hash, never as the token) or a
+//! certificate's user name. Anonymous callers cannot be
 //! told apart and get no read-your-writes. One resourceVersion is kept per
 //! client and resource, the newest written; it is forgotten once the cache
 //! has it and the client's next read came, or after the read wait (no read
@@ -32,8 +33,6 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::auth::{Credential, User};
-
 /// Most clients whose writes one resource remembers at once: those that
 /// wrote within the last read wait.
 pub(crate) const MAX_CLIENTS: usize = 4096;
@@ -46,23 +45,18 @@ pub(crate) const MAX_CLIENTS: usize = 4096;
 pub(crate) struct ClientKey(u64);
 
 impl ClientKey {
-    /// The client of `credential`; `None` for anonymous callers.
-    pub(crate) fn of(credential: &Credential) -> Option<ClientKey> {
-        match credential {
-            Credential::Token(token) => Some(Self::digested(token.digest())),
-            Credential::Certificate(user) => Some(Self::user(user)),
-            Credential::Anonymous => None,
-        }
-    }
-
-    /// The client that is `user`, whatever its credential.
-    pub(crate) fn user(user: &User) -> ClientKey {
-        Self::digested(user.digest())
-    }
-
-    fn digested(digest: &[u8; 32]) -> ClientKey {
+    /// The client whose credential (a token, or a certificate's user)
+    /// digests to `digest` (see `auth::Credential::client`).
+    pub(crate) fn digested(digest: &[u8; 32]) -> ClientKey {
         let (first, _) = digest.split_first_chunk().expect("32 bytes");
         ClientKey(u64::from_le_bytes(*first))
+    }
+
+    /// A client told apart by its `name`, for tests.
+    #[cfg(test)]
+    pub(crate) fn named(name: &str) -> ClientKey {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        ClientKey(BuildHasherDefault::<DefaultHasher>::default().hash_one(name))
     }
 }
 
@@ -153,25 +147,9 @@ impl Writes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::{BearerToken, UserInfo};
 
     fn token(t: &str) -> ClientKey {
-        ClientKey::of(&Credential::Token(BearerToken::new(t))).unwrap()
-    }
-
-    #[test]
-    fn clients_are_their_credentials_and_anonymous_is_no_one() {
-        assert_eq!(token("a"), token("a"));
-        assert_ne!(token("a"), token("b"));
-        let alice = |name: &str| {
-            ClientKey::of(&Credential::Certificate(User::new(UserInfo {
-                username: name.into(),
-                ..UserInfo::default()
-            })))
-        };
-        assert_eq!(alice("alice"), alice("alice"));
-        assert_ne!(alice("a"), Some(token("a")));
-        assert_eq!(ClientKey::of(&Credential::Anonymous), None);
+        ClientKey::named(t)
     }
 
     fn claim(resource_version: u64, first: bool) -> Option<Claim> {

@@ -120,12 +120,7 @@ impl Refusal {
                 limits.max_connections_per_address
             ),
         };
-        let mut status = Status::failure(429, "TooManyRequests", message);
-        status.details = Some(kubecache_wire::StatusDetails {
-            retry_after_seconds: Some(1),
-            ..Default::default()
-        });
-        status
+        Status::failure(429, "TooManyRequests", message).retry_after(1)
     }
 }
 
@@ -234,7 +229,6 @@ impl Drop for Ticket {
 
 /// Creates the series at zero.
 fn register() {
-    crate::metrics::handle();
     for state in ["admitted", "refused"] {
         metrics::gauge!("kubecache_connections", "state" => state).increment(0.0);
     }

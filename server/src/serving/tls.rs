@@ -343,7 +343,6 @@ fn certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
 
 /// The metrics of a loaded certificate; the reload counters from zero.
 fn register(loaded: &Loaded) {
-    crate::metrics::handle();
     metrics::describe_counter!(
         "kubecache_tls_reloads_total",
         "Reloads of the TLS files after they changed, by result (loaded, failed: the previous certificate is kept)."

@@ -13,10 +13,13 @@ use std::sync::Arc;
 
 use kubecache_loadtest::sim::{Sim, SimConfig};
 use kubecache_reflector::StoreConfig;
-use kubecache_reflector::upstream::{ApiResource, ReflectorConfig, ResourceSpec, Strategy, Wire};
-use kubecache_server::auth::{Auth, AuthSettings};
+use kubecache_reflector::upstream::{
+    ApiResource, ReflectorConfig, RequestEncoding, ResourceSpec, Strategy,
+};
+use kubecache_server::auth::AuthSettings;
+use kubecache_server::config::{AuthConfig, Cli, Config, FileConfig, ResourceConfig};
 use kubecache_server::serving::{Server, Tls};
-use kubecache_server::{ServeSettings, ServedResource, ServedResources};
+use kubecache_server::{App, ServeSettings, ServedResources};
 use kubecache_wire::Transform;
 use tokio::task::JoinHandle;
 
@@ -52,7 +55,7 @@ pub struct Setup {
     pub settings: ServeSettings,
     pub strategy: Strategy,
     /// The encoding the reflectors read the sim in.
-    pub wire: Wire,
+    pub wire: RequestEncoding,
     /// What the reflectors strip from each object.
     pub transform: Transform,
     /// What each cache holds of its resource.
@@ -78,7 +81,7 @@ impl Default for Setup {
             store: StoreConfig::default(),
             settings: ServeSettings::default(),
             strategy: Strategy::Parallel,
-            wire: Wire::Auto,
+            wire: RequestEncoding::Auto,
             transform: Transform::default(),
             spec: ResourceSpec::all,
             tls: None,
@@ -119,49 +122,62 @@ pub struct Front {
     pub url: String,
     /// What the router serves.
     pub caches: Arc<ServedResources>,
-    reflectors: Vec<JoinHandle<()>>,
+    app: App,
     server: JoinHandle<()>,
 }
 
 impl Drop for Front {
     fn drop(&mut self) {
-        for task in &self.reflectors {
-            task.abort();
-        }
         self.server.abort();
     }
 }
 
-/// Starts the reflectors of `setup` (its `sim` unused) against `upstream`
-/// and kubecache; returns once every store is ready.
+/// Starts kubecache as `main` does (its composition root, [`App`]) with
+/// the configuration `setup` says (its `sim` unused), in front of
+/// `upstream`, its resources known without discovery; returns once every
+/// store is ready.
 pub async fn front(upstream: kube::Config, setup: Setup) -> Front {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
-    let client = kube::Client::try_from(upstream.clone()).unwrap();
-    let mut caches = Vec::new();
-    let mut reflectors = Vec::new();
-    for resource in setup.resources {
-        let reflector = ReflectorConfig {
-            strategy: setup.strategy,
-            wire: setup.wire,
-            transform: setup.transform.clone(),
-            ..ReflectorConfig::default()
-        };
-        let (cache, task) = ServedResource::start(
-            client.clone(),
-            (setup.spec)(resource),
-            setup.store.clone(),
-            reflector,
-            &setup.settings,
-            None,
-        )
-        .expect("valid index paths");
-        caches.push(cache);
-        reflectors.push(task);
-    }
-    let caches = Arc::new(ServedResources::new(caches, setup.settings));
+    let mut config = Config::resolve(&Cli::default(), FileConfig::default()).expect("defaults");
+    let reflector = ReflectorConfig {
+        strategy: setup.strategy,
+        wire: setup.wire,
+        transform: setup.transform.clone(),
+        ..ReflectorConfig::default()
+    };
+    config.resources = setup
+        .resources
+        .iter()
+        .map(|resource| {
+            let spec = (setup.spec)(resource.clone());
+            ResourceConfig {
+                name: match resource.group.as_str() {
+                    "" => resource.plural.clone(),
+                    group => format!("{}.{group}", resource.plural),
+                },
+                namespace: spec.namespace,
+                label_selector: spec.label_selector,
+                field_selector: spec.field_selector,
+                store: setup.store.clone(),
+                reflector: reflector.clone(),
+            }
+        })
+        .collect();
+    let scheme = if setup.tls.is_some() { "https" } else { "http" };
+    config.serve = setup.settings;
+    config.tls = setup.tls;
+    config.write_stall = setup.write_stall;
+    config.auth = AuthConfig {
+        enabled: setup.auth.is_some(),
+        settings: setup.auth.unwrap_or_default(),
+    };
+    let app = App::start_discovered(config, &upstream, setup.resources)
+        .await
+        .expect("kubecache starts");
+    let caches = app.caches().clone();
     for cache in caches.iter() {
         tokio::time::timeout(std::time::Duration::from_secs(60), cache.reader.ready())
             .await
@@ -169,33 +185,25 @@ pub async fn front(upstream: kube::Config, setup: Setup) -> Front {
             .expect("store open");
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let scheme = if setup.tls.is_some() { "https" } else { "http" };
     let url = format!("{scheme}://{}", listener.local_addr().unwrap());
-    let pass_through = kubecache_server::PassThrough::new(&upstream).unwrap();
-    let auth = match setup.auth {
-        Some(settings) => Auth::kubernetes(&upstream, settings).unwrap(),
-        None => Auth::None,
-    };
-    let router = kubecache_server::router(caches.clone(), auth, pass_through);
-    let server = Server::new(listener, router)
-        .tls(setup.tls)
-        .write_stall(setup.write_stall);
-    let server = tokio::spawn(server.serve(std::future::pending()));
+    let server = tokio::spawn(app.server(listener).serve(std::future::pending()));
     Front {
         url,
         caches,
-        reflectors,
+        app,
         server,
     }
 }
 
 impl Served {
     /// Ends every reflector, as a panic outside their steps would, and
-    /// waits until they are gone; kubecache goes on serving.
+    /// waits until their stores have closed; kubecache goes on serving.
     pub async fn stop_reflectors(&mut self) {
-        for task in &mut self.front.reflectors {
-            task.abort();
-            let _ = task.await;
+        self.front.app.stop_reflectors();
+        for cache in self.caches.iter() {
+            while !cache.reader.is_closed() {
+                tokio::task::yield_now().await;
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, Config};
 use kubecache_reflector::upstream::{
-    ApiResource, Reflector, ReflectorConfig, ResourceSpec, Strategy, Upstream, Wire,
+    ApiResource, Reflector, ReflectorConfig, RequestEncoding, ResourceSpec, Strategy, Upstream,
 };
 use kubecache_reflector::{StoreConfig, StoreReader, store};
 use serde::{Deserialize, Serialize};
@@ -107,15 +107,15 @@ pub async fn run(name: &str, server: &str, settle: Duration) -> anyhow::Result<M
 
 /// The strategy, wire and relist of a contender named
 /// `kubecache-{strategy}[-protobuf][-relist]` (JSON without `-protobuf`).
-fn kubecache_contender(name: &str) -> Option<(Strategy, Wire, bool)> {
+fn kubecache_contender(name: &str) -> Option<(Strategy, RequestEncoding, bool)> {
     let rest = name.strip_prefix("kubecache-")?;
     let (rest, relist) = match rest.strip_suffix("-relist") {
         Some(rest) => (rest, true),
         None => (rest, false),
     };
     let (rest, wire) = match rest.strip_suffix("-protobuf") {
-        Some(rest) => (rest, Wire::Protobuf),
-        None => (rest, Wire::Json),
+        Some(rest) => (rest, RequestEncoding::Protobuf),
+        None => (rest, RequestEncoding::Json),
     };
     Some((rest.parse().ok()?, wire, relist))
 }
@@ -215,7 +215,7 @@ async fn kubecache(
     server: &str,
     started: Instant,
     strategy: Strategy,
-    wire: Wire,
+    wire: RequestEncoding,
     relist: bool,
 ) -> anyhow::Result<Measurement> {
     let (writer, reader) = store(StoreConfig::default());
@@ -316,15 +316,15 @@ mod tests {
     fn kubecache_contenders_are_read_from_their_names() {
         assert_eq!(
             kubecache_contender("kubecache-sharded-protobuf"),
-            Some((Strategy::Sharded, Wire::Protobuf, false))
+            Some((Strategy::Sharded, RequestEncoding::Protobuf, false))
         );
         assert_eq!(
             kubecache_contender("kubecache-list-watch"),
-            Some((Strategy::ListWatch, Wire::Json, false))
+            Some((Strategy::ListWatch, RequestEncoding::Json, false))
         );
         assert_eq!(
             kubecache_contender("kubecache-parallel-protobuf-relist"),
-            Some((Strategy::Parallel, Wire::Protobuf, true))
+            Some((Strategy::Parallel, RequestEncoding::Protobuf, true))
         );
         assert_eq!(kubecache_contender("kubecache-fast"), None);
         assert_eq!(kubecache_contender("raw"), None);

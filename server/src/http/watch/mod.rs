@@ -45,9 +45,10 @@ use kubecache_wire::{CachedObject, Status};
 use rand::Rng;
 use tokio::time::Instant;
 
-use crate::http::list::response;
+use crate::error::ApiError;
+use crate::http::bodies::response;
 use crate::http::negotiate::Rendering;
-use crate::http::{ApiError, offload};
+use crate::http::offload;
 use crate::served::{Filter, Owner, Predicates};
 use crate::served::{ServedResource, ServedResources};
 use crate::serving::AnswerDeadline;
@@ -145,7 +146,7 @@ pub(crate) async fn serve(
         watch.run(start, outbox).await;
         drop(slot);
     });
-    let mut response = response(Body::new(body), served_at, rendering.wire(), true);
+    let mut response = response(Body::new(body), served_at, rendering.encoding(), true);
     response.extensions_mut().insert(AnswerDeadline(deadline));
     Ok(response)
 }

@@ -20,11 +20,12 @@ use super::body::Outbox;
 use crate::http::negotiate::Rendering;
 use crate::http::table;
 use crate::served::ServedResource;
-use crate::served::encoding::{Kind, Shape, Wire};
+use crate::served::encoding::{Kind, Shape};
 use crate::served::fanout::frame::{self, Frame, decide};
 use crate::served::fanout::{Join, Signals};
 use crate::served::{Filter, Predicates};
 use kubecache_wire::ChangeType;
+use kubecache_wire::Encoding;
 
 /// Bytes gathered before they are handed to the connection.
 const CHUNK: usize = 64 * 1024;
@@ -348,10 +349,10 @@ struct Writer {
 impl Writer {
     /// The shape and wire of events and errors: a Table watcher's errors
     /// are JSON.
-    fn encoding(&self) -> (Shape, Wire) {
+    fn encoding(&self) -> (Shape, Encoding) {
         match self.rendering {
             Rendering::Encoded(shape, wire) => (shape, wire),
-            Rendering::Table { .. } => (Shape::Object, Wire::Json),
+            Rendering::Table { .. } => (Shape::Object, Encoding::Json),
         }
     }
 

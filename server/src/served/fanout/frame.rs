@@ -11,8 +11,9 @@ use kubecache_reflector::Event;
 use kubecache_wire::protobuf;
 use kubecache_wire::{CachedObject, ChangeType, Status};
 
-use crate::served::encoding::{Kind, Shape, Wire};
+use crate::served::encoding::{Kind, Shape};
 use crate::served::{Filter, Predicates};
+use kubecache_wire::Encoding;
 
 /// One event as a watcher receives it, shared by every watcher that
 /// receives the same thing; each encoding of it is made once, by the first
@@ -32,12 +33,12 @@ pub(crate) struct Frame {
 }
 
 /// Where the event in `shape` and `wire` is kept.
-fn slot(shape: Shape, wire: Wire) -> usize {
+fn slot(shape: Shape, wire: Encoding) -> usize {
     match (shape, wire) {
-        (Shape::Object, Wire::Json) => 0,
-        (Shape::Object, Wire::Protobuf) => 1,
-        (Shape::Metadata, Wire::Json) => 2,
-        (Shape::Metadata, Wire::Protobuf) => 3,
+        (Shape::Object, Encoding::Json) => 0,
+        (Shape::Object, Encoding::Protobuf) => 1,
+        (Shape::Metadata, Encoding::Json) => 2,
+        (Shape::Metadata, Encoding::Protobuf) => 3,
     }
 }
 
@@ -62,15 +63,15 @@ impl Frame {
     /// # Errors
     ///
     /// 500 for an object that does not encode as protobuf.
-    pub fn encoded(&self, resource: &Kind, shape: Shape, wire: Wire) -> Result<Bytes, Status> {
+    pub fn encoded(&self, resource: &Kind, shape: Shape, wire: Encoding) -> Result<Bytes, Status> {
         let cell = &self.encoded[slot(shape, wire)];
         if let Some(bytes) = cell.get() {
             return Ok(bytes.clone());
         }
         let event_type = self.kind.as_str();
         let bytes = match wire {
-            Wire::Json => json_event(event_type, &resource.json(&self.object, shape)),
-            Wire::Protobuf => {
+            Encoding::Json => json_event(event_type, &resource.json(&self.object, shape)),
+            Encoding::Protobuf => {
                 protobuf_event(event_type, &resource.body(&self.object, shape, wire)?)
             }
         };
@@ -134,7 +135,7 @@ fn protobuf_event(event_type: &str, envelope: &[u8]) -> Bytes {
 pub(crate) fn bookmark(
     resource: &Kind,
     shape: Shape,
-    wire: Wire,
+    wire: Encoding,
     resource_version: u64,
     initial_events_end: bool,
 ) -> Bytes {
@@ -153,13 +154,13 @@ pub(crate) fn bookmark(
     let metadata = format!(r#"{{"resourceVersion":"{resource_version}"{created}{annotations}}}"#);
     let (api_version, kind) = resource.type_meta(shape);
     match wire {
-        Wire::Json => json_event(
+        Encoding::Json => json_event(
             "BOOKMARK",
             &[Bytes::from(format!(
                 r#"{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{metadata}}}"#
             ))],
         ),
-        Wire::Protobuf => {
+        Encoding::Protobuf => {
             let json = format!(r#"{{"metadata":{metadata}}}"#);
             let raw = match (shape, resource.protobuf) {
                 (Shape::Object, Some(ty)) => protobuf::json_to_proto(ty, json.as_bytes()),
@@ -178,10 +179,10 @@ pub(crate) fn bookmark(
 }
 
 /// An `ERROR` event carrying `status`, in `wire`.
-pub(crate) fn error(wire: Wire, status: &Status) -> Bytes {
+pub(crate) fn error(wire: Encoding, status: &Status) -> Bytes {
     match wire {
-        Wire::Json => json_event("ERROR", &[Bytes::from(status.to_json())]),
-        Wire::Protobuf => protobuf_event("ERROR", &status.to_protobuf()),
+        Encoding::Json => json_event("ERROR", &[Bytes::from(status.to_json())]),
+        Encoding::Protobuf => protobuf_event("ERROR", &status.to_protobuf()),
     }
 }
 
@@ -207,18 +208,22 @@ mod tests {
     fn a_deleted_frame_carries_the_object_at_its_position_in_every_encoding() {
         let object = pod(br#"{"metadata":{"name":"a","resourceVersion":"7"},"spec":{}}"#);
         let frame = Frame::new(ChangeType::Deleted, object, 9);
-        let line = frame.encoded(&pods(), Shape::Object, Wire::Json).unwrap();
+        let line = frame
+            .encoded(&pods(), Shape::Object, Encoding::Json)
+            .unwrap();
         let line: serde_json::Value = serde_json::from_slice(&line).unwrap();
         assert_eq!(line["type"], "DELETED");
         assert_eq!(line["object"]["metadata"]["resourceVersion"], "9");
-        let line = frame.encoded(&pods(), Shape::Metadata, Wire::Json).unwrap();
+        let line = frame
+            .encoded(&pods(), Shape::Metadata, Encoding::Json)
+            .unwrap();
         assert_eq!(
             &line[..],
             br#"{"type":"DELETED","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","resourceVersion":"9"}}}
 "#
         );
         for shape in [Shape::Object, Shape::Metadata] {
-            let frame_bytes = frame.encoded(&pods(), shape, Wire::Protobuf).unwrap();
+            let frame_bytes = frame.encoded(&pods(), shape, Encoding::Protobuf).unwrap();
             let mut decoder = protobuf::WatchFrameDecoder::new();
             decoder.push(&frame_bytes);
             let event = decoder.next_event().unwrap().unwrap();
@@ -242,8 +247,8 @@ mod tests {
             7,
         );
         for (shape, wire) in [
-            (Shape::Object, Wire::Json),
-            (Shape::Metadata, Wire::Protobuf),
+            (Shape::Object, Encoding::Json),
+            (Shape::Metadata, Encoding::Protobuf),
         ] {
             let first = frame.encoded(&pods(), shape, wire).unwrap();
             let again = frame.encoded(&pods(), shape, wire).unwrap();
@@ -254,24 +259,25 @@ mod tests {
     #[test]
     fn bookmarks_and_errors_are_single_events() {
         for line in [
-            bookmark(&pods(), Shape::Object, Wire::Json, 5, true),
-            bookmark(&pods(), Shape::Metadata, Wire::Json, 5, false),
-            error(Wire::Json, &Status::expired("gone")),
+            bookmark(&pods(), Shape::Object, Encoding::Json, 5, true),
+            bookmark(&pods(), Shape::Metadata, Encoding::Json, 5, false),
+            error(Encoding::Json, &Status::expired("gone")),
         ] {
             assert!(line.ends_with(b"\n"));
             let value: serde_json::Value = serde_json::from_slice(&line).unwrap();
             assert!(value["object"].is_object());
         }
         let end: serde_json::Value =
-            serde_json::from_slice(&bookmark(&pods(), Shape::Object, Wire::Json, 5, true)).unwrap();
+            serde_json::from_slice(&bookmark(&pods(), Shape::Object, Encoding::Json, 5, true))
+                .unwrap();
         assert_eq!(
             end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
             "true"
         );
         for frame in [
-            bookmark(&pods(), Shape::Object, Wire::Protobuf, 5, true),
-            bookmark(&pods(), Shape::Metadata, Wire::Protobuf, 5, false),
-            error(Wire::Protobuf, &Status::expired("gone")),
+            bookmark(&pods(), Shape::Object, Encoding::Protobuf, 5, true),
+            bookmark(&pods(), Shape::Metadata, Encoding::Protobuf, 5, false),
+            error(Encoding::Protobuf, &Status::expired("gone")),
         ] {
             let mut decoder = protobuf::WatchFrameDecoder::new();
             decoder.push(&frame);
@@ -310,7 +316,7 @@ mod tests {
 
     /// The frames of a watch over the recorded window: the full objects of
     /// `watch/pods-meta.watch.json`, bookmarks at their recorded revision.
-    fn recorded_frames(shape: Shape, wire: Wire) -> Vec<Bytes> {
+    fn recorded_frames(shape: Shape, wire: Encoding) -> Vec<Bytes> {
         let full = crate::golden::read("watch/pods-meta.watch.json");
         lines(&full)
             .into_iter()
@@ -339,7 +345,7 @@ mod tests {
         let full = crate::golden::read("watch/pods-meta.watch.json");
         let metadata = crate::golden::read("watch/pods.metadata.watch.json");
         for (want, shape) in [(&full, Shape::Object), (&metadata, Shape::Metadata)] {
-            let got = recorded_frames(shape, Wire::Json);
+            let got = recorded_frames(shape, Encoding::Json);
             let want = lines(want);
             assert_eq!(got.len(), want.len(), "{shape:?}");
             for (got, want) in got.iter().zip(want) {
@@ -394,7 +400,7 @@ mod tests {
             ("watch/pods-meta.watch.pb", Shape::Object),
             ("watch/pods.metadata.watch.pb", Shape::Metadata),
         ] {
-            let got = recorded_frames(shape, Wire::Protobuf).concat();
+            let got = recorded_frames(shape, Encoding::Protobuf).concat();
             let want = crate::golden::read(file);
             assert_eq!(decode(&got, shape), decode(&want, shape), "{file}");
         }

@@ -1,0 +1,287 @@
+//! The composition root: one validated [`Config`] and the API server's
+//! client configuration become a running kubecache. The one place that
+//! knows every layer: it installs the metrics recorder, starts each
+//! resource's reflector (restoring its state file first, with
+//! `--state-dir`), serves them ([`crate::served`]), builds the HTTP API
+//! over them ([`crate::http`]) with its authorization and pass-through, and
+//! saves the state files. `main.rs` and the integration tests both start
+//! kubecache here, so they run the same wiring.
+//!
+//! Below it, nothing calls up: `served/` knows neither HTTP, nor metrics'
+//! recorder, nor state files (`.ci/run` checks its imports).
+//!
+//! Stopping ([`App::run`]): on the stop signal, stop accepting, end every
+//! watch cleanly (its client resumes elsewhere from its last
+//! resourceVersion), let answers in flight finish for up to
+//! [`SHUTDOWN_GRACE`], save the state files within the same grace, return.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use kubecache_reflector::store;
+use kubecache_reflector::upstream::{ApiResource, Reflector, ResourceSpec, Upstream};
+use tokio::net::TcpListener;
+use tokio::task::{AbortHandle, JoinHandle};
+
+use crate::auth::Auth;
+use crate::config::{Config, ResourceConfig};
+use crate::passthrough::PassThrough;
+use crate::served::{ServedResource, ServedResources};
+use crate::serving::{Limits, Server, Tls};
+use crate::warm_restart::{self, Persisted, StateDir};
+
+/// How long requests in flight may take to finish after a stop signal.
+/// Kubernetes waits `terminationGracePeriodSeconds` (30 s by default)
+/// before it kills the container; this leaves it a margin.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+/// A running kubecache: its reflectors, its caches and the HTTP API over
+/// them. Dropping it stops the reflectors and the state saver.
+pub struct App {
+    caches: Arc<ServedResources>,
+    router: Router,
+    tls: Option<Tls>,
+    limits: Limits,
+    write_stall: Duration,
+    reflectors: Vec<AbortHandle>,
+    saver: Option<JoinHandle<()>>,
+}
+
+impl App {
+    /// Finds every configured resource by discovery, then starts them (see
+    /// [`App::start_discovered`]).
+    ///
+    /// # Errors
+    ///
+    /// A resource the API server does not serve, and those of
+    /// [`App::start_discovered`].
+    pub async fn start(config: Config, upstream: &kube::Config) -> anyhow::Result<App> {
+        let client = kube::Client::try_from(upstream.clone())?;
+        let mut resources = Vec::new();
+        for resource in &config.resources {
+            let found = ApiResource::discover(&client, &resource.name)
+                .await
+                .with_context(|| format!("resource {:?}", resource.name))?;
+            resources.push(found);
+        }
+        Self::start_discovered(config, upstream, resources).await
+    }
+
+    /// Starts kubecache of `config` in front of the API server of
+    /// `upstream`, `resources[i]` being what discovery found of
+    /// `config.resources[i]`. It answers at once: a resource's reads are
+    /// 503 until it has synced.
+    ///
+    /// # Errors
+    ///
+    /// A client of `upstream` that cannot be built, or a field index whose
+    /// path does not parse.
+    pub async fn start_discovered(
+        config: Config,
+        upstream: &kube::Config,
+        resources: Vec<ApiResource>,
+    ) -> anyhow::Result<App> {
+        // The recorder first: the reflectors record from their first step on.
+        crate::metrics::handle();
+        let client = kube::Client::try_from(upstream.clone())?;
+        let pass_through =
+            PassThrough::new(upstream).context("the API server's client for pass-through")?;
+        let state_dir = match &config.state {
+            Some(state) => state_dir(&state.dir, &client, upstream).await,
+            None => None,
+        };
+        let mut caches = Vec::new();
+        let mut reflectors = Vec::new();
+        let mut persisted = Vec::new();
+        for (resource, found) in config.resources.into_iter().zip(resources) {
+            let name = resource.name.clone();
+            let started = start_resource(
+                client.clone(),
+                found,
+                resource,
+                &config.serve,
+                state_dir.as_ref(),
+            )
+            .with_context(|| format!("resource {name:?}"))?;
+            crate::metrics::register(&started.cache.name());
+            reflectors.push(started.task.abort_handle());
+            tokio::spawn(reflector_ended(started.cache.name(), started.task));
+            persisted.extend(started.persisted);
+            caches.push(started.cache);
+        }
+        let caches = Arc::new(ServedResources::new(caches, config.serve));
+        let auth = if config.auth.enabled {
+            Auth::kubernetes(upstream, config.auth.settings).context("the review client")?
+        } else {
+            tracing::warn!(
+                "--auth=none: NO AUTHORIZATION. Anyone who reaches {} reads every cached object. \
+                 For local runs and benchmarks only.",
+                config.listen
+            );
+            Auth::None
+        };
+        let saver = config.state.filter(|_| !persisted.is_empty()).map(|state| {
+            tokio::spawn(warm_restart::save_periodically(
+                persisted,
+                state.save_interval,
+                SHUTDOWN_GRACE,
+                caches.shutting_down(),
+            ))
+        });
+        Ok(App {
+            router: crate::http::router(caches.clone(), auth, pass_through),
+            caches,
+            tls: config.tls,
+            limits: config.connections,
+            write_stall: config.write_stall,
+            reflectors,
+            saver,
+        })
+    }
+
+    /// What is served.
+    pub fn caches(&self) -> &Arc<ServedResources> {
+        &self.caches
+    }
+
+    /// The server of the HTTP API on `listener`, with the configured TLS,
+    /// connection limits and write-stall budget.
+    pub fn server(&self, listener: TcpListener) -> Server {
+        Server::new(listener, self.router.clone())
+            .tls(self.tls.clone())
+            .limits(self.limits)
+            .write_stall(self.write_stall)
+    }
+
+    /// Ends every reflector, as a panic outside their steps would (their
+    /// stores close; `/livez` fails). Serving goes on.
+    pub fn stop_reflectors(&self) {
+        for reflector in &self.reflectors {
+            reflector.abort();
+        }
+    }
+
+    /// Serves on `listener` until `stop` resolves, then stops as the
+    /// module doc says.
+    pub async fn run(mut self, listener: TcpListener, stop: impl Future<Output = ()> + Send) {
+        let stopping = self.caches.clone();
+        let server = self.server(listener).serve(async move {
+            stop.await;
+            tracing::info!("stopping: no new connections; ending watches");
+            stopping.shut_down();
+        });
+        let mut shutting_down = self.caches.shutting_down();
+        tokio::select! {
+            () = server => {},
+            _ = async {
+                let _ = shutting_down.wait_for(|down| *down).await;
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            } => tracing::warn!(grace = ?SHUTDOWN_GRACE, "requests still in flight: exiting anyway"),
+        }
+        if let Some(saver) = self.saver.take() {
+            // Bounded by the grace from the stop signal on, as the drain is.
+            let _ = saver.await;
+        }
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        self.stop_reflectors();
+        if let Some(saver) = &self.saver {
+            saver.abort();
+        }
+    }
+}
+
+/// One resource started: its cache, its reflector's task and its state
+/// file, if it has one.
+struct Started {
+    cache: ServedResource,
+    task: JoinHandle<()>,
+    persisted: Option<Persisted>,
+}
+
+/// Starts a reflector of `resource` (found by discovery as `found`)
+/// through `client` into a new store, and serves it. The reflector
+/// extracts the values of the store's field indexes. With `state`, the
+/// store's state file is loaded first (the reflector then resumes from it
+/// instead of listing).
+fn start_resource(
+    client: kube::Client,
+    found: ApiResource,
+    resource: ResourceConfig,
+    settings: &crate::ServeSettings,
+    state: Option<&StateDir>,
+) -> anyhow::Result<Started> {
+    let mut reflector = resource.reflector;
+    for index in &resource.store.field_indexes {
+        reflector.transform = reflector.transform.index_field(&index.path)?;
+    }
+    let file = state.and_then(|dir| dir.file(&found, reflector.transform.clone()));
+    let spec = ResourceSpec {
+        resource: found,
+        namespace: resource.namespace,
+        label_selector: resource.label_selector,
+        field_selector: resource.field_selector,
+    };
+    let upstream = Upstream::new(client, spec);
+    let (writer, reader) = store(resource.store);
+    let mut reflector = Reflector::new(upstream.clone(), reflector, writer);
+    let status = reflector.status();
+    let cache = ServedResource::new(upstream, reader.clone(), status.clone(), settings);
+    let name = cache.name();
+    let persisted = file.clone().map(|file| Persisted {
+        name: name.clone(),
+        file,
+        reader,
+        status,
+    });
+    let task = tokio::spawn(async move {
+        if let Some(file) = file {
+            warm_restart::restore(file, &mut reflector, &name).await;
+        }
+        reflector.run().await;
+    });
+    Ok(Started {
+        cache,
+        task,
+        persisted,
+    })
+}
+
+/// The state directory at `dir`, of the cluster `client` reaches; `None`
+/// (every start lists), said in the log, when it cannot be opened.
+async fn state_dir(
+    dir: &std::path::Path,
+    client: &kube::Client,
+    upstream: &kube::Config,
+) -> Option<StateDir> {
+    match StateDir::open(dir, client, &upstream.cluster_url.to_string()).await {
+        Ok(state) => {
+            tracing::info!(dir = %dir.display(), cluster = state.cluster(), "warm restart: state files saved and loaded here");
+            Some(state)
+        }
+        Err(error) => {
+            tracing::error!(dir = %dir.display(), "no warm restart (every start lists): {error:#}");
+            None
+        }
+    }
+}
+
+/// Waits for a reflector's task to end and says why. It never ends by
+/// itself (it retries every failure, and catches the panics of its steps),
+/// so this is a bug, or the app stopping it: its store is then closed and
+/// not ready ("the reflector stopped"), and `/livez` fails so that the
+/// kubelet restarts the process.
+async fn reflector_ended(resource: String, task: JoinHandle<()>) {
+    // A JoinError says whether the task panicked, and with what message.
+    let why = match task.await {
+        Ok(()) => "it returned".to_string(),
+        Err(error) if error.is_cancelled() => return,
+        Err(error) => error.to_string(),
+    };
+    tracing::error!(%resource, %why, "the reflector stopped: /livez fails from now on");
+}
