@@ -2,7 +2,7 @@
 //! and their environment variables, validated as a whole before anything
 //! starts.
 //!
-//! Each setting is declared once, in the [`settings!`] table below: its
+//! Each setting is declared once, in the `settings!` table below: its
 //! flag, environment variable, file key, type, default and meaning. The
 //! table makes [`Cli`] (and so `--help`), [`FileConfig`] and the name of
 //! each setting in errors; a test checks the README's table against it.
@@ -62,7 +62,7 @@ use crate::serving::{Limits, Server, Tls, TlsFile, TlsFiles};
 
 /// Declares the settings, each once, and makes of them the command line
 /// (`Cli`), the file (its struct, then one struct per section of it),
-/// [`Settings`] and, for the README's check, `table`.
+/// `Settings` and, for the README's check, `table`.
 ///
 /// A row is its meaning (a doc comment, in the README's Markdown), then
 /// `field: Type = default` (or `unset "what the docs say"` when there is no
@@ -884,6 +884,8 @@ fn tls(s: &Settings) -> Result<Option<Tls>, ConfigError> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
 
     fn resolve(yaml: &str, args: &[&str]) -> Result<Config, ConfigError> {
@@ -896,6 +898,96 @@ mod tests {
 
     fn error_field(yaml: &str, args: &[&str]) -> String {
         resolve(yaml, args).unwrap_err().field
+    }
+
+    /// The README's table of settings, from the declaration.
+    fn markdown_table() -> String {
+        let mut table: Vec<String> = table()
+            .into_iter()
+            .map(|row| format!("| {} |\n", row.join(" | ")))
+            .collect();
+        table.insert(0, "|---|---|---|---|---|\n".into());
+        table.insert(
+            0,
+            "| flag | environment variable | file key | default | meaning |\n".into(),
+        );
+        table.concat()
+    }
+
+    #[test]
+    fn the_readme_s_table_of_settings_is_the_declared_one() {
+        let readme = include_str!("../../README.md");
+        let start = readme
+            .find("| flag | environment variable |")
+            .expect("the README's table of settings");
+        let end = start + readme[start..].find("\n\n").expect("its end") + 1;
+        let expected = markdown_table();
+        if readme[start..end] == expected {
+            return;
+        }
+        if std::env::var_os("UPDATE_README").is_some() {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+            let updated = format!("{}{expected}{}", &readme[..start], &readme[end..]);
+            std::fs::write(path, updated).unwrap();
+        } else {
+            panic!(
+                "README.md's table of settings is not the one declared in config.rs; \
+                 write it with UPDATE_README=1, or copy it:\n\n{expected}"
+            );
+        }
+    }
+
+    /// An example file's keys, a section's as `section.key`.
+    fn example_keys(yaml: &str) -> BTreeSet<String> {
+        let example: serde_yaml::Mapping = serde_yaml::from_str(yaml).unwrap();
+        let mut keys = BTreeSet::new();
+        for (key, value) in &example {
+            let key = key.as_str().unwrap();
+            match value.as_mapping() {
+                Some(section) => keys.extend(
+                    section
+                        .keys()
+                        .map(|inner| format!("{key}.{}", inner.as_str().unwrap())),
+                ),
+                None => {
+                    keys.insert(key.to_string());
+                }
+            }
+        }
+        keys
+    }
+
+    #[test]
+    fn the_example_files_have_every_declared_key_and_are_accepted() {
+        let declared: BTreeSet<String> = table()
+            .into_iter()
+            .filter(|row| row[2] != "—")
+            .map(|row| row[2].trim_matches('`').to_string())
+            .collect();
+        let module_doc: String = include_str!("config.rs")
+            .lines()
+            .filter_map(|line| line.strip_prefix("//!"))
+            .skip_while(|line| *line != " ```yaml")
+            .skip(1)
+            .take_while(|line| *line != " ```")
+            .map(|line| format!("{}\n", line.strip_prefix(' ').unwrap_or(line)))
+            .collect();
+        let readme = include_str!("../../README.md")
+            .split_once("The file (keys in camelCase")
+            .and_then(|(_, rest)| rest.split_once("```yaml\n"))
+            .and_then(|(_, rest)| rest.split_once("```"))
+            .expect("the README's example file")
+            .0;
+        for (name, example) in [("config.rs", module_doc.as_str()), ("README.md", readme)] {
+            let keys = example_keys(example);
+            let missing: Vec<_> = declared.difference(&keys).collect();
+            let undeclared: Vec<_> = keys.difference(&declared).collect();
+            assert!(
+                missing.is_empty() && undeclared.is_empty(),
+                "{name}'s example file: missing {missing:?}, undeclared {undeclared:?}"
+            );
+            FileConfig::parse(example).unwrap_or_else(|e| panic!("{name}'s example: {e}"));
+        }
     }
 
     #[test]
