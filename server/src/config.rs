@@ -2,6 +2,11 @@
 //! and their environment variables, validated as a whole before anything
 //! starts.
 //!
+//! Each setting is declared once, in the `settings!` table below: its
+//! flag, environment variable, file key, type, default and meaning. The
+//! table makes [`Cli`] (and so `--help`), [`FileConfig`] and the name of
+//! each setting in errors; a test checks the README's table against it.
+//!
 //! Every error names the field it is about, in the file's spelling and,
 //! where one exists, the flag's (`pageSize (--page-size): must be at least
 //! 1`), so a bad ConfigMap or a bad flag fails the start-up with a message
@@ -21,6 +26,7 @@
 //! readWaitSeconds: 3
 //! bookmarkIntervalSeconds: 60
 //! watcherQueue: 1024
+//! maxSelectorRequirements: 100
 //! maxWatchesPerClient: 1000
 //! freshnessRequests: 2
 //! probeIntervalSeconds: 0.1
@@ -42,6 +48,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::time::Duration;
 
 use kubecache_reflector::upstream::{ReflectorConfig, RequestEncoding, Strategy};
@@ -53,210 +60,476 @@ use crate::ServeSettings;
 use crate::auth::AuthSettings;
 use crate::serving::{Limits, Server, Tls, TlsFile, TlsFiles};
 
-/// The command line; every flag also has an environment variable and, but
-/// for the upstream's, a key in the file.
-#[derive(clap::Parser, Debug, Default)]
-#[command(
-    name = "kubecache",
-    version,
-    about = "A shared, indexed, in-memory cache in front of the Kubernetes API server"
-)]
-pub struct Cli {
-    /// YAML configuration file; flags override its keys.
-    #[arg(long, env = "KUBECACHE_CONFIG")]
-    pub config: Option<PathBuf>,
-    /// Address to serve the HTTP API on [default: 0.0.0.0:8080].
-    #[arg(long, env = "KUBECACHE_LISTEN")]
-    pub listen: Option<String>,
-    /// Serve HTTPS with this certificate chain (PEM, leaf first), reloaded
-    /// when it changes; needs --tls-private-key-file.
-    #[arg(long, env = "KUBECACHE_TLS_CERT_FILE")]
-    pub tls_cert_file: Option<PathBuf>,
-    /// The private key (PEM) of --tls-cert-file.
-    #[arg(long, env = "KUBECACHE_TLS_PRIVATE_KEY_FILE")]
-    pub tls_private_key_file: Option<PathBuf>,
-    /// Verify client certificates against these CA certificates (PEM) when
-    /// clients present one; needs TLS.
-    #[arg(long, env = "KUBECACHE_CLIENT_CA_FILE")]
-    pub client_ca_file: Option<PathBuf>,
-    /// Resources to cache, by plural or plural.group (e.g.
-    /// pods,configmaps,widgets.example.com) [default: pods]. Replaces the
-    /// file's list (and its per-resource settings).
-    #[arg(long, env = "KUBECACHE_RESOURCES", value_delimiter = ',')]
-    pub resources: Option<Vec<String>>,
-    /// Initial-list strategy: auto, parallel, sharded, streaming or
-    /// list-watch [default: auto].
-    #[arg(long, env = "KUBECACHE_STRATEGY")]
-    pub strategy: Option<String>,
-    /// Objects per list page [default: 500].
-    #[arg(long, env = "KUBECACHE_PAGE_SIZE")]
-    pub page_size: Option<usize>,
-    /// Namespaces a sharded list reads at once [default: 4].
-    #[arg(long, env = "KUBECACHE_LIST_SHARDS")]
-    pub list_shards: Option<usize>,
-    /// Encoding asked of the API server: auto (protobuf for built-in kinds,
-    /// JSON otherwise), json or protobuf [default: auto].
-    #[arg(long, env = "KUBECACHE_WIRE")]
-    pub wire: Option<String>,
-    /// Longest a read waits for the cache to reach a resourceVersion
-    /// before answering 504, in seconds [default: 3].
-    #[arg(long, env = "KUBECACHE_READ_WAIT_SECONDS")]
-    pub read_wait_seconds: Option<f64>,
-    /// Interval of bookmarks to watchers, in seconds [default: 60].
-    #[arg(long, env = "KUBECACHE_BOOKMARK_INTERVAL_SECONDS")]
-    pub bookmark_interval_seconds: Option<f64>,
-    /// Events queued for one watcher before it is cut with 410 [default:
-    /// 1024].
-    #[arg(long, env = "KUBECACHE_WATCHER_QUEUE")]
-    pub watcher_queue: Option<usize>,
-    /// Most requirements of a list's or watch's label and field selectors
-    /// together; more get 400 [default: 100].
-    #[arg(long, env = "KUBECACHE_MAX_SELECTOR_REQUIREMENTS")]
-    pub max_selector_requirements: Option<usize>,
-    /// Open watches one client (a user; an address for anonymous callers)
-    /// may hold; one more gets 429 [default: 1000].
-    #[arg(long, env = "KUBECACHE_MAX_WATCHES_PER_CLIENT")]
-    pub max_watches_per_client: Option<usize>,
-    /// Most requests for the API server's current resourceVersion in
-    /// flight at once, for consistent reads [default: 2].
-    #[arg(long, env = "KUBECACHE_FRESHNESS_REQUESTS")]
-    pub freshness_requests: Option<usize>,
-    /// How often a probe watch starts while consistent reads of a resource
-    /// wait for proof that it is complete, in seconds [default: 0.1].
-    #[arg(long, env = "KUBECACHE_PROBE_INTERVAL_SECONDS")]
-    pub probe_interval_seconds: Option<f64>,
-    /// Pass a consistent GET of one object through to the API server when
-    /// it would wait for a cold probe (about 1 s), instead of waiting
-    /// [default: true].
-    #[arg(
-        long,
-        env = "KUBECACHE_COLD_GET_PASSTHROUGH",
-        num_args = 1,
-        value_name = "BOOL"
+/// Declares the settings, each once, and makes of them the command line
+/// (`Cli`), the file (its struct, then one struct per section of it),
+/// `Settings` and, for the README's check, `table`.
+///
+/// A row is its meaning (a doc comment, in the README's Markdown), then
+/// `field: Type = default` (or `unset "what the docs say"` when there is no
+/// default), then its file key, its flag with the flag's value name and
+/// any more clap arguments, and its environment variable. The command
+/// line's own rows have no key; the rows after `file only:` no flag.
+macro_rules! settings {
+    (
+        $(#[$cli_meta:meta])*
+        pub struct $Cli:ident { $($flags:tt)* }
+        $(#[$file_meta:meta])*
+        pub struct $File:ident { $($root:tt)* }
+        $(
+            $(#[$section_meta:meta])*
+            struct $Section:ident at $section:ident $section_key:literal { $($rows:tt)* }
+        )*
+    ) => {
+        settings!(@all $File
+            [$(#[$cli_meta])* $Cli { $($flags)* }]
+            $(#[$file_meta])* pub $File []
+                [$( #[serde(rename = $section_key)] $section: Option<$Section>, )*] { $($root)* }
+            $( $(#[$section_meta])* $Section [$section $section_key] [] { $($rows)* } )*
+        );
+    };
+    (@all $File:ident
+        [$(#[$cli_meta:meta])* $Cli:ident {$(
+            $(#[doc = $flag_doc:literal])+
+            $flag_field:ident: $flag_ty:ty $(= $flag_default:expr)? $(, unset $flag_unset:literal)?,
+            flag $flag_only:literal $flag_value:ident $(, env $flag_env:literal)?;
+        )*}]
+        $(
+            $(#[$meta:meta])* $vis:vis $Struct:ident $ctx:tt [$($extra:tt)*] {
+                $(
+                    $(#[doc = $doc:literal])+
+                    $field:ident: $ty:ty $(= $default:expr)? $(, unset $unset:literal)?,
+                    key $key:literal, flag $flag:literal $value:ident $(($($arg:tt)*))?, env $env:literal;
+                )*
+                $(
+                    file only:
+                    $(
+                        $(#[doc = $file_doc:literal])+
+                        $file_field:ident: $file_ty:ty $(= $file_default:expr)? $(, unset $file_unset:literal)?,
+                        key $file_key:literal;
+                    )*
+                )?
+            }
+        )*
+    ) => {
+        #[derive(clap::Parser, Debug, Default)]
+        $(#[$cli_meta])*
+        pub struct $Cli {
+            $(
+                #[arg(
+                    long = $flag_only,
+                    value_name = stringify!($flag_value),
+                    $(env = $flag_env,)?
+                    $(default_value_t = $flag_default, hide_default_value = true,)?
+                    help = help(
+                        &[$($flag_doc),+],
+                        settings!(@shown $flag_ty, [$($flag_default)?] [$($flag_unset)?]),
+                    ),
+                )]
+                pub $flag_field: $flag_ty,
+            )*
+            $($(
+                #[arg(
+                    long = $flag,
+                    value_name = stringify!($value),
+                    env = $env,
+                    $($($arg)*,)?
+                    help = help(&[$($doc),+], settings!(@shown $ty, [$($default)?] [$($unset)?])),
+                )]
+                pub $field: Option<$ty>,
+            )*)*
+        }
+
+        $(
+            #[derive(Deserialize, Debug, Default)]
+            #[serde(deny_unknown_fields)]
+            $(#[$meta])*
+            $vis struct $Struct {
+                $( #[serde(rename = $key)] $field: Option<$ty>, )*
+                $($( #[serde(rename = $file_key)] $file_field: Option<$file_ty>, )*)?
+                $($extra)*
+            }
+        )*
+
+        /// Every setting of the file: its flag's value, else its key's, else
+        /// its default.
+        struct Settings {
+            $(
+                $( $field: Setting<settings!(@type $ty, [$($default)?])>, )*
+                $($( $file_field: Setting<settings!(@type $file_ty, [$($file_default)?])>, )*)?
+            )*
+        }
+
+        impl Settings {
+            fn new(cli: &$Cli, mut file: $File) -> Settings {
+                Settings {
+                    $(
+                        $( $field: Setting {
+                            name: concat!(settings!(@key $ctx $key), " (--", $flag, ")"),
+                            value: settings!(@or_default
+                                cli.$field.clone().or(settings!(@take file $ctx $field)),
+                                [$($default)?]
+                            ),
+                        }, )*
+                        $($( $file_field: Setting {
+                            name: settings!(@key $ctx $file_key),
+                            value: settings!(@or_default
+                                settings!(@take file $ctx $file_field),
+                                [$($file_default)?]
+                            ),
+                        }, )*)?
+                    )*
+                }
+            }
+        }
+
+        /// The README's table of settings: flag, environment variable, file
+        /// key, default, meaning.
+        #[cfg(test)]
+        fn table() -> Vec<[String; 5]> {
+            vec![
+                $([
+                    settings!(@cell format!("--{} {}", $flag_only, stringify!($flag_value))),
+                    settings!(@cell $($flag_env)?),
+                    settings!(@cell),
+                    settings!(@shown $flag_ty, [$($flag_default)?] [$($flag_unset)?]),
+                    meaning(&[$($flag_doc),+]),
+                ],)*
+                $(
+                    $([
+                        settings!(@cell format!("--{} {}", $flag, stringify!($value))),
+                        settings!(@cell $env),
+                        settings!(@cell settings!(@key $ctx $key)),
+                        settings!(@shown $ty, [$($default)?] [$($unset)?]),
+                        meaning(&[$($doc),+]),
+                    ],)*
+                    $($([
+                        settings!(@cell),
+                        settings!(@cell),
+                        settings!(@cell settings!(@key $ctx $file_key)),
+                        settings!(@shown $file_ty, [$($file_default)?] [$($file_unset)?]),
+                        meaning(&[$($file_doc),+]),
+                    ],)*)?
+                )*
+            ]
+        }
+    };
+    // The file key, under its section's.
+    (@key [] $key:literal) => { $key };
+    (@key [$section:ident $section_key:literal] $key:literal) => { concat!($section_key, ".", $key) };
+    // The file's value, taken out of it.
+    (@take $file:ident [] $field:ident) => { $file.$field.take() };
+    (@take $file:ident [$section:ident $section_key:literal] $field:ident) => {
+        $file.$section.as_mut().and_then(|section| section.$field.take())
+    };
+    (@type $ty:ty, []) => { Option<$ty> };
+    (@type $ty:ty, [$default:expr]) => { $ty };
+    (@or_default $given:expr, []) => { $given };
+    (@or_default $given:expr, [$default:expr]) => { $given.unwrap_or_else(|| $default) };
+    // The default as the docs show it.
+    (@shown $ty:ty, [$default:expr] []) => {{
+        let default: $ty = $default;
+        default.shown()
+    }};
+    (@shown $ty:ty, [] [$unset:literal]) => { $unset.to_string() };
+    (@cell) => { "—".to_string() };
+    (@cell $text:expr) => { format!("`{}`", $text) };
+}
+
+settings! {
+    /// The command line: these flags, then one for each file key but those
+    /// under `file only:`.
+    #[command(
+        name = "kubecache",
+        version,
+        about = "A shared, indexed, in-memory cache in front of the Kubernetes API server"
     )]
-    pub cold_get_passthrough: Option<bool>,
-    /// Longest a write to a client may wait for it to read before its
-    /// connection is closed, in seconds [default: 30].
-    #[arg(long, env = "KUBECACHE_WRITE_STALL_SECONDS")]
-    pub write_stall_seconds: Option<f64>,
-    /// Most events the replay log of each resource keeps [default: 102400].
-    #[arg(long, env = "KUBECACHE_EVENT_LOG_SIZE")]
-    pub event_log_size: Option<usize>,
-    /// How requests answered from the caches are authorized: kubernetes (a
-    /// TokenReview and a SubjectAccessReview against the API server) or
-    /// none (anyone who reaches the port reads every cached object; for
-    /// local runs and benchmarks) [default: kubernetes].
-    #[arg(long, env = "KUBECACHE_AUTH")]
-    pub auth: Option<String>,
-    /// Seconds an allowed request or an authenticated token is kept: a
-    /// revoked permission is honoured within it [default: 60].
-    #[arg(long, env = "KUBECACHE_AUTH_ALLOWED_TTL_SECONDS")]
-    pub auth_allowed_ttl_seconds: Option<f64>,
-    /// Seconds a denied request or a rejected token is kept: a new grant
-    /// is honoured within it [default: 10].
-    #[arg(long, env = "KUBECACHE_AUTH_DENIED_TTL_SECONDS")]
-    pub auth_denied_ttl_seconds: Option<f64>,
-    /// Connections served at once; beyond, requests get a 429 Status.
-    /// Lowered to fit the open-file limit [default: 4096].
-    #[arg(long, env = "KUBECACHE_MAX_CONNECTIONS")]
-    pub max_connections: Option<usize>,
-    /// Connections served at once from one client address [default: 512].
-    #[arg(long, env = "KUBECACHE_MAX_CONNECTIONS_PER_ADDRESS")]
-    pub max_connections_per_address: Option<usize>,
-    /// Seconds a request's head may take from its first byte; a slower
-    /// client is disconnected [default: 32].
-    #[arg(long, env = "KUBECACHE_HEADER_READ_TIMEOUT_SECONDS")]
-    pub header_read_timeout_seconds: Option<f64>,
-    /// Seconds a keep-alive connection may wait for its next request
-    /// before it is closed [default: 90].
-    #[arg(long, env = "KUBECACHE_IDLE_TIMEOUT_SECONDS")]
-    pub idle_timeout_seconds: Option<f64>,
-    /// Warm restart: keep each resource's state in a file in this
-    /// directory, saved periodically and on SIGTERM, and start from it
-    /// instead of listing [default: none: every start lists].
-    #[arg(long, env = "KUBECACHE_STATE_DIR")]
-    pub state_dir: Option<PathBuf>,
-    /// Seconds between saves of the state files (with --state-dir); a
-    /// SIGKILL loses the changes since the last one, which the restarted
-    /// watch then replays [default: 60].
-    #[arg(long, env = "KUBECACHE_STATE_SAVE_INTERVAL_SECONDS")]
-    pub state_save_interval_seconds: Option<f64>,
-    /// Kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the
-    /// in-cluster service account).
-    #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Run against an in-process simulated API server with this many
-    /// realistic pods (plus config maps and widgets), with churn. Only in
-    /// builds with the `simulate` feature (not the image).
-    #[arg(long)]
-    pub simulate: Option<usize>,
-    /// Pod writes per second of the simulated API server.
-    #[arg(long, default_value_t = 50.0)]
-    pub simulate_churn: f64,
+    pub struct Cli {
+        /// the YAML file; flags override its keys
+        config: Option<PathBuf>, unset "none", flag "config" PATH, env "KUBECACHE_CONFIG";
+        /// kubeconfig; without it `$KUBECONFIG`, `~/.kube/config`, then the
+        /// in-cluster service account
+        kubeconfig: Option<PathBuf>, unset "inferred", flag "kubeconfig" PATH, env "KUBECONFIG";
+        /// run against an in-process simulated API server with N pods, 500
+        /// config maps and 100 widgets (builds with `--features simulate`
+        /// only; the image has no simulator)
+        simulate: Option<usize>, unset "off", flag "simulate" N;
+        /// pod writes per second of that simulated server
+        simulate_churn: f64 = 50.0, flag "simulate-churn" R;
+    }
+
+    /// The configuration file.
+    pub struct FileConfig {
+        /// address of the HTTP API
+        listen: String = "0.0.0.0:8080".into(),
+            key "listen", flag "listen" ADDR, env "KUBECACHE_LISTEN";
+        /// serve HTTPS with this certificate chain (PEM, leaf first); needs
+        /// the key
+        tls_cert_file: PathBuf, unset "none (plain HTTP)",
+            key "tlsCertFile", flag "tls-cert-file" PATH, env "KUBECACHE_TLS_CERT_FILE";
+        /// its private key (PEM: PKCS#8, PKCS#1 or SEC1; RSA, ECDSA or
+        /// Ed25519)
+        tls_private_key_file: PathBuf, unset "none",
+            key "tlsPrivateKeyFile", flag "tls-private-key-file" PATH,
+            env "KUBECACHE_TLS_PRIVATE_KEY_FILE";
+        /// CA certificates (PEM) that client certificates are verified
+        /// against; needs TLS
+        client_ca_file: PathBuf, unset "none",
+            key "clientCAFile", flag "client-ca-file" PATH, env "KUBECACHE_CLIENT_CA_FILE";
+        /// resources to cache, comma-separated, by `plural` or
+        /// `plural.group` (`pods,deployments.apps,widgets.example.com`),
+        /// found by discovery. The flag replaces the file's whole list,
+        /// per-resource settings included
+        resources: Vec<ResourceFile> = vec!["pods".into()],
+            key "resources", flag "resources" LIST (value_delimiter = ','),
+            env "KUBECACHE_RESOURCES";
+        /// initial list: `auto`, `parallel`, `sharded`, `streaming` or
+        /// `list-watch` (see [The reflector](#the-reflector))
+        strategy: String = Strategy::default().as_str().into(),
+            key "strategy", flag "strategy" S, env "KUBECACHE_STRATEGY";
+        /// objects per upstream list page
+        page_size: usize = ReflectorConfig::default().page_size,
+            key "pageSize", flag "page-size" N, env "KUBECACHE_PAGE_SIZE";
+        /// `strategy: sharded`: namespaces read at once after page 1, each
+        /// at page 1's exact snapshot (see [The reflector](#the-reflector))
+        list_shards: usize = ReflectorConfig::default().list_shards,
+            key "listShards", flag "list-shards" N, env "KUBECACHE_LIST_SHARDS";
+        /// encoding asked of the API server: `auto` (protobuf for built-in
+        /// kinds, JSON for custom resources), `json`, `protobuf`
+        wire: String = RequestEncoding::default().to_string(),
+            key "wire", flag "wire" W, env "KUBECACHE_WIRE";
+        /// longest a read waits for the cache to reach a resourceVersion
+        /// before answering 504
+        read_wait_seconds: f64 = ServeSettings::DEFAULT_READ_WAIT.as_secs_f64(),
+            key "readWaitSeconds", flag "read-wait-seconds" S,
+            env "KUBECACHE_READ_WAIT_SECONDS";
+        /// interval of bookmarks to watchers that allow them
+        bookmark_interval_seconds: f64 = ServeSettings::DEFAULT_BOOKMARK_INTERVAL.as_secs_f64(),
+            key "bookmarkIntervalSeconds", flag "bookmark-interval-seconds" S,
+            env "KUBECACHE_BOOKMARK_INTERVAL_SECONDS";
+        /// events queued for one watcher before it is cut with 410
+        watcher_queue: usize = ServeSettings::DEFAULT_WATCHER_QUEUE,
+            key "watcherQueue", flag "watcher-queue" N, env "KUBECACHE_WATCHER_QUEUE";
+        /// requirements of a list's or watch's label and field selectors
+        /// together; more get 400
+        max_selector_requirements: usize = ServeSettings::DEFAULT_MAX_SELECTOR_REQUIREMENTS,
+            key "maxSelectorRequirements", flag "max-selector-requirements" N,
+            env "KUBECACHE_MAX_SELECTOR_REQUIREMENTS";
+        /// open watches one client may hold across all resources; one more
+        /// gets 429 (see [Watches](#watches))
+        max_watches_per_client: usize = ServeSettings::DEFAULT_WATCHES_PER_CLIENT,
+            key "maxWatchesPerClient", flag "max-watches-per-client" N,
+            env "KUBECACHE_MAX_WATCHES_PER_CLIENT";
+        /// most requests for the API server's current resourceVersion in
+        /// flight at once, shared by the consistent reads of every resource
+        /// (see [resourceVersion and
+        /// consistency](#resourceversion-and-consistency))
+        freshness_requests: usize = ServeSettings::DEFAULT_FRESHNESS_REQUESTS,
+            key "freshnessRequests", flag "freshness-requests" N,
+            env "KUBECACHE_FRESHNESS_REQUESTS";
+        /// how often a probe watch starts while consistent reads of a
+        /// resource may need proof that it is complete; bounds a quiet
+        /// resource's wait once warm
+        probe_interval_seconds: f64 = ServeSettings::DEFAULT_PROBE_INTERVAL.as_secs_f64(),
+            key "probeIntervalSeconds", flag "probe-interval-seconds" S,
+            env "KUBECACHE_PROBE_INTERVAL_SECONDS";
+        /// pass a consistent GET of one object through to the API server
+        /// when probes' bookmarks are not coming every probe interval,
+        /// instead of waiting for the next one (about 1 s) (see
+        /// [resourceVersion and
+        /// consistency](#resourceversion-and-consistency)); `false`: it
+        /// waits
+        cold_get_passthrough: bool = ServeSettings::default().cold_get_passthrough,
+            key "coldGetPassthrough", flag "cold-get-passthrough" BOOL,
+            env "KUBECACHE_COLD_GET_PASSTHROUGH";
+        /// longest a write to a client may wait for it to read before its
+        /// connection is closed
+        write_stall_seconds: f64 = Server::WRITE_STALL.as_secs_f64(),
+            key "writeStallSeconds", flag "write-stall-seconds" S,
+            env "KUBECACHE_WRITE_STALL_SECONDS";
+        /// warm restart: keep each resource's state in a file in DIR, saved
+        /// periodically and on SIGTERM, and start from it with no list (see
+        /// [Warm restart](#warm-restart)); without it nothing is written
+        /// and every start lists
+        state_dir: PathBuf, unset "none",
+            key "stateDir", flag "state-dir" DIR, env "KUBECACHE_STATE_DIR";
+        /// how often the state files are saved (a SIGKILL loses the changes
+        /// since the last save; the resumed watch replays them)
+        state_save_interval_seconds: f64 = StateConfig::DEFAULT_SAVE_INTERVAL.as_secs_f64(),
+            key "stateSaveIntervalSeconds", flag "state-save-interval-seconds" S,
+            env "KUBECACHE_STATE_SAVE_INTERVAL_SECONDS";
+    }
+
+    /// `eventLog` of the file.
+    struct EventLogFile at event_log "eventLog" {
+        /// most events the replay log of each resource keeps
+        event_log_size: usize = EventLogConfig::DEFAULT_MAX_EVENTS,
+            key "maxEvents", flag "event-log-size" N, env "KUBECACHE_EVENT_LOG_SIZE";
+        file only:
+        /// oldest event the replay log keeps
+        event_log_max_age_seconds: f64 = EventLogConfig::DEFAULT_MAX_AGE.as_secs_f64(),
+            key "maxAgeSeconds";
+    }
+
+    /// `auth` of the file.
+    struct AuthFile at auth "auth" {
+        /// how requests answered from the caches are authorized:
+        /// `kubernetes` (by the API server, see [Authentication and
+        /// authorization](#authentication-and-authorization)) or `none`
+        /// (nobody is asked: anyone who reaches the port reads every cached
+        /// object; for local runs and benchmarks, said loudly at start-up
+        /// and in `/v1/status`)
+        auth: String = "kubernetes".into(),
+            key "mode", flag "auth" MODE, env "KUBECACHE_AUTH";
+        /// how long an allowed request or an authenticated token is kept: a
+        /// revoked permission or token is honoured within it
+        auth_allowed_ttl_seconds: f64 = AuthSettings::DEFAULT_ALLOWED_TTL.as_secs_f64(),
+            key "allowedTtlSeconds", flag "auth-allowed-ttl-seconds" S,
+            env "KUBECACHE_AUTH_ALLOWED_TTL_SECONDS";
+        /// how long a denied request or a rejected token is kept: a new
+        /// grant is honoured within it
+        auth_denied_ttl_seconds: f64 = AuthSettings::DEFAULT_DENIED_TTL.as_secs_f64(),
+            key "deniedTtlSeconds", flag "auth-denied-ttl-seconds" S,
+            env "KUBECACHE_AUTH_DENIED_TTL_SECONDS";
+        file only:
+        /// most answers kept of each kind (tokens, access decisions)
+        auth_cache_entries: usize = AuthSettings::DEFAULT_CACHE_ENTRIES, key "cacheEntries";
+    }
+
+    /// `connections` of the file.
+    struct ConnectionsFile at connections "connections" {
+        /// connections served at once; beyond, requests get a 429 (lowered
+        /// to fit the open-file limit, see [Connections and
+        /// limits](#connections-and-limits))
+        max_connections: usize = Limits::default().max_connections,
+            key "max", flag "max-connections" N, env "KUBECACHE_MAX_CONNECTIONS";
+        /// connections served at once from one client IP address
+        max_connections_per_address: usize = Limits::default().max_connections_per_address,
+            key "maxPerAddress", flag "max-connections-per-address" N,
+            env "KUBECACHE_MAX_CONNECTIONS_PER_ADDRESS";
+        /// longest a request's head (request line and headers) may take
+        /// from its first byte; a slower client is disconnected
+        header_read_timeout_seconds: f64 = Limits::default().header_read_timeout.as_secs_f64(),
+            key "headerReadTimeoutSeconds", flag "header-read-timeout-seconds" S,
+            env "KUBECACHE_HEADER_READ_TIMEOUT_SECONDS";
+        /// longest a keep-alive connection may wait for its next request
+        /// before it is closed
+        idle_timeout_seconds: f64 = Limits::default().idle_timeout.as_secs_f64(),
+            key "idleTimeoutSeconds", flag "idle-timeout-seconds" S,
+            env "KUBECACHE_IDLE_TIMEOUT_SECONDS";
+    }
 }
 
-/// The configuration file.
-#[derive(Deserialize, Debug, Default)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct FileConfig {
-    listen: Option<String>,
-    tls_cert_file: Option<PathBuf>,
-    tls_private_key_file: Option<PathBuf>,
-    #[serde(rename = "clientCAFile")]
-    client_ca_file: Option<PathBuf>,
-    strategy: Option<String>,
-    page_size: Option<usize>,
-    list_shards: Option<usize>,
-    wire: Option<String>,
-    read_wait_seconds: Option<f64>,
-    bookmark_interval_seconds: Option<f64>,
-    watcher_queue: Option<usize>,
-    max_selector_requirements: Option<usize>,
-    max_watches_per_client: Option<usize>,
-    freshness_requests: Option<usize>,
-    probe_interval_seconds: Option<f64>,
-    cold_get_passthrough: Option<bool>,
-    write_stall_seconds: Option<f64>,
-    event_log: Option<EventLogFile>,
-    auth: Option<AuthFile>,
-    connections: Option<ConnectionsFile>,
-    state_dir: Option<PathBuf>,
-    state_save_interval_seconds: Option<f64>,
-    resources: Option<Vec<ResourceFile>>,
+/// A setting's value and its name in errors: the file key, with the flag
+/// where there is one.
+#[derive(Clone, Copy)]
+struct Setting<T> {
+    name: &'static str,
+    value: T,
 }
 
-/// `connections` of the file.
-#[derive(Deserialize, Debug, Default)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ConnectionsFile {
-    max: Option<usize>,
-    max_per_address: Option<usize>,
-    header_read_timeout_seconds: Option<f64>,
-    idle_timeout_seconds: Option<f64>,
+impl<T> Setting<T> {
+    fn invalid(&self, message: impl std::fmt::Display) -> ConfigError {
+        invalid(self.name, message)
+    }
 }
 
-/// `auth` of the file.
-#[derive(Deserialize, Debug, Default)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct AuthFile {
-    mode: Option<String>,
-    allowed_ttl_seconds: Option<f64>,
-    denied_ttl_seconds: Option<f64>,
-    cache_entries: Option<usize>,
+impl Setting<usize> {
+    /// The value, unless 0.
+    fn at_least_one(self) -> Result<usize, ConfigError> {
+        match self.value {
+            0 => Err(self.invalid("must be at least 1")),
+            n => Ok(n),
+        }
+    }
 }
 
-/// `eventLog` of the file.
-#[derive(Deserialize, Debug, Default)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct EventLogFile {
-    max_events: Option<usize>,
-    max_age_seconds: Option<f64>,
+impl Setting<f64> {
+    /// The value as a duration in seconds, positive and finite.
+    fn seconds(self) -> Result<Duration, ConfigError> {
+        match Duration::try_from_secs_f64(self.value) {
+            Ok(duration) if self.value > 0.0 => Ok(duration),
+            _ => Err(self.invalid(format!(
+                "{} is not a positive number of seconds",
+                self.value
+            ))),
+        }
+    }
+}
+
+impl Setting<String> {
+    /// The value parsed, its error the message.
+    fn parse<T: FromStr<Err: std::fmt::Display>>(&self) -> Result<T, ConfigError> {
+        self.value.parse().map_err(|e| self.invalid(e))
+    }
+}
+
+/// A default as the docs show it: code in backticks, numbers bare.
+trait Shown {
+    fn shown(&self) -> String;
+}
+
+impl Shown for usize {
+    fn shown(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Shown for f64 {
+    fn shown(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Shown for bool {
+    fn shown(&self) -> String {
+        format!("`{self}`")
+    }
+}
+
+impl Shown for String {
+    fn shown(&self) -> String {
+        format!("`{self}`")
+    }
+}
+
+impl Shown for Vec<ResourceFile> {
+    fn shown(&self) -> String {
+        let names: Vec<&str> = self.iter().map(|r| r.resource.as_str()).collect();
+        format!("`{}`", names.join(","))
+    }
+}
+
+/// A row's meaning: its doc comment's lines as one.
+fn meaning(lines: &[&str]) -> String {
+    lines
+        .iter()
+        .map(|line| line.trim())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A flag's `--help`: its meaning and default, as plain text.
+fn help(lines: &[&str], default: String) -> String {
+    plain(&format!("{} [default: {default}]", meaning(lines)))
+}
+
+/// The README's Markdown as plain text: no backticks, a link to a section
+/// as `"Section" in the README`.
+fn plain(markdown: &str) -> String {
+    let mut text = markdown.replace('`', "");
+    while let Some(middle) = text.find("](#") {
+        let open = text[..middle].rfind('[').expect("a link's text");
+        let close = middle + text[middle..].find(')').expect("a link's end");
+        let section = format!("\"{}\" in the README", &text[open + 1..middle]);
+        text.replace_range(open..=close, &section);
+    }
+    text
 }
 
 /// One entry of `resources`.
 #[derive(Deserialize, Debug, Default, Clone)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ResourceFile {
+pub struct ResourceFile {
     resource: String,
     #[serde(default)]
     namespace: String,
@@ -267,6 +540,16 @@ struct ResourceFile {
     strip_fields: Option<Vec<String>>,
     #[serde(default)]
     indexes: Vec<IndexFile>,
+}
+
+/// A resource by name alone, as `--resources` lists it.
+impl From<&str> for ResourceFile {
+    fn from(name: &str) -> Self {
+        ResourceFile {
+            resource: name.trim().to_string(),
+            ..ResourceFile::default()
+        }
+    }
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -329,76 +612,33 @@ pub struct AuthConfig {
 }
 
 impl AuthConfig {
-    fn resolve(cli: &Cli, file: AuthFile) -> Result<AuthConfig, ConfigError> {
-        let enabled = match cli.auth.as_deref().or(file.mode.as_deref()) {
-            None | Some("kubernetes") => true,
-            Some("none") => false,
-            Some(other) => {
-                return Err(invalid(
-                    "auth.mode (--auth)",
-                    format!("{other:?} is neither kubernetes nor none"),
-                ));
+    fn resolve(s: &Settings) -> Result<AuthConfig, ConfigError> {
+        let enabled = match s.auth.value.as_str() {
+            "kubernetes" => true,
+            "none" => false,
+            other => {
+                return Err(s
+                    .auth
+                    .invalid(format!("{other:?} is neither kubernetes nor none")));
             }
         };
         let settings = AuthSettings {
-            allowed_ttl: seconds(
-                "auth.allowedTtlSeconds (--auth-allowed-ttl-seconds)",
-                cli.auth_allowed_ttl_seconds.or(file.allowed_ttl_seconds),
-                AuthSettings::DEFAULT_ALLOWED_TTL,
-            )?,
-            denied_ttl: seconds(
-                "auth.deniedTtlSeconds (--auth-denied-ttl-seconds)",
-                cli.auth_denied_ttl_seconds.or(file.denied_ttl_seconds),
-                AuthSettings::DEFAULT_DENIED_TTL,
-            )?,
-            cache_entries: file
-                .cache_entries
-                .unwrap_or(AuthSettings::DEFAULT_CACHE_ENTRIES),
+            allowed_ttl: s.auth_allowed_ttl_seconds.seconds()?,
+            denied_ttl: s.auth_denied_ttl_seconds.seconds()?,
+            cache_entries: s.auth_cache_entries.at_least_one()?,
         };
-        if settings.cache_entries == 0 {
-            return Err(invalid("auth.cacheEntries", "must be at least 1"));
-        }
         Ok(AuthConfig { enabled, settings })
     }
 }
 
 /// `connections` of the file and its flags.
-fn connections(cli: &Cli, file: ConnectionsFile) -> Result<Limits, ConfigError> {
-    let default = Limits::default();
-    let limits = Limits {
-        header_read_timeout: seconds(
-            "connections.headerReadTimeoutSeconds (--header-read-timeout-seconds)",
-            cli.header_read_timeout_seconds
-                .or(file.header_read_timeout_seconds),
-            default.header_read_timeout,
-        )?,
-        idle_timeout: seconds(
-            "connections.idleTimeoutSeconds (--idle-timeout-seconds)",
-            cli.idle_timeout_seconds.or(file.idle_timeout_seconds),
-            default.idle_timeout,
-        )?,
-        max_connections: cli
-            .max_connections
-            .or(file.max)
-            .unwrap_or(default.max_connections),
-        max_connections_per_address: cli
-            .max_connections_per_address
-            .or(file.max_per_address)
-            .unwrap_or(default.max_connections_per_address),
-    };
-    if limits.max_connections == 0 {
-        return Err(invalid(
-            "connections.max (--max-connections)",
-            "must be at least 1",
-        ));
-    }
-    if limits.max_connections_per_address == 0 {
-        return Err(invalid(
-            "connections.maxPerAddress (--max-connections-per-address)",
-            "must be at least 1",
-        ));
-    }
-    Ok(limits)
+fn connections(s: &Settings) -> Result<Limits, ConfigError> {
+    Ok(Limits {
+        header_read_timeout: s.header_read_timeout_seconds.seconds()?,
+        idle_timeout: s.idle_timeout_seconds.seconds()?,
+        max_connections: s.max_connections.at_least_one()?,
+        max_connections_per_address: s.max_connections_per_address.at_least_one()?,
+    })
 }
 
 /// One resource to cache, ready to start.
@@ -469,150 +709,48 @@ impl Config {
     ///
     /// The first invalid field.
     pub fn resolve(cli: &Cli, file: FileConfig) -> Result<Config, ConfigError> {
-        let listen = cli
+        let s = Settings::new(cli, file);
+        let listen: SocketAddr = s
             .listen
-            .clone()
-            .or(file.listen)
-            .unwrap_or_else(|| "0.0.0.0:8080".into());
-        let listen: SocketAddr = listen
+            .value
             .parse()
-            .map_err(|e| invalid("listen (--listen)", format!("{listen:?}: {e}")))?;
-        let tls = tls(
-            cli.tls_cert_file.clone().or(file.tls_cert_file),
-            cli.tls_private_key_file
-                .clone()
-                .or(file.tls_private_key_file),
-            cli.client_ca_file.clone().or(file.client_ca_file),
-        )?;
-        let strategy = cli.strategy.clone().or(file.strategy);
-        let strategy: Strategy = match strategy {
-            Some(s) => s.parse().map_err(|e| invalid("strategy (--strategy)", e))?,
-            None => Strategy::Auto,
-        };
-        let wire: RequestEncoding = match cli.wire.clone().or(file.wire) {
-            Some(w) => w.parse().map_err(|e| invalid("wire (--wire)", e))?,
-            None => RequestEncoding::Auto,
-        };
-        let page_size = cli.page_size.or(file.page_size).unwrap_or(500);
-        if page_size == 0 {
-            return Err(invalid("pageSize (--page-size)", "must be at least 1"));
-        }
-        let list_shards = cli.list_shards.or(file.list_shards).unwrap_or(4);
-        if list_shards == 0 {
-            return Err(invalid("listShards (--list-shards)", "must be at least 1"));
-        }
+            .map_err(|e| s.listen.invalid(format!("{:?}: {e}", s.listen.value)))?;
+        let tls = tls(&s)?;
+        let strategy: Strategy = s.strategy.parse()?;
+        let wire: RequestEncoding = s.wire.parse()?;
+        let page_size = s.page_size.at_least_one()?;
+        let list_shards = s.list_shards.at_least_one()?;
         let serve = ServeSettings {
-            read_wait: seconds(
-                "readWaitSeconds (--read-wait-seconds)",
-                cli.read_wait_seconds.or(file.read_wait_seconds),
-                ServeSettings::DEFAULT_READ_WAIT,
-            )?,
-            bookmark_interval: seconds(
-                "bookmarkIntervalSeconds (--bookmark-interval-seconds)",
-                cli.bookmark_interval_seconds
-                    .or(file.bookmark_interval_seconds),
-                ServeSettings::DEFAULT_BOOKMARK_INTERVAL,
-            )?,
-            watcher_queue: cli
-                .watcher_queue
-                .or(file.watcher_queue)
-                .unwrap_or(ServeSettings::DEFAULT_WATCHER_QUEUE),
-            max_selector_requirements: cli
-                .max_selector_requirements
-                .or(file.max_selector_requirements)
-                .unwrap_or(ServeSettings::DEFAULT_MAX_SELECTOR_REQUIREMENTS),
-            watches_per_client: cli
-                .max_watches_per_client
-                .or(file.max_watches_per_client)
-                .unwrap_or(ServeSettings::DEFAULT_WATCHES_PER_CLIENT),
-            freshness_requests: cli
-                .freshness_requests
-                .or(file.freshness_requests)
-                .unwrap_or(ServeSettings::DEFAULT_FRESHNESS_REQUESTS),
-            probe_interval: seconds(
-                "probeIntervalSeconds (--probe-interval-seconds)",
-                cli.probe_interval_seconds.or(file.probe_interval_seconds),
-                ServeSettings::DEFAULT_PROBE_INTERVAL,
-            )?,
-            cold_get_passthrough: cli
-                .cold_get_passthrough
-                .or(file.cold_get_passthrough)
-                .unwrap_or(ServeSettings::default().cold_get_passthrough),
+            read_wait: s.read_wait_seconds.seconds()?,
+            bookmark_interval: s.bookmark_interval_seconds.seconds()?,
+            probe_interval: s.probe_interval_seconds.seconds()?,
+            freshness_requests: s.freshness_requests.at_least_one()?,
+            watcher_queue: s.watcher_queue.at_least_one()?,
+            watches_per_client: s.max_watches_per_client.at_least_one()?,
+            max_selector_requirements: s.max_selector_requirements.value,
+            cold_get_passthrough: s.cold_get_passthrough.value,
             ..ServeSettings::default()
         };
-        if serve.freshness_requests == 0 {
-            return Err(invalid(
-                "freshnessRequests (--freshness-requests)",
-                "must be at least 1",
-            ));
-        }
-        if serve.watcher_queue == 0 {
-            return Err(invalid(
-                "watcherQueue (--watcher-queue)",
-                "must be at least 1",
-            ));
-        }
-        if serve.watches_per_client == 0 {
-            return Err(invalid(
-                "maxWatchesPerClient (--max-watches-per-client)",
-                "must be at least 1",
-            ));
-        }
-        let write_stall = seconds(
-            "writeStallSeconds (--write-stall-seconds)",
-            cli.write_stall_seconds.or(file.write_stall_seconds),
-            Server::WRITE_STALL,
-        )?;
-        let auth = AuthConfig::resolve(cli, file.auth.unwrap_or_default())?;
-        let connections = connections(cli, file.connections.unwrap_or_default())?;
-        let save_interval = seconds(
-            "stateSaveIntervalSeconds (--state-save-interval-seconds)",
-            cli.state_save_interval_seconds
-                .or(file.state_save_interval_seconds),
-            StateConfig::DEFAULT_SAVE_INTERVAL,
-        )?;
-        let state = cli
+        let write_stall = s.write_stall_seconds.seconds()?;
+        let auth = AuthConfig::resolve(&s)?;
+        let connections = connections(&s)?;
+        let save_interval = s.state_save_interval_seconds.seconds()?;
+        let state = s
             .state_dir
+            .value
             .clone()
-            .or(file.state_dir)
             .filter(|dir| !dir.as_os_str().is_empty())
             .map(|dir| StateConfig { dir, save_interval });
-        let file_log = file.event_log.unwrap_or_default();
         let event_log = EventLogConfig {
-            max_events: cli
-                .event_log_size
-                .or(file_log.max_events)
-                .unwrap_or(EventLogConfig::DEFAULT_MAX_EVENTS),
-            max_age: seconds(
-                "eventLog.maxAgeSeconds",
-                file_log.max_age_seconds,
-                EventLogConfig::DEFAULT_MAX_AGE,
-            )?,
+            max_age: s.event_log_max_age_seconds.seconds()?,
+            max_events: s.event_log_size.at_least_one()?,
         };
-        if event_log.max_events == 0 {
-            return Err(invalid(
-                "eventLog.maxEvents (--event-log-size)",
-                "must be at least 1",
-            ));
+        if s.resources.value.is_empty() {
+            return Err(s.resources.invalid("name at least one"));
         }
-        let resources = match (&cli.resources, file.resources) {
-            (Some(names), _) => names
-                .iter()
-                .map(|name| ResourceFile {
-                    resource: name.trim().to_string(),
-                    ..ResourceFile::default()
-                })
-                .collect(),
-            (None, Some(resources)) => resources,
-            (None, None) => vec![ResourceFile {
-                resource: "pods".into(),
-                ..ResourceFile::default()
-            }],
-        };
-        if resources.is_empty() {
-            return Err(invalid("resources (--resources)", "name at least one"));
-        }
-        let resources = resources
+        let resources = s
+            .resources
+            .value
             .into_iter()
             .enumerate()
             .map(|(i, r)| {
@@ -711,19 +849,13 @@ impl ResourceFile {
     }
 }
 
-const TLS_CERT_FILE: &str = "tlsCertFile (--tls-cert-file)";
-const TLS_PRIVATE_KEY_FILE: &str = "tlsPrivateKeyFile (--tls-private-key-file)";
-const CLIENT_CA_FILE: &str = "clientCAFile (--client-ca-file)";
-
 /// TLS from its three optional files (an empty path is no path): the
 /// certificate and key both or neither, the client CA only with them, each
 /// file loaded now.
-fn tls(
-    cert: Option<PathBuf>,
-    key: Option<PathBuf>,
-    client_ca: Option<PathBuf>,
-) -> Result<Option<Tls>, ConfigError> {
-    let given = |path: Option<PathBuf>| path.filter(|p| !p.as_os_str().is_empty());
+fn tls(s: &Settings) -> Result<Option<Tls>, ConfigError> {
+    let (cert, key, client_ca) = (&s.tls_cert_file, &s.tls_private_key_file, &s.client_ca_file);
+    let given =
+        |path: &Setting<Option<PathBuf>>| path.value.clone().filter(|p| !p.as_os_str().is_empty());
     let files = match (given(cert), given(key), given(client_ca)) {
         (None, None, None) => return Ok(None),
         (Some(cert), Some(key), client_ca) => TlsFiles {
@@ -731,53 +863,29 @@ fn tls(
             key,
             client_ca,
         },
-        (Some(_), None, _) => {
-            return Err(invalid(
-                TLS_PRIVATE_KEY_FILE,
-                format!("needed with {TLS_CERT_FILE}"),
-            ));
-        }
-        (None, Some(_), _) => {
-            return Err(invalid(
-                TLS_CERT_FILE,
-                format!("needed with {TLS_PRIVATE_KEY_FILE}"),
-            ));
-        }
+        (Some(_), None, _) => return Err(key.invalid(format!("needed with {}", cert.name))),
+        (None, Some(_), _) => return Err(cert.invalid(format!("needed with {}", key.name))),
         (None, None, Some(_)) => {
-            return Err(invalid(
-                CLIENT_CA_FILE,
-                format!(
-                    "client certificates need TLS: set {TLS_CERT_FILE} and {TLS_PRIVATE_KEY_FILE}"
-                ),
-            ));
+            return Err(client_ca.invalid(format!(
+                "client certificates need TLS: set {} and {}",
+                cert.name, key.name
+            )));
         }
     };
     Tls::load(files).map(Some).map_err(|error| {
         let field = match error.file {
-            TlsFile::Cert => TLS_CERT_FILE,
-            TlsFile::Key => TLS_PRIVATE_KEY_FILE,
-            TlsFile::ClientCa => CLIENT_CA_FILE,
+            TlsFile::Cert => cert,
+            TlsFile::Key => key,
+            TlsFile::ClientCa => client_ca,
         };
-        invalid(field, error)
+        field.invalid(error)
     })
-}
-
-/// A duration in seconds, positive and finite.
-fn seconds(field: &str, value: Option<f64>, default: Duration) -> Result<Duration, ConfigError> {
-    match value {
-        None => Ok(default),
-        Some(s) => match Duration::try_from_secs_f64(s) {
-            Ok(duration) if s > 0.0 => Ok(duration),
-            _ => Err(invalid(
-                field,
-                format!("{s} is not a positive number of seconds"),
-            )),
-        },
-    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
 
     fn resolve(yaml: &str, args: &[&str]) -> Result<Config, ConfigError> {
@@ -790,6 +898,120 @@ mod tests {
 
     fn error_field(yaml: &str, args: &[&str]) -> String {
         resolve(yaml, args).unwrap_err().field
+    }
+
+    /// The README's table of settings, from the declaration.
+    fn markdown_table() -> String {
+        let mut table: Vec<String> = table()
+            .into_iter()
+            .map(|row| format!("| {} |\n", row.join(" | ")))
+            .collect();
+        table.insert(0, "|---|---|---|---|---|\n".into());
+        table.insert(
+            0,
+            "| flag | environment variable | file key | default | meaning |\n".into(),
+        );
+        table.concat()
+    }
+
+    #[test]
+    fn the_readme_s_table_of_settings_is_the_declared_one() {
+        let readme = include_str!("../../README.md");
+        let start = readme
+            .find("| flag | environment variable |")
+            .expect("the README's table of settings");
+        let end = start + readme[start..].find("\n\n").expect("its end") + 1;
+        let expected = markdown_table();
+        if readme[start..end] == expected {
+            return;
+        }
+        if std::env::var_os("UPDATE_README").is_some() {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+            let updated = format!("{}{expected}{}", &readme[..start], &readme[end..]);
+            std::fs::write(path, updated).unwrap();
+        } else {
+            panic!(
+                "README.md's table of settings is not the one declared in config.rs; \
+                 write it with UPDATE_README=1, or copy it:\n\n{expected}"
+            );
+        }
+    }
+
+    /// An example file's keys, a section's as `section.key`.
+    fn example_keys(yaml: &str) -> BTreeSet<String> {
+        let example: serde_yaml::Mapping = serde_yaml::from_str(yaml).unwrap();
+        let mut keys = BTreeSet::new();
+        for (key, value) in &example {
+            let key = key.as_str().unwrap();
+            match value.as_mapping() {
+                Some(section) => keys.extend(
+                    section
+                        .keys()
+                        .map(|inner| format!("{key}.{}", inner.as_str().unwrap())),
+                ),
+                None => {
+                    keys.insert(key.to_string());
+                }
+            }
+        }
+        keys
+    }
+
+    #[test]
+    fn the_example_files_have_every_declared_key_and_are_accepted() {
+        let declared: BTreeSet<String> = table()
+            .into_iter()
+            .filter(|row| row[2] != "—")
+            .map(|row| row[2].trim_matches('`').to_string())
+            .collect();
+        let module_doc: String = include_str!("config.rs")
+            .lines()
+            .filter_map(|line| line.strip_prefix("//!"))
+            .skip_while(|line| *line != " ```yaml")
+            .skip(1)
+            .take_while(|line| *line != " ```")
+            .map(|line| format!("{}\n", line.strip_prefix(' ').unwrap_or(line)))
+            .collect();
+        let readme = include_str!("../../README.md")
+            .split_once("The file (keys in camelCase")
+            .and_then(|(_, rest)| rest.split_once("```yaml\n"))
+            .and_then(|(_, rest)| rest.split_once("```"))
+            .expect("the README's example file")
+            .0;
+        for (name, example) in [("config.rs", module_doc.as_str()), ("README.md", readme)] {
+            let keys = example_keys(example);
+            let missing: Vec<_> = declared.difference(&keys).collect();
+            let undeclared: Vec<_> = keys.difference(&declared).collect();
+            assert!(
+                missing.is_empty() && undeclared.is_empty(),
+                "{name}'s example file: missing {missing:?}, undeclared {undeclared:?}"
+            );
+            FileConfig::parse(example).unwrap_or_else(|e| panic!("{name}'s example: {e}"));
+        }
+    }
+
+    #[test]
+    fn help_shows_every_flag_with_its_value_environment_variable_and_default() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let help = Cli::command().render_long_help().to_string();
+        for [flag, env, _, default, _] in table().into_iter().filter(|row| row[0] != "—") {
+            let (name, value) = flag.trim_matches('`').split_once(' ').unwrap();
+            assert!(
+                help.contains(&format!("{name} <{value}>")),
+                "{flag}:\n{help}"
+            );
+            assert!(
+                help.contains(&format!("[default: {}]", plain(&default))),
+                "{flag}:\n{help}"
+            );
+            if env != "—" {
+                assert!(
+                    help.contains(&format!("[env: {}=", env.trim_matches('`'))),
+                    "{flag}:\n{help}"
+                );
+            }
+        }
     }
 
     #[test]
