@@ -1,9 +1,11 @@
 //! Label and field selectors: parsed, validated and matched as kube-apiserver does.
 //!
-//! Shared by the simulated API server, which must refuse a malformed
-//! `labelSelector=` / `fieldSelector=` with the same 400 `BadRequest` Status as
-//! a real kube-apiserver, and by kubecache, which evaluates selectors per object
-//! and per watch event and routes equality requirements through its indexes.
+//! kubecache's own: it refuses a malformed `labelSelector=` /
+//! `fieldSelector=` with the same 400 `BadRequest` Status as a real
+//! kube-apiserver, evaluates selectors per object and per watch event, and
+//! routes equality requirements through its indexes. The simulated API
+//! server parses selectors with its own code (`loadtest/src/sim/selector.rs`):
+//! the oracle and the system under test do not share a misreading.
 //!
 //! The grammar, the validation and every error message follow Kubernetes'
 //! apimachinery: `pkg/labels/selector.go` (`labels.Parse`),

@@ -37,6 +37,8 @@ use serde_json::value::RawValue;
 
 use json::Json;
 
+use crate::served::fanout::frame;
+
 /// `includeObject`: what each row carries besides its cells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum IncludeObject {
@@ -162,13 +164,9 @@ pub(crate) fn bookmark_line(
     initial_events_end: bool,
     first: bool,
 ) -> Bytes {
-    let annotations = if initial_events_end {
-        r#","annotations":{"k8s.io/initial-events-end":"true"}"#
-    } else {
-        ""
-    };
+    let metadata = frame::bookmark_metadata(resource_version, true, initial_events_end);
     let object = format!(
-        r#"{{"kind":"{}","apiVersion":"{}","metadata":{{"resourceVersion":"{resource_version}","creationTimestamp":null{annotations}}}}}"#,
+        r#"{{"kind":"{}","apiVersion":"{}","metadata":{metadata}}}"#,
         resource.kind,
         resource.api_version()
     );

@@ -28,8 +28,8 @@
 //! [`crate::Predicates`]) drop `MODIFIED` events that change nothing the
 //! watcher asked about.
 //!
-//! Fan-out: see [`hub`]. Each watch is its response body ([`body`]), run
-//! by its connection's task.
+//! Fan-out: see [`crate::served::fanout`]. Each watch is its response body
+//! ([`body`]), run by its connection's task.
 
 mod body;
 mod stream;

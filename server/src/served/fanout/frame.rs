@@ -139,19 +139,8 @@ pub(crate) fn bookmark(
     resource_version: u64,
     initial_events_end: bool,
 ) -> Bytes {
-    let annotations = if initial_events_end {
-        r#","annotations":{"k8s.io/initial-events-end":"true"}"#
-    } else {
-        ""
-    };
-    // Go's zero `ObjectMeta` of a typed object: a null creationTimestamp
-    // (an empty Time message in protobuf).
-    let created = if shape == Shape::Metadata || resource.builtin {
-        r#","creationTimestamp":null"#
-    } else {
-        ""
-    };
-    let metadata = format!(r#"{{"resourceVersion":"{resource_version}"{created}{annotations}}}"#);
+    let typed = shape == Shape::Metadata || resource.builtin;
+    let metadata = bookmark_metadata(resource_version, typed, initial_events_end);
     let (api_version, kind) = resource.type_meta(shape);
     match wire {
         Encoding::Json => json_event(
@@ -176,6 +165,28 @@ pub(crate) fn bookmark(
             )
         }
     }
+}
+
+/// The `metadata` of a bookmark's object at `resource_version`: with Go's
+/// zero `ObjectMeta` of a `typed` object (a null creationTimestamp, an
+/// empty Time message in protobuf), annotated as the end of a streaming
+/// list's initial events when `initial_events_end`.
+pub(crate) fn bookmark_metadata(
+    resource_version: u64,
+    typed: bool,
+    initial_events_end: bool,
+) -> String {
+    let created = if typed {
+        r#","creationTimestamp":null"#
+    } else {
+        ""
+    };
+    let annotations = if initial_events_end {
+        r#","annotations":{"k8s.io/initial-events-end":"true"}"#
+    } else {
+        ""
+    };
+    format!(r#"{{"resourceVersion":"{resource_version}"{created}{annotations}}}"#)
 }
 
 /// An `ERROR` event carrying `status`, in `wire`.
