@@ -65,22 +65,6 @@ async fn kube_runtime_streaming_list_syncs_twenty_thousand_pods_under_churn() {
     kube_runtime_reflector_converges(watcher::Config::default().streaming_lists()).await;
 }
 
-/// What `kubectl --kubeconfig kubeconfig args…` prints; it must succeed.
-fn run_kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> String {
-    let output = kubectl::command()
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        output.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("utf-8")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_gets_pods_and_widgets() {
     if !kubectl::available() {
@@ -97,11 +81,11 @@ async fn kubectl_gets_pods_and_widgets() {
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(&kubeconfig, sim.kubeconfig()).unwrap();
-    let path = kubeconfig.clone();
+    let path = kubeconfig.to_str().expect("a UTF-8 path").to_owned();
     let (pods, widgets) = tokio::task::spawn_blocking(move || {
         (
-            run_kubectl(&path, &["get", "pods", "-A", "--no-headers"]),
-            run_kubectl(&path, &["get", "widgets", "-A", "-o", "name"]),
+            kubectl::ok(&["--kubeconfig", &path, "get", "pods", "-A", "--no-headers"]),
+            kubectl::ok(&["--kubeconfig", &path, "get", "widgets", "-A", "-o", "name"]),
         )
     })
     .await

@@ -75,22 +75,6 @@ async fn kube_runtime_streaming_list_through_kubecache_converges_under_churn() {
     kube_runtime_through_kubecache_converges(watcher::Config::default().streaming_lists()).await;
 }
 
-/// Runs kubectl against `server`.
-fn run_kubectl(server: &str, args: &[&str]) -> String {
-    let output = kubectl::command()
-        .arg("--server")
-        .arg(server)
-        .args(args)
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        output.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("utf-8")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_gets_prints_tables_and_watches_through_kubecache() {
     if !kubectl::available() {
@@ -114,7 +98,9 @@ async fn kubectl_gets_prints_tables_and_watches_through_kubecache() {
     let url = served.url.clone();
     let run = move |args: &'static [&'static str]| {
         let url = url.clone();
-        tokio::task::spawn_blocking(move || run_kubectl(&url, args))
+        tokio::task::spawn_blocking(move || {
+            kubectl::ok(&[&["--server", url.as_str()], args].concat())
+        })
     };
 
     // The table: kube-apiserver's pod columns, one row per pod.

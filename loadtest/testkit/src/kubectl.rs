@@ -40,6 +40,21 @@ pub fn available() -> bool {
     false
 }
 
+/// What `kubectl args…` prints (blocking); it must succeed.
+pub fn ok(args: &[&str]) -> String {
+    printed(args, command().args(args).output().expect("kubectl runs"))
+}
+
+/// The stdout of kubectl's `output`, which must be a success.
+fn printed(args: &[&str], output: Output) -> String {
+    assert!(
+        output.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("kubectl prints UTF-8")
+}
+
 /// Whether this is a CI run: `CI` set, and not to `false` or `0`.
 fn on_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !matches!(v.as_str(), "" | "0" | "false"))
@@ -132,13 +147,7 @@ current-context: {user}
 
     /// What `kubectl args…` prints with `env` set; it must succeed.
     pub async fn ok_with(&self, args: &[&str], env: &[(&str, &str)]) -> String {
-        let output = self.run(args, env).await;
-        assert!(
-            output.status.success(),
-            "kubectl {args:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout).expect("kubectl prints UTF-8")
+        printed(args, self.run(args, env).await)
     }
 
     /// What `kubectl args…` says on failing; it must fail.
