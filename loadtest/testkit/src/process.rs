@@ -174,7 +174,7 @@ fn drain(pipe: impl std::io::Read + Send + 'static, output: Arc<Mutex<String>>) 
 
 /// An address on 127.0.0.1 that was free a moment ago, for a child process
 /// to listen on.
-pub fn free_address() -> SocketAddr {
+fn free_address() -> SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     listener.local_addr().expect("local address")
 }
