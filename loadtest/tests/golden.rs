@@ -7,35 +7,14 @@
 //! Requests are taken from the corpus's `manifest.json`, so each check asks
 //! exactly what the real server was asked.
 
-use std::io::Read as _;
-
 use base64::Engine as _;
 use kubecache_loadtest::sim::{Policy, Sim, SimConfig, ids};
+use kubecache_testkit::golden::{self, json as corpus_json, read as corpus};
 use kubecache_wire::protobuf;
 use serde_json::{Value, json};
 
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/apiserver-golden");
-
 const JSON: &str = "application/json";
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
-
-/// A corpus file's bytes, gunzipped when stored compressed.
-fn corpus(file: &str) -> Vec<u8> {
-    let path = format!("{CORPUS}/{file}");
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    if !file.ends_with(".gz") {
-        return bytes;
-    }
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(&bytes[..])
-        .read_to_end(&mut out)
-        .unwrap_or_else(|e| panic!("{path}: {e}"));
-    out
-}
-
-fn corpus_json(file: &str) -> Value {
-    serde_json::from_slice(&corpus(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
-}
 
 fn json_lines(body: &[u8]) -> Vec<Value> {
     body.split(|b| *b == b'\n')
@@ -52,13 +31,7 @@ struct Recorded {
 }
 
 fn recorded(file: &str) -> Recorded {
-    let manifest = corpus_json("manifest.json");
-    let entry = manifest
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["file"] == file)
-        .unwrap_or_else(|| panic!("{file} is in the manifest"));
+    let entry = golden::recorded(file);
     Recorded {
         path: entry["path"].as_str().unwrap().to_string(),
         status: entry["status"].as_u64().unwrap() as u16,

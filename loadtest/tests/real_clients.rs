@@ -1,6 +1,6 @@
 //! Real client libraries and tools work against the simulated API server:
-//! kube-runtime's watcher + reflector (both initial-list strategies) and,
-//! when it is installed, kubectl.
+//! kube-runtime's watcher + reflector (both initial-list strategies) and
+//! kubectl (see `kubecache_testkit::kubectl` for when it may be missing).
 
 use std::time::Duration;
 
@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, Config, ResourceExt};
 use kubecache_loadtest::sim::{Sim, SimConfig, ids};
+use kubecache_testkit::kubectl;
 
 fn client(url: &str) -> Client {
     Client::try_from(Config::new(url.parse().expect("sim URL"))).expect("kube client")
@@ -34,7 +35,6 @@ async fn kube_runtime_reflector_converges(config: watcher::Config) {
         .expect("kube-runtime syncs within 2 minutes")
         .expect("store ready");
     sim.set_churn(0.0);
-    settle(&sim).await;
     let view = || {
         reader
             .state()
@@ -65,41 +65,9 @@ async fn kube_runtime_streaming_list_syncs_twenty_thousand_pods_under_churn() {
     kube_runtime_reflector_converges(watcher::Config::default().streaming_lists()).await;
 }
 
-/// Waits until the sim has stopped writing (a churn tick in flight finishes).
-async fn settle(sim: &Sim) {
-    loop {
-        let revision = sim.store().revision();
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        if sim.store().revision() == revision {
-            return;
-        }
-    }
-}
-
-fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> Option<String> {
-    let output = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .ok()?;
-    assert!(
-        output.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Some(String::from_utf8(output.stdout).expect("utf-8"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_gets_pods_and_widgets() {
-    if std::process::Command::new("kubectl")
-        .arg("version")
-        .arg("--client")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: kubectl is not installed on this machine");
+    if !kubectl::available() {
         return;
     }
     let (_url, sim) = Sim::start(SimConfig {
@@ -113,11 +81,11 @@ async fn kubectl_gets_pods_and_widgets() {
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(&kubeconfig, sim.kubeconfig()).unwrap();
-    let path = kubeconfig.clone();
+    let path = kubeconfig.to_str().expect("a UTF-8 path").to_owned();
     let (pods, widgets) = tokio::task::spawn_blocking(move || {
         (
-            kubectl(&path, &["get", "pods", "-A", "--no-headers"]).unwrap(),
-            kubectl(&path, &["get", "widgets", "-A", "-o", "name"]).unwrap(),
+            kubectl::ok(&["--kubeconfig", &path, "get", "pods", "-A", "--no-headers"]),
+            kubectl::ok(&["--kubeconfig", &path, "get", "widgets", "-A", "-o", "name"]),
         )
     })
     .await

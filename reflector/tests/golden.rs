@@ -10,44 +10,21 @@
 //! transcoder's own byte fidelity against the corpus, both ways, is tested
 //! in `reflector/wire/tests/golden_transcode.rs`.)
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
-
 use bytes::Bytes;
 use kubecache_reflector::upstream::ListResponse;
+use kubecache_testkit::golden::{self, read};
 use kubecache_wire::Encoding;
 use kubecache_wire::protobuf::{WatchFrameDecoder, decode_unknown, message_type};
 use kubecache_wire::{CachedObject, Transform, builtin_kind, decode_object, parse_watch_line};
 use serde_json::Value;
-
-fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/apiserver-golden")
-}
-
-/// A corpus file's bytes as the server sent them (`.gz` files were
-/// compressed after recording).
-fn read(relative: &str) -> Vec<u8> {
-    let path = corpus().join(relative);
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    if relative.ends_with(".gz") {
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&bytes[..])
-            .read_to_end(&mut out)
-            .unwrap();
-        out
-    } else {
-        bytes
-    }
-}
 
 /// The lists recorded in both encodings that kubecache reads in both:
 /// `(json file, protobuf file, kind, apiVersion)`. Custom resources
 /// (`widgets`) have no protobuf form; kinds without a protobuf schema
 /// (`CustomResourceDefinition`) are asked for in JSON.
 fn list_pairs() -> Vec<(String, String, String, String)> {
-    let mut pairs: Vec<_> = std::fs::read_dir(corpus().join("lists"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
+    golden::files("lists")
+        .into_iter()
         .filter(|name| name.contains(".list.json") && !name.starts_with("widgets."))
         .filter_map(|json| {
             let pb = json.replace(".list.json", ".list.pb");
@@ -62,9 +39,7 @@ fn list_pairs() -> Vec<(String, String, String, String)> {
                 api_version,
             ))
         })
-        .collect();
-    pairs.sort();
-    pairs
+        .collect()
 }
 
 /// The corpus's server is Kubernetes v1.28, the transcoder's schema v1.36's,
@@ -193,9 +168,8 @@ fn custom_resources_and_crds_keep_the_api_servers_json_bytes() {
 
 #[test]
 fn single_objects_decode_to_the_same_object_over_both_wires() {
-    let names = std::fs::read_dir(corpus().join("single"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
+    let names = golden::files("single")
+        .into_iter()
         .filter(|name| name.ends_with(".pb"));
     let mut checked = 0;
     for pb_file in names {

@@ -51,17 +51,6 @@ macro_rules! over_each_wire {
     };
 }
 
-/// Waits until the sim stops writing (a churn tick in flight finishes).
-async fn settle(sim: &Sim) -> u64 {
-    loop {
-        let revision = sim.store().revision();
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        if sim.store().revision() == revision {
-            return revision;
-        }
-    }
-}
-
 /// The sim's pods as the cache should hold them: managedFields stripped.
 fn expected(sim: &Sim) -> BTreeMap<String, (u64, Value)> {
     sim.state(ids::PODS)
@@ -94,7 +83,7 @@ fn cached(reader: &StoreReader) -> BTreeMap<String, (u64, Value)> {
 /// checks it holds exactly the sim's objects (key, resourceVersion, JSON).
 async fn assert_converged(sim: &Sim, running: &Running) {
     sim.set_churn(0.0);
-    let revision = settle(sim).await;
+    let revision = sim.store().revision();
     running
         .reader
         .wait_for(revision, Duration::from_secs(60))

@@ -1,28 +1,11 @@
-//! The golden corpus of a real kube-apiserver's answers
-//! (`../shared/apiserver-golden`, next to the checkout; see its README),
-//! for the unit tests that compare kubecache's encodings with it.
-
-use std::io::Read as _;
+//! The golden corpus of a real kube-apiserver's answers (read by
+//! `kubecache_testkit::golden`), for the unit tests that compare kubecache's
+//! encodings with it.
 
 use kubecache_wire::{CachedObject, Transform, decode_object};
 use serde_json::Value;
 
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/apiserver-golden");
-
-/// A corpus file's bytes as the server sent them (`.gz` files were
-/// compressed after recording).
-pub fn read(file: &str) -> Vec<u8> {
-    let path = format!("{CORPUS}/{file}");
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    if !file.ends_with(".gz") {
-        return bytes;
-    }
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(&bytes[..])
-        .read_to_end(&mut out)
-        .unwrap_or_else(|e| panic!("{path}: {e}"));
-    out
-}
+pub use kubecache_testkit::golden::read;
 
 /// `object` as the store keeps it, managed fields included (the corpus has
 /// them).

@@ -17,6 +17,7 @@ use kubecache_loadtest::sim::resources::ids;
 use kubecache_loadtest::sim::{Policy, SimConfig};
 use kubecache_reflector::upstream::ApiResource;
 use kubecache_server::auth::AuthSettings;
+use kubecache_testkit::wait::until_async;
 
 /// Who asks: a token of the demo policy, a token nobody knows, or none.
 const CALLERS: [Option<&str>; 7] = [
@@ -369,18 +370,11 @@ async fn no_event_of_a_namespace_the_user_may_not_read_reaches_them() {
 
 /// Polls `path` as `token` until it answers `code`.
 async fn eventually(served: &Served, path: &str, token: &str, code: u16) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let (got, _) = read(&served.url, path, Some(token)).await;
-        if got == code {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{path} as {token}: still {got}, want {code}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let what = format!("{path} as {token} answers {code}");
+    until_async(&what, async || {
+        read(&served.url, path, Some(token)).await.0 == code
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

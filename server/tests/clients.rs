@@ -13,6 +13,8 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, ResourceExt};
 use kubecache_loadtest::sim::{SimConfig, ids};
 use kubecache_reflector::upstream::ApiResource;
+use kubecache_testkit::kubectl;
+use kubecache_testkit::process::Process;
 
 /// kube-runtime's reflector of pods through kubecache, under churn, then
 /// equal to the sim's state once the churn stops.
@@ -39,7 +41,6 @@ async fn kube_runtime_through_kubecache_converges(config: watcher::Config) {
     // Keep churning while it watches through kubecache.
     tokio::time::sleep(Duration::from_secs(3)).await;
     served.sim.set_churn(0.0);
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let view = || {
         reader
             .state()
@@ -74,25 +75,9 @@ async fn kube_runtime_streaming_list_through_kubecache_converges_under_churn() {
     kube_runtime_through_kubecache_converges(watcher::Config::default().streaming_lists()).await;
 }
 
-/// Runs kubectl against `server`.
-fn kubectl(server: &str, args: &[&str]) -> String {
-    let output = std::process::Command::new("kubectl")
-        .arg("--server")
-        .arg(server)
-        .args(args)
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        output.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("utf-8")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_gets_prints_tables_and_watches_through_kubecache() {
-    if !common::kubectl::available() {
+    if !kubectl::available() {
         return;
     }
     let served = serve(Setup {
@@ -113,7 +98,9 @@ async fn kubectl_gets_prints_tables_and_watches_through_kubecache() {
     let url = served.url.clone();
     let run = move |args: &'static [&'static str]| {
         let url = url.clone();
-        tokio::task::spawn_blocking(move || kubectl(&url, args))
+        tokio::task::spawn_blocking(move || {
+            kubectl::ok(&[&["--server", url.as_str()], args].concat())
+        })
     };
 
     // The table: kube-apiserver's pod columns, one row per pod.
@@ -178,25 +165,21 @@ async fn kubectl_gets_prints_tables_and_watches_through_kubecache() {
         .unwrap();
     assert_eq!(yaml.matches("kind: ConfigMap").count(), 20);
 
-    // -w: a change made upstream is printed as a row.
-    let url = served.url.clone();
-    let watching = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("timeout")
-            .args([
-                "5",
-                "kubectl",
-                "--server",
-                &url,
-                "get",
-                "pods",
-                "-A",
-                "-w",
-                "--watch-only",
-            ])
-            .output()
-            .unwrap()
-    });
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // -w: a change made upstream is printed as a row. The change is made
+    // once kubectl's watch is open (dispatched), so it cannot miss it.
+    let watching = Process::spawn(kubectl::command().arg("--server").arg(&served.url).args([
+        "get",
+        "pods",
+        "-A",
+        "-w",
+        "--watch-only",
+    ]));
+    let cache = served.caches.find("", "v1", "pods").unwrap();
+    watching
+        .until("kubectl's watch is open", async || {
+            cache.dispatched_watchers() == 1
+        })
+        .await;
     let target = &pods[3];
     served
         .sim
@@ -208,10 +191,9 @@ async fn kubectl_gets_prints_tables_and_watches_through_kubecache() {
             &serde_json::json!({"metadata": {"labels": {"watched": "yes"}}}),
         )
         .unwrap();
-    let output = watching.await.unwrap();
-    let printed = String::from_utf8(output.stdout).unwrap();
-    assert!(
-        printed.lines().any(|l| l.contains(&target.name)),
-        "kubectl -w printed the change: {printed:?}"
-    );
+    watching
+        .logged("kubectl -w prints the change", |printed| {
+            printed.lines().any(|l| l.contains(&target.name))
+        })
+        .await;
 }

@@ -10,7 +10,7 @@
 //! the same with the survivor held behind its watchers until the kill.
 
 mod common;
-use common::process::Process;
+use common::process::{Process, kubecache};
 use common::{Served, Setup, WatchLines, describe, get, serve};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +19,8 @@ use kubecache_loadtest::run::{Scenario, run};
 use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, Sim, SimConfig, ids};
 use kubecache_reflector::{EventLogConfig, StoreConfig};
 use kubecache_server::ServeSettings;
+use kubecache_testkit::wait::{until, until_async};
+use kubecache_testkit::{golden, scrape};
 use kubecache_wire::Status;
 use serde_json::{Value, json};
 
@@ -222,11 +224,8 @@ async fn a_resume_from_before_the_replicas_event_log_gets_the_api_servers_410_ev
     let line = watch.next_line().await.unwrap();
     // The real server's answer to a watch from resourceVersion 1, whose
     // event log started after 94491.
-    let recorded = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/apiserver-golden/errors/watch-rv1.json"
-    );
-    let expected = std::fs::read_to_string(recorded).unwrap().replace(
+    let recorded = String::from_utf8(golden::read("errors/watch-rv1.json")).unwrap();
+    let expected = recorded.replace(
         "too old resource version: 1 (94491)",
         &format!("too old resource version: {first} ({oldest})"),
     );
@@ -246,7 +245,7 @@ impl Replica {
     /// authorization; returns once `/readyz` answers 200.
     async fn start(kubeconfig: &std::path::Path) -> Replica {
         let kubeconfig = kubeconfig.to_str().unwrap();
-        let process = Process::start(
+        let (process, addr) = kubecache(
             &[
                 "--resources",
                 "pods",
@@ -258,22 +257,15 @@ impl Replica {
             &[],
         );
         let replica = Replica {
-            url: process.url(),
+            url: format!("http://{addr}"),
             process,
         };
-        let ready = async {
-            while !matches!(try_get(&replica.url, "/readyz").await, Some((200, _))) {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(60), ready)
-            .await
-            .unwrap_or_else(|_| {
-                panic!(
-                    "ready within a minute; its output:\n{}",
-                    replica.process.output()
-                )
-            });
+        replica
+            .process
+            .until("ready", async || {
+                matches!(try_get(&replica.url, "/readyz").await, Some((200, _)))
+            })
+            .await;
         replica
     }
 
@@ -282,12 +274,8 @@ impl Replica {
         let Some((200, body)) = try_get(&self.url, "/metrics").await else {
             return 0;
         };
-        let series = format!(r#"{name}{{resource="pods"}} "#);
-        String::from_utf8_lossy(&body)
-            .lines()
-            .find_map(|line| line.strip_prefix(&series))
-            .and_then(|n| n.trim().parse::<f64>().ok())
-            .map_or(0, |n| n as u64)
+        let series = format!(r#"{name}{{resource="pods"}}"#);
+        scrape::value(&String::from_utf8_lossy(&body), &series).map_or(0, |n| n as u64)
     }
 
     /// Its store's resourceVersion of pods.
@@ -296,7 +284,7 @@ impl Replica {
     }
 
     /// SIGKILL, and reaped.
-    fn kill(&mut self) {
+    fn kill(&self) {
         self.process.kill();
     }
 }
@@ -354,7 +342,7 @@ fn load(sim: &Sim, urls: [&str; 2]) -> Scenario {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchers_of_a_replica_killed_mid_run_resume_on_the_other_with_every_event_once_in_order() {
-    let (sim, dir, [survivor, mut killed]) = two_replicas("killed").await;
+    let (sim, dir, [survivor, killed]) = two_replicas("killed").await;
     let scenario = Scenario {
         duration_secs: 6,
         settle_secs: 2,
@@ -366,9 +354,10 @@ async fn watchers_of_a_replica_killed_mid_run_resume_on_the_other_with_every_eve
     let watchers = scenario.watchers as u64;
     let running = tokio::spawn(run(scenario));
     // Once the killed replica's watchers have events, SIGKILL it.
-    while killed.metric("kubecache_watch_events_sent_total").await < watchers {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_async("the killed replica's watchers have events", async || {
+        killed.metric("kubecache_watch_events_sent_total").await >= watchers
+    })
+    .await;
     killed.kill();
     let report = running.await.unwrap().unwrap();
     eprintln!("{report}");
@@ -420,12 +409,10 @@ async fn watchers_on_a_replica_still_catching_up_wait_for_it_and_get_every_event
         times: 1,
     });
     sim.cut_watches();
-    while watches() < before + 2 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until("both replicas watch again", || watches() >= before + 2).await;
     // The one that moves on with the churn is not held.
     let reached = a.resource_version().await.max(b.resource_version().await);
-    let (mut ahead, behind) = loop {
+    let (ahead, behind) = loop {
         if a.resource_version().await > reached {
             break (a, b);
         }
@@ -445,11 +432,14 @@ async fn watchers_on_a_replica_still_catching_up_wait_for_it_and_get_every_event
     let running = tokio::spawn(run(scenario));
     // The replica behind has its watchers open, all from the first list's
     // resourceVersion, which it has not reached; the other has sent events.
-    while behind.metric("kubecache_watchers").await < watchers / 2
-        || ahead.metric("kubecache_watch_events_sent_total").await < watchers
-    {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_async(
+        "the watchers are open and the one ahead has sent events",
+        async || {
+            behind.metric("kubecache_watchers").await >= watchers / 2
+                && ahead.metric("kubecache_watch_events_sent_total").await >= watchers
+        },
+    )
+    .await;
     assert_eq!(behind.resource_version().await, held, "still behind");
     // Kill the one ahead: its watchers resume on the one behind, which
     // then catches up.

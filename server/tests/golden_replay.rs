@@ -14,34 +14,15 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::Read;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, Response, header};
 use common::{Setup, front};
 use kubecache_reflector::upstream::{ApiResource, RequestEncoding};
+use kubecache_testkit::golden::{self, read};
 use kubecache_wire::Transform;
 use serde_json::Value;
-
-fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/apiserver-golden")
-}
-
-/// A corpus file as the server sent it (`.gz` files were compressed after
-/// recording).
-fn read(file: &str) -> Vec<u8> {
-    let bytes = std::fs::read(corpus().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
-    if !file.ends_with(".gz") {
-        return bytes;
-    }
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(&bytes[..])
-        .read_to_end(&mut out)
-        .unwrap();
-    out
-}
 
 /// One recorded collection.
 struct Recorded {
@@ -56,7 +37,7 @@ struct Recorded {
 /// Every list the corpus recorded in JSON, with its protobuf twin, keyed by
 /// the cluster-wide collection kubecache lists.
 fn recorded() -> BTreeMap<String, Recorded> {
-    let manifest: Vec<Value> = serde_json::from_slice(&read("manifest.json")).unwrap();
+    let manifest = golden::manifest();
     let lists = manifest.iter().filter(|e| {
         e["file"].as_str().unwrap().starts_with("lists/")
             && e["status"] == 200

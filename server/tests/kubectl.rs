@@ -8,8 +8,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::kubectl::{Credential, Kubectl};
-use common::pki::Pki;
+use common::pki::{Pki, tls_files};
 use common::{Served, Setup};
 use kubecache_loadtest::sim::auth::demo::{DEVELOPER, NAMESPACE};
 use kubecache_loadtest::sim::resources::ids;
@@ -17,9 +16,10 @@ use kubecache_loadtest::sim::{Policy, SimConfig};
 use kubecache_reflector::upstream::ApiResource;
 use kubecache_server::auth::AuthSettings;
 use kubecache_server::serving::Tls;
+use kubecache_testkit::kubectl::{self, Credential, Kubectl};
 
 async fn served(pki: &Pki) -> Served {
-    let tls = Tls::load(pki.tls_files("kubecache", Some(&pki.ca_pem()))).unwrap();
+    let tls = Tls::load(tls_files(pki, "kubecache", Some(&pki.ca_pem()))).unwrap();
     common::serve(Setup {
         sim: SimConfig {
             pods: 120,
@@ -98,7 +98,7 @@ async fn refused_elsewhere(alice: &Kubectl, other: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_reads_and_writes_through_kubecache_as_each_user() {
-    if !common::kubectl::available() {
+    if !kubectl::available() {
         return;
     }
     let pki = Pki::new("kubectl");

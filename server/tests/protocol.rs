@@ -4,10 +4,9 @@
 
 mod common;
 
-use std::io::Read as _;
-
 use common::{Setup, WatchLines, describe, exchange, get, resource_version, serve};
 use kubecache_loadtest::sim::ids;
+use kubecache_testkit::golden::{self, gunzip};
 use serde_json::{Value, json};
 
 const PODS: &str = "/api/v1/pods";
@@ -228,14 +227,6 @@ async fn the_deprecated_watch_paths_are_watches() {
     );
 }
 
-fn gunzip(body: &[u8]) -> Vec<u8> {
-    let mut plain = Vec::new();
-    flate2::read::GzDecoder::new(body)
-        .read_to_end(&mut plain)
-        .expect("a gzip body");
-    plain
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_over_128_kib_are_gzipped_for_clients_that_accept_gzip() {
     let served = serve(Setup::default()).await;
@@ -290,8 +281,6 @@ async fn an_answer_of_known_length_has_a_content_length() {
     assert!(answer.headers().get("transfer-encoding").is_none());
 }
 
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/apiserver-golden");
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_asked_for_in_protobuf_only_is_the_api_servers_406() {
     let served = serve(Setup::default()).await;
@@ -299,7 +288,7 @@ async fn a_table_asked_for_in_protobuf_only_is_the_api_servers_406() {
     let answer = get_with(&served.url, PODS, &[("accept", accept)]).await;
     assert_eq!(answer.status(), 406);
     assert_eq!(answer.headers()["content-type"], "application/json");
-    let want = std::fs::read(format!("{CORPUS}/table/pods.table.protobuf-request.txt")).unwrap();
+    let want = golden::read("table/pods.table.protobuf-request.txt");
     assert_eq!(
         String::from_utf8_lossy(answer.body()),
         String::from_utf8_lossy(&want)

@@ -11,7 +11,10 @@
 
 mod common;
 
-use common::pki::Pki;
+use common::pki::{Pki, tls_files};
+use kubecache_testkit::pki::{self, der};
+use kubecache_testkit::scrape;
+use kubecache_testkit::wait::within;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -31,19 +34,6 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
-
-/// The bound of every wait: a bug fails the test after it, never hangs it.
-const PATIENCE: Duration = Duration::from_secs(60);
-
-async fn within<F: Future>(what: &str, future: F) -> F::Output {
-    tokio::time::timeout(PATIENCE, future)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: not within {PATIENCE:?}"))
-}
-
-fn der(pem: &str) -> CertificateDer<'static> {
-    CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()
-}
 
 // ---------------------------------------------------------------------------
 // Servers and clients
@@ -101,25 +91,10 @@ async fn start(router: Router, configure: impl FnOnce(Server) -> Server) -> Runn
     Running { addr, task }
 }
 
-/// A TLS client trusting `ca_pem`, with a client certificate if given.
+/// A TLS client trusting `ca_pem`, with a client certificate if given,
+/// offering HTTP/2 and HTTP/1.1.
 fn client_config(ca_pem: &str, identity: Option<&(String, String)>) -> Arc<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(der(ca_pem)).unwrap();
-    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots);
-    let mut config = match identity {
-        Some((cert, key)) => builder
-            .with_client_auth_cert(
-                vec![der(cert)],
-                PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap(),
-            )
-            .unwrap(),
-        None => builder.with_no_client_auth(),
-    };
+    let mut config = pki::client_config(ca_pem, identity);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Arc::new(config)
 }
@@ -266,7 +241,7 @@ async fn shutdown_stops_accepting_closes_idle_connections_and_lets_answers_in_fl
 #[tokio::test]
 async fn https_is_served_and_plain_http_on_the_tls_port_gets_a_400_status() {
     let pki = Pki::new("https");
-    let tls = Tls::load(pki.tls_files("kubecache", None)).unwrap();
+    let tls = Tls::load(tls_files(&pki, "kubecache", None)).unwrap();
     let running = start(whoami(), |s| s.tls(Some(tls))).await;
     let config = client_config(&pki.ca_pem(), None);
 
@@ -310,7 +285,7 @@ async fn https_is_served_and_plain_http_on_the_tls_port_gets_a_400_status() {
 async fn a_verified_client_certificate_s_user_is_on_every_request_and_clients_without_one_are_served()
  {
     let pki = Pki::new("client-certs");
-    let tls = Tls::load(pki.tls_files("kubecache", Some(&pki.ca_pem()))).unwrap();
+    let tls = Tls::load(tls_files(&pki, "kubecache", Some(&pki.ca_pem()))).unwrap();
     let running = start(whoami(), |s| s.tls(Some(tls))).await;
 
     let alice = pki.client("alice", &["team-a", "system:masters"]);
@@ -353,7 +328,7 @@ async fn a_verified_client_certificate_s_user_is_on_every_request_and_clients_wi
 async fn a_client_certificate_of_another_ca_is_refused_at_the_handshake() {
     let pki = Pki::new("unverifiable");
     let other = Pki::new("unverifiable-other");
-    let tls = Tls::load(pki.tls_files("kubecache", Some(&pki.ca_pem()))).unwrap();
+    let tls = Tls::load(tls_files(&pki, "kubecache", Some(&pki.ca_pem()))).unwrap();
     let running = start(whoami(), |s| s.tls(Some(tls))).await;
     let mallory = other.client("mallory", &["system:masters"]);
     // TLS 1.3 lets the client finish its side before the server has read
@@ -545,7 +520,7 @@ async fn a_client_stuck_in_the_handshake_holds_only_its_own_socket_and_not_for_l
     let config = client_config(&pki.ca_pem(), None);
     // Handshakes that may take an hour: others are served meanwhile (a
     // handshake in the accept loop would hold them up for that hour).
-    let files = pki.tls_files("kubecache", None);
+    let files = tls_files(&pki, "kubecache", None);
     let patient = start(whoami(), |s| {
         s.tls(Some(Tls::load(files.clone()).unwrap()))
             .handshake_timeout(Duration::from_secs(3600))
@@ -583,7 +558,7 @@ async fn a_client_stuck_in_the_handshake_holds_only_its_own_socket_and_not_for_l
 #[tokio::test]
 async fn a_kube_client_reads_kubecache_over_https_with_a_client_certificate() {
     let pki = Pki::new("kube-client");
-    let tls = Tls::load(pki.tls_files("kubecache", Some(&pki.ca_pem()))).unwrap();
+    let tls = Tls::load(tls_files(&pki, "kubecache", Some(&pki.ca_pem()))).unwrap();
     let served = common::serve(common::Setup {
         sim: kubecache_loadtest::sim::SimConfig {
             pods: 50,
@@ -764,13 +739,6 @@ fn status(body: &str) -> serde_json::Value {
     status
 }
 
-/// A counter's value in a `/metrics` text.
-fn counter(text: &str, series: &str) -> u64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(&format!("{series} ")))
-        .map_or(0, |n| n.parse().unwrap())
-}
-
 #[tokio::test]
 async fn connections_beyond_the_limits_get_a_429_status_and_probes_and_a_freed_place_is_served() {
     let running = start(kubecache_router(), |s| {
@@ -832,13 +800,11 @@ async fn connections_beyond_the_limits_get_a_429_status_and_probes_and_a_freed_p
     );
     let (_, text) = get_on(&mut other, "/metrics").await.unwrap();
     let refusals = |reason: &str| {
-        counter(
-            &text,
-            &format!("kubecache_connections_refused_total{{reason=\"{reason}\"}}"),
-        )
+        let series = format!("kubecache_connections_refused_total{{reason=\"{reason}\"}}");
+        scrape::value(&text, &series).unwrap_or(0.0)
     };
-    assert!(refusals("max_connections_per_address") >= 2, "{text}");
-    assert!(refusals("max_connections") >= 1, "{text}");
+    assert!(refusals("max_connections_per_address") >= 2.0, "{text}");
+    assert!(refusals("max_connections") >= 1.0, "{text}");
 
     // One closes: its place is served again.
     held.pop();

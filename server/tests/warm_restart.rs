@@ -8,19 +8,15 @@
 //! the test when the condition never comes).
 
 mod common;
-use common::process::Process;
+use common::process::{Process, kubecache};
 use common::{WatchLines, describe, get};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::ExitStatus;
-use std::time::Duration;
 
 use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, Sim, SimConfig, ids};
+use kubecache_testkit::wait::within;
 use serde_json::Value;
-
-/// The longest any condition here may take on a loaded machine.
-const PATIENCE: Duration = Duration::from_secs(120);
 
 /// A scratch directory of one test, removed with it.
 struct Scratch(PathBuf);
@@ -83,9 +79,9 @@ impl Kubecache {
             "none",
         ];
         all.extend_from_slice(args);
-        let process = Process::start(&all, &[]);
+        let (process, addr) = kubecache(&all, &[]);
         Kubecache {
-            url: process.url(),
+            url: format!("http://{addr}"),
             process,
         }
     }
@@ -96,21 +92,12 @@ impl Kubecache {
 
     /// Waits until `condition` holds of the output.
     async fn logged(&self, what: &str, condition: impl Fn(&str) -> bool) {
-        self.until(what, async || condition(&self.output())).await;
+        self.process.logged(what, condition).await;
     }
 
-    /// Polls `condition` until it holds; fails the test (with the output)
-    /// if the process exits or [`PATIENCE`] runs out first.
-    async fn until(&self, what: &str, condition: impl AsyncFn() -> bool) {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        while !condition().await {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{what}: not within {PATIENCE:?}; kubecache's output:\n{}",
-                self.output()
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+    /// Waits until `condition` holds (see [`Process::until`]).
+    async fn until(&self, what: &str, condition: impl AsyncFnMut() -> bool) {
+        self.process.until(what, condition).await;
     }
 
     async fn ready(&self) {
@@ -158,21 +145,10 @@ impl Kubecache {
         serde_json::from_slice(&body).unwrap()
     }
 
-    async fn exited(&mut self) -> ExitStatus {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            if let Some(status) = self.process.try_wait() {
-                return status;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "still running");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
     /// SIGTERM, and a clean exit after the final save.
     async fn stop(&mut self) {
         self.process.signal("-TERM");
-        let status = self.exited().await;
+        let status = self.process.exited().await;
         assert!(status.success(), "{status}\n{}", self.output());
         self.logged("the final save", |out| {
             out.contains("state saved") && out.contains("reason=shutdown")
@@ -183,7 +159,7 @@ impl Kubecache {
     /// SIGKILL: no final save.
     async fn kill(&mut self) {
         self.process.signal("-KILL");
-        self.exited().await;
+        self.process.exited().await;
     }
 }
 
@@ -273,9 +249,7 @@ async fn watched(kubecache: &Kubecache, rv: u64, n: usize) -> Vec<String> {
     let path = format!("/api/v1/pods?watch=1&resourceVersion={rv}&timeoutSeconds=60");
     let lines = WatchLines::open(&kubecache.url, &path).await;
     assert_eq!(lines.code, 200);
-    let events = tokio::time::timeout(PATIENCE, lines.events(n))
-        .await
-        .expect("every event");
+    let events = within("every event", lines.events(n)).await;
     events.iter().map(describe).collect()
 }
 

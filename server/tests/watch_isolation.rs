@@ -14,22 +14,12 @@ use common::{Served, Setup, WatchLines, describe, resource_version, serve};
 use kubecache_loadtest::sim::{Policy, SimConfig, ids};
 use kubecache_server::ServeSettings;
 use kubecache_server::auth::AuthSettings;
+use kubecache_testkit::wait::until;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const PODS: &str = "/api/v1/pods";
-
-/// Waits until `condition` holds, failing after a minute.
-async fn until(what: &str, condition: impl Fn() -> bool) {
-    let waited = tokio::time::timeout(Duration::from_secs(60), async {
-        while !condition() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    assert!(waited.is_ok(), "{what}");
-}
 
 fn pods(served: &Served) -> &kubecache_server::ServedResource {
     served.caches.iter().next().unwrap()

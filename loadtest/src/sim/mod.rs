@@ -216,6 +216,12 @@ impl Sim {
         Ok((url, sim))
     }
 
+    /// Its HTTP API as a service, to call without a socket: for tests on
+    /// a paused clock, which auto-advances while a socket waits for bytes.
+    pub fn router(&self) -> axum::Router {
+        http::router(self.ctx.clone())
+    }
+
     /// The base URL.
     pub fn url(&self) -> &str {
         &self.url
@@ -253,8 +259,13 @@ impl Sim {
         self.ctx.faults.clear();
     }
 
-    /// Changes the churn rate (pod writes per second; 0 stops it).
+    /// Changes the churn rate (pod writes per second; 0 stops it). Returns
+    /// once no churn write is in flight, so after `set_churn(0.0)` the sim
+    /// writes nothing more of its own.
     pub fn set_churn(&self, per_sec: f64) {
+        // The churn writes a tick's pods holding the generator, and checks
+        // the rate under it first.
+        let _writing = self.generator.lock();
         self.churn.send_replace(per_sec);
     }
 
@@ -500,6 +511,11 @@ async fn churn_forever(
             continue;
         }
         tick.tick().await;
+        // Held while this tick writes: `Sim::set_churn` waits for it.
+        let mut generator = generator.lock();
+        if *rate.borrow() <= 0.0 {
+            continue; // stopped during the tick
+        }
         if keys_at == 0 || keys.is_empty() {
             keys = current_pods(&store);
             keys_at = store.revision();
@@ -507,7 +523,7 @@ async fn churn_forever(
         owed += per_sec * TICK.as_secs_f64();
         while owed >= 1.0 {
             owed -= 1.0;
-            churn_once(&store, &mut generator.lock(), &mut rng, &mut keys);
+            churn_once(&store, &mut generator, &mut rng, &mut keys);
         }
     }
 }

@@ -259,9 +259,7 @@ mod tests {
 
     #[test]
     fn too_large_resource_version_is_byte_for_byte_what_the_api_server_sends() {
-        let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/apiserver-golden/errors/rv-too-large.json");
-        let recorded = std::fs::read(&golden).expect("the golden corpus");
+        let recorded = kubecache_testkit::golden::read("errors/rv-too-large.json");
         let mut body = Status::too_large_resource_version(999_999_999, 95230).to_json();
         body.push(b'\n'); // what Go's JSON encoder ends a body with
         assert_eq!(

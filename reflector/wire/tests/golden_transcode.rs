@@ -12,9 +12,8 @@
 //! `protobuf/mod.rs`).
 
 use std::collections::HashMap;
-use std::io::Read;
-use std::path::{Path, PathBuf};
 
+use kubecache_testkit::golden::{self, read};
 use kubecache_wire::protobuf::{
     TypeMeta, WatchFrameDecoder, decode_unknown, encode_unknown, encode_watch_event, json_to_proto,
     message_type, proto_to_json_into,
@@ -22,33 +21,12 @@ use kubecache_wire::protobuf::{
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/apiserver-golden")
-}
-
-/// A corpus file's bytes as the server sent them (`.gz` files were
-/// compressed after recording).
-fn read(relative: &str) -> Vec<u8> {
-    let path = corpus().join(relative);
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    if relative.ends_with(".gz") {
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&bytes[..])
-            .read_to_end(&mut out)
-            .unwrap();
-        out
-    } else {
-        bytes
-    }
-}
-
 /// `(protobuf file, JSON file)` of each list and single object recorded in
 /// both encodings whose kind has a protobuf schema.
 fn pairs() -> Vec<(String, String)> {
     let mut pairs = Vec::new();
     for dir in ["lists", "single"] {
-        for entry in std::fs::read_dir(corpus().join(dir)).unwrap() {
-            let name = entry.unwrap().file_name().into_string().unwrap();
+        for name in golden::files(dir) {
             let Some(stem) = name
                 .strip_suffix(".pb.gz")
                 .or_else(|| name.strip_suffix(".pb"))

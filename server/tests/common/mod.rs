@@ -5,7 +5,7 @@
 
 #![allow(dead_code)] // Each test binary uses its own part of this module.
 
-pub mod kubectl;
+pub mod deploy;
 pub mod pki;
 pub mod process;
 
@@ -435,25 +435,4 @@ pub async fn resource_version(url: &str, collection: &str) -> u64 {
         .unwrap()
         .parse()
         .unwrap()
-}
-
-/// Copies a child process's pipe into `output` on a thread, so the child
-/// never blocks on it.
-pub fn drain(pipe: impl std::io::Read + Send + 'static, output: Arc<std::sync::Mutex<String>>) {
-    use std::io::BufRead;
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(pipe).lines() {
-            let Ok(line) = line else { break };
-            let mut output = output.lock().expect("output lock");
-            output.push_str(&line);
-            output.push('\n');
-        }
-    });
-}
-
-/// An address on 127.0.0.1 that was free a moment ago, for a child process
-/// to listen on.
-pub fn free_address() -> std::net::SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local address")
 }

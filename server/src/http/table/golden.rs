@@ -11,11 +11,11 @@
 //! (the list of `lists/` is older), and from `lists/` plus the recorded
 //! watch for config maps.
 
-use std::io::Read as _;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use kubecache_reflector::upstream::ApiResource;
+use kubecache_testkit::golden::{self, json as corpus_json, read as corpus};
 use kubecache_wire::{CachedObject, Transform, decode_object, parse_list};
 use serde::Deserialize;
 use serde_json::Value;
@@ -23,35 +23,9 @@ use serde_json::value::RawValue;
 
 use super::{IncludeObject, TableMeta, bookmark_line, event_line, render};
 
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/apiserver-golden");
-
-/// A corpus file's bytes, gunzipped when stored compressed.
-fn corpus(file: &str) -> Vec<u8> {
-    let path = format!("{CORPUS}/{file}");
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    if !file.ends_with(".gz") {
-        return bytes;
-    }
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(&bytes[..])
-        .read_to_end(&mut out)
-        .unwrap_or_else(|e| panic!("{path}: {e}"));
-    out
-}
-
-fn corpus_json(file: &str) -> Value {
-    serde_json::from_slice(&corpus(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
-}
-
 /// When `file` was requested, and its path.
 fn recorded(file: &str) -> (DateTime<Utc>, String) {
-    let manifest = corpus_json("manifest.json");
-    let entry = manifest
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["file"] == file)
-        .unwrap_or_else(|| panic!("{file} is in the manifest"));
+    let entry = golden::recorded(file);
     let time = DateTime::parse_from_rfc3339(entry["time_utc"].as_str().unwrap())
         .unwrap()
         .with_timezone(&Utc);

@@ -1,0 +1,81 @@
+//! The golden corpus: a real kube-apiserver v1.28's recorded answers in
+//! `../shared/apiserver-golden`, next to the checkout (see its README).
+//! Files are named by their path in the corpus (`lists/pods.list.json.gz`);
+//! a missing corpus fails the test, naming the path it was looked for at.
+
+use std::io::Read as _;
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+/// The corpus directory.
+pub fn dir() -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/apiserver-golden"
+    ))
+}
+
+/// A corpus file's bytes as the server sent them (`.gz` files, compressed
+/// after recording, gunzipped).
+pub fn read(file: &str) -> Vec<u8> {
+    let path = dir().join(file);
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "the golden corpus file {}: {e} (the corpus lives next to the checkout, see its README)",
+            path.display()
+        )
+    });
+    if file.ends_with(".gz") {
+        gunzip(&bytes)
+    } else {
+        bytes
+    }
+}
+
+/// A corpus file as JSON.
+pub fn json(file: &str) -> Value {
+    serde_json::from_slice(&read(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+/// The names of the files in a group of the corpus (`lists`, `single`),
+/// sorted.
+pub fn files(group: &str) -> Vec<String> {
+    let path = dir().join(group);
+    let entries = std::fs::read_dir(&path)
+        .unwrap_or_else(|e| panic!("the golden corpus group {}: {e}", path.display()));
+    let mut names: Vec<String> = entries
+        .map(|entry| {
+            let name = entry.expect("a readable directory entry").file_name();
+            name.into_string().expect("a UTF-8 file name")
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// Every request of the corpus as `manifest.json` records it (file, method,
+/// path with query, accept, request_headers, status, time_utc, ...).
+pub fn manifest() -> Vec<Value> {
+    match json("manifest.json") {
+        Value::Array(entries) => entries,
+        other => panic!("manifest.json is not an array: {other}"),
+    }
+}
+
+/// The manifest's entry of `file`: how it was requested.
+pub fn recorded(file: &str) -> Value {
+    manifest()
+        .into_iter()
+        .find(|entry| entry["file"] == file)
+        .unwrap_or_else(|| panic!("{file} is not in the golden corpus's manifest"))
+}
+
+/// `bytes` gunzipped.
+pub fn gunzip(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(bytes)
+        .read_to_end(&mut out)
+        .unwrap_or_else(|e| panic!("not gzip: {e}"));
+    out
+}

@@ -1,0 +1,16 @@
+//! What kubecache's tests share, dev-only: the golden corpus of a real
+//! kube-apiserver ([`golden`]), condition waits ([`wait`]), test
+//! certificates ([`pki`]), a child process such as the real binary
+//! ([`process`]), kubectl and its policy ([`kubectl`]), a raw HTTP/1.0
+//! client ([`raw_http`]) and `/metrics` samples ([`scrape`]).
+//!
+//! It depends on no crate of the workspace, so that every crate's tests can
+//! use it.
+
+pub mod golden;
+pub mod kubectl;
+pub mod pki;
+pub mod process;
+pub mod raw_http;
+pub mod scrape;
+pub mod wait;
