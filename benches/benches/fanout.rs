@@ -15,7 +15,7 @@ use http_body_util::BodyExt;
 use kubecache_benches::fixtures::{ClusterShape, cached_pods, status_update_batch, stored_pods};
 use kubecache_reflector::upstream::{ApiResource, ResourceSpec, Upstream};
 use kubecache_reflector::{Change, StoreConfig, store};
-use kubecache_server::{PassThrough, ServeSettings, ServedResource, ServedResources};
+use kubecache_server::{Cache, Caches, PassThrough, ServeSettings};
 use tokio::sync::Notify;
 use tower::ServiceExt;
 
@@ -50,9 +50,9 @@ fn fanout(c: &mut Criterion) {
             watcher_queue: 4 * BATCH as usize,
             ..ServeSettings::default()
         };
-        let cache = ServedResource::new(upstream, reader, status, &settings);
+        let cache = Cache::new(upstream, reader, status, &settings);
         let router = kubecache_server::router(
-            Arc::new(ServedResources::new(vec![cache], settings)),
+            Arc::new(Caches::new(vec![cache], settings)),
             kubecache_server::auth::Auth::None,
             PassThrough::new(&upstream_config).unwrap(),
         );

@@ -28,7 +28,7 @@ use tokio::task::{AbortHandle, JoinHandle};
 use crate::auth::Auth;
 use crate::config::{Config, ResourceConfig};
 use crate::passthrough::PassThrough;
-use crate::served::{ServedResource, ServedResources};
+use crate::served::{Cache, Caches};
 use crate::serving::{Limits, Server, Tls};
 use crate::warm_restart::{self, Persisted, StateDir};
 
@@ -40,7 +40,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 /// A running kubecache: its reflectors, its caches and the HTTP API over
 /// them. Dropping it stops the reflectors and the state saver.
 pub struct App {
-    caches: Arc<ServedResources>,
+    caches: Arc<Caches>,
     router: Router,
     tls: Option<Tls>,
     limits: Limits,
@@ -111,7 +111,7 @@ impl App {
             persisted.extend(started.persisted);
             caches.push(started.cache);
         }
-        let caches = Arc::new(ServedResources::new(caches, config.serve));
+        let caches = Arc::new(Caches::new(caches, config.serve));
         let auth = if config.auth.enabled {
             Auth::kubernetes(upstream, config.auth.settings).context("the review client")?
         } else {
@@ -142,7 +142,7 @@ impl App {
     }
 
     /// What is served.
-    pub fn caches(&self) -> &Arc<ServedResources> {
+    pub fn caches(&self) -> &Arc<Caches> {
         &self.caches
     }
 
@@ -199,7 +199,7 @@ impl Drop for App {
 /// One resource started: its cache, its reflector's task and its state
 /// file, if it has one.
 struct Started {
-    cache: ServedResource,
+    cache: Cache,
     task: JoinHandle<()>,
     persisted: Option<Persisted>,
 }
@@ -231,7 +231,7 @@ fn start_resource(
     let (writer, reader) = store(resource.store);
     let mut reflector = Reflector::new(upstream.clone(), reflector, writer);
     let status = reflector.status();
-    let cache = ServedResource::new(upstream, reader.clone(), status.clone(), settings);
+    let cache = Cache::new(upstream, reader.clone(), status.clone(), settings);
     let name = cache.name();
     let persisted = file.clone().map(|file| Persisted {
         name: name.clone(),

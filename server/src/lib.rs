@@ -23,4 +23,4 @@ pub mod warm_restart;
 pub use app::{App, SHUTDOWN_GRACE};
 pub use http::router;
 pub use passthrough::PassThrough;
-pub use served::{Filter, Predicates, ServeSettings, ServedResource, ServedResources};
+pub use served::{Cache, Caches, Filter, Predicates, ServeSettings};

@@ -15,7 +15,7 @@ use axum::response::Response;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::auth::Auth;
-use crate::served::ServedResources;
+use crate::served::Caches;
 
 /// Which handler answered a request: the `route` label of the HTTP
 /// metrics. Handlers put it in the response's extensions.
@@ -99,7 +99,7 @@ pub(crate) fn register(resource: &str) {
 }
 
 /// `GET /metrics`: the store gauges, then everything recorded.
-pub(crate) fn render(caches: &ServedResources, auth: &Auth) -> String {
+pub(crate) fn render(caches: &Caches, auth: &Auth) -> String {
     let (tokens, access) = auth.cached();
     metrics::gauge!("kubecache_auth_cache_entries", "review" => "token").set(tokens as f64);
     metrics::gauge!("kubecache_auth_cache_entries", "review" => "access").set(access as f64);

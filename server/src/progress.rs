@@ -9,7 +9,7 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::time::Instant;
 
-use crate::served::ServedResources;
+use crate::served::Caches;
 
 /// How often the bars are redrawn.
 const TICK: Duration = Duration::from_millis(200);
@@ -20,7 +20,7 @@ const SUMMARY_EVERY: Duration = Duration::from_secs(300);
 
 /// Reports the sync of `caches` until the process ends: bars when
 /// `terminal`, log lines otherwise.
-pub async fn report(caches: Arc<ServedResources>, terminal: bool) {
+pub async fn report(caches: Arc<Caches>, terminal: bool) {
     let started = Instant::now();
     let bars = MultiProgress::with_draw_target(if terminal {
         ProgressDrawTarget::stderr()

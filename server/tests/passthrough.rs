@@ -15,7 +15,7 @@ use kube::api::{DeleteParams, GetParams, ListParams, Patch, PatchParams, PostPar
 use kubecache_loadtest::sim::{SimConfig, ids};
 use kubecache_reflector::upstream::ResourceSpec;
 use kubecache_server::auth::Auth;
-use kubecache_server::{PassThrough, ServeSettings, ServedResources};
+use kubecache_server::{Caches, PassThrough, ServeSettings};
 use serde_json::{Value, json};
 
 /// The header only answers from a cache carry.
@@ -468,7 +468,7 @@ async fn big_bodies_upgrades_and_an_unreachable_api_server_get_a_status() {
     let gone = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
     let upstream = PassThrough::new(&kube::Config::new(gone.parse().unwrap())).unwrap();
-    let caches = Arc::new(ServedResources::new(Vec::new(), ServeSettings::default()));
+    let caches = Arc::new(Caches::new(Vec::new(), ServeSettings::default()));
     let router = kubecache_server::router(caches, Auth::None, upstream);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());

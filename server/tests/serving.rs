@@ -58,7 +58,7 @@ fn whoami() -> Router {
 /// `/metrics`, probes and error answers.
 fn kubecache_router() -> Router {
     kubecache_server::router(
-        Arc::new(kubecache_server::ServedResources::new(
+        Arc::new(kubecache_server::Caches::new(
             Vec::new(),
             Default::default(),
         )),

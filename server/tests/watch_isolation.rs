@@ -21,7 +21,7 @@ use tokio::net::TcpStream;
 
 const PODS: &str = "/api/v1/pods";
 
-fn pods(served: &Served) -> &kubecache_server::ServedResource {
+fn pods(served: &Served) -> &kubecache_server::Cache {
     served.caches.iter().next().unwrap()
 }
 

@@ -17,14 +17,14 @@ use super::table::{self, TableMeta};
 use crate::error::ApiError;
 use crate::served::encoding::Kind;
 use crate::served::freshness::Consistent;
-use crate::served::{ServedResource, ServedResources};
+use crate::served::{Cache, Caches};
 
 /// `GET` of the object `name` in `namespace` at `resource_version`;
 /// `own_write`: the client's first read after its write, which needs no
 /// consistent read.
 pub async fn serve(
-    caches: &ServedResources,
-    cache: &ServedResource,
+    caches: &Caches,
+    cache: &Cache,
     namespace: Option<&str>,
     name: &str,
     resource_version: Option<u64>,

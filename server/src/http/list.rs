@@ -41,14 +41,14 @@ use super::offload;
 use super::table::{self, TableMeta};
 use crate::error::{self, ApiError};
 use crate::served::encoding::{Kind, Shape};
-use crate::served::{Filter, Owner, ServedResource, ServedResources};
+use crate::served::{Cache, Caches, Filter, Owner};
 
 /// A list of `cache`'s objects that `filter` selects, with `params`, for
 /// `owner`; `own_write`: the client's first read after its write, which
 /// needs no consistent read.
 pub async fn serve(
-    caches: &ServedResources,
-    cache: &Arc<ServedResource>,
+    caches: &Caches,
+    cache: &Arc<Cache>,
     filter: &Filter,
     params: &CollectionParams,
     rendering: Rendering,
@@ -103,7 +103,7 @@ pub async fn serve(
 
 /// The snapshot a list continues from at `rv`: held, or the store as it is
 /// if it has not changed since.
-fn continued(cache: &ServedResource, rv: u64) -> Option<Snapshot> {
+fn continued(cache: &Cache, rv: u64) -> Option<Snapshot> {
     cache.pages.find(rv).or_else(|| {
         let current = cache.reader.snapshot();
         (current.resource_version() == rv).then_some(current)
@@ -147,7 +147,7 @@ impl Page {
     /// held for the next page if there is one.
     fn serve(
         &self,
-        cache: &ServedResource,
+        cache: &Cache,
         snapshot: &Snapshot,
         filter: &Filter,
         rendering: Rendering,
@@ -187,7 +187,7 @@ impl Page {
 
 /// The list response of `items` with `meta`, as negotiated.
 fn render(
-    cache: &ServedResource,
+    cache: &Cache,
     meta: ListMeta,
     items: Vec<Arc<CachedObject>>,
     rendering: Rendering,
@@ -221,7 +221,7 @@ fn render(
 
 /// A JSON list response of `items` with `meta` (the query API's lookups).
 pub(super) fn list_response(
-    cache: &ServedResource,
+    cache: &Cache,
     meta: ListMeta,
     items: Vec<Arc<CachedObject>>,
 ) -> Response {
@@ -236,7 +236,7 @@ pub(super) fn list_response(
 /// The store's state at exactly `rv`: the current snapshot, if nothing
 /// changed after `rv` (waiting for `rv` first if the store is behind it).
 async fn snapshot_at(
-    cache: &ServedResource,
+    cache: &Cache,
     rv: u64,
     wait: std::time::Duration,
 ) -> Result<Snapshot, Status> {

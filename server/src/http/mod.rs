@@ -44,12 +44,12 @@ use route::{CacheRead, Collection, Route, What};
 use crate::auth::{Attributes, Auth, Credential, User};
 use crate::metrics::Endpoint;
 use crate::passthrough::PassThrough;
-use crate::served::{ClientKey, Filter, Owner, ServedResource, ServedResources};
+use crate::served::{Cache, Caches, ClientKey, Filter, Owner};
 
 /// What the handlers share, behind one `Arc` (axum clones the state for
 /// every request).
 struct Shared {
-    caches: Arc<ServedResources>,
+    caches: Arc<Caches>,
     auth: Arc<Auth>,
     upstream: PassThrough,
 }
@@ -68,7 +68,7 @@ impl Shared {
 
 /// The router of kubecache's HTTP API over `caches`, authorizing by
 /// `auth`, passing through to `upstream`.
-pub fn router(caches: Arc<ServedResources>, auth: Auth, upstream: PassThrough) -> Router {
+pub fn router(caches: Arc<Caches>, auth: Auth, upstream: PassThrough) -> Router {
     let shared = Arc::new(Shared {
         caches,
         auth: Arc::new(auth),
@@ -344,8 +344,8 @@ async fn from_cache(
 /// with the client's own last write in; `true` if this is its first read
 /// since that write, which then needs no other wait.
 async fn ready_for(
-    caches: &ServedResources,
-    cache: &ServedResource,
+    caches: &Caches,
+    cache: &Cache,
     credential: &Credential,
 ) -> Result<bool, ApiError> {
     if let kubecache_reflector::Readiness::NotReady { reason } = cache.reader.readiness() {
@@ -380,7 +380,7 @@ async fn pass_through(
     body: Body,
     credential: &Credential,
     path: &str,
-    written: Option<Arc<ServedResource>>,
+    written: Option<Arc<Cache>>,
     client: Option<ClientKey>,
 ) -> Result<Response, ApiError> {
     let recorded = written.zip(client);

@@ -13,13 +13,13 @@ use std::sync::Arc;
 use kubecache_wire::Status;
 
 use crate::served::Predicates;
-use crate::served::{ServedResource, ServedResources};
+use crate::served::{Cache, Caches};
 
 /// A path of a cached resource: its collection (all namespaces or one), one
 /// object, or a subresource of one object.
 pub struct ResourcePath {
     /// The resource.
-    pub cache: Arc<ServedResource>,
+    pub cache: Arc<Cache>,
     /// The namespace of a namespaced path.
     pub namespace: Option<String>,
     /// The object's name, for a path of one object.
@@ -49,7 +49,7 @@ pub fn strip_predicates(path: &str) -> Result<(Predicates, &str), Status> {
 
 /// Parses a path (without the predicates prefix); `None` for a path that
 /// names no cached resource (or does not decode to UTF-8).
-pub fn parse(caches: &ServedResources, path: &str) -> Option<ResourcePath> {
+pub fn parse(caches: &Caches, path: &str) -> Option<ResourcePath> {
     let path = percent_encoding::percent_decode_str(path)
         .decode_utf8()
         .ok()?;

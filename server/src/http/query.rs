@@ -34,7 +34,7 @@ use super::error::not_ready;
 use super::list::list_response;
 use crate::auth::{Attributes, Auth};
 use crate::error::ApiError;
-use crate::served::{BUILTIN_INDEXES, ClientKey, ServedResource, ServedResources};
+use crate::served::{BUILTIN_INDEXES, Cache, Caches, ClientKey};
 
 /// The path's segments, each percent-decoded after the split: a label
 /// key's `/` arrives as `%2F`.
@@ -46,7 +46,7 @@ fn segments(path: &str) -> Vec<std::borrow::Cow<'_, str>> {
 }
 
 /// What a request under `/v1` is authorized as.
-pub fn attributes(caches: &ServedResources, path: &str) -> Attributes {
+pub fn attributes(caches: &Caches, path: &str) -> Attributes {
     let segments = segments(path);
     let segments: Vec<&str> = segments.iter().map(|s| &**s).collect();
     let (resource, namespace) = match segments.as_slice() {
@@ -63,7 +63,7 @@ pub fn attributes(caches: &ServedResources, path: &str) -> Attributes {
 
 /// `GET /v1/…` by `client`.
 pub async fn serve(
-    caches: &ServedResources,
+    caches: &Caches,
     auth: &Auth,
     path: &str,
     query: &str,
@@ -110,7 +110,7 @@ pub async fn serve(
 }
 
 /// The cache named `name`, or a 404 that lists the cached ones.
-fn find<'c>(caches: &'c ServedResources, name: &str) -> Result<&'c ServedResource, ApiError> {
+fn find<'c>(caches: &'c Caches, name: &str) -> Result<&'c Cache, ApiError> {
     caches.by_name(name).map(|c| &**c).ok_or_else(|| {
         let names: Vec<String> = caches.iter().map(|c| c.name()).collect();
         ApiError(Status::failure(
@@ -125,7 +125,7 @@ fn find<'c>(caches: &'c ServedResources, name: &str) -> Result<&'c ServedResourc
 }
 
 /// The cache named `name`, once it has synced.
-fn ready<'c>(caches: &'c ServedResources, name: &str) -> Result<&'c ServedResource, ApiError> {
+fn ready<'c>(caches: &'c Caches, name: &str) -> Result<&'c Cache, ApiError> {
     let cache = find(caches, name)?;
     match cache.reader.readiness() {
         Readiness::Ready => Ok(cache),
@@ -136,8 +136,8 @@ fn ready<'c>(caches: &'c ServedResources, name: &str) -> Result<&'c ServedResour
 /// Waits for the client's own writes, then for `?resourceVersion=N`, if
 /// given.
 async fn wait(
-    caches: &ServedResources,
-    cache: &ServedResource,
+    caches: &Caches,
+    cache: &Cache,
     query: &str,
     client: Option<ClientKey>,
 ) -> Result<(), ApiError> {
@@ -154,11 +154,7 @@ async fn wait(
 }
 
 /// The lookup of `key` in index `index` of `cache`.
-fn lookup<'k>(
-    cache: &'k ServedResource,
-    index: &'k str,
-    key: &'k str,
-) -> Result<IndexLookup<'k>, ApiError> {
+fn lookup<'k>(cache: &'k Cache, index: &'k str, key: &'k str) -> Result<IndexLookup<'k>, ApiError> {
     Ok(match index {
         "namespace" => IndexLookup::Namespace(key),
         "owner" => IndexLookup::Owner(key),
@@ -203,7 +199,7 @@ fn count(count: usize, resource_version: u64) -> Response {
 }
 
 /// The status document of one resource.
-fn status(cache: &ServedResource) -> Value {
+fn status(cache: &Cache) -> Value {
     let snapshot = cache.reader.snapshot();
     let reflector = cache.status.borrow().clone();
     let log = cache.reader.event_log_status();

@@ -25,7 +25,7 @@ use kubecache_wire::{Encoding, FieldSelector, Status};
 
 use super::negotiate::{self, Read, Rendering};
 use super::path::{self, ResourcePath};
-use crate::served::{Filter, Predicates, ServedResource, ServedResources};
+use crate::served::{Cache, Caches, Filter, Predicates};
 
 /// Where a request goes.
 pub enum Route {
@@ -36,7 +36,7 @@ pub enum Route {
         /// The path and query to send (without a `/predicates/` prefix).
         path: String,
         /// The cached resource a write changes, for read-your-writes.
-        written: Option<Arc<ServedResource>>,
+        written: Option<Arc<Cache>>,
     },
 }
 
@@ -44,7 +44,7 @@ pub enum Route {
 /// answered in what.
 pub struct CacheRead {
     /// The cache read.
-    pub cache: Arc<ServedResource>,
+    pub cache: Arc<Cache>,
     /// The namespace of a namespaced path.
     pub namespace: Option<String>,
     /// One object, or the collection.
@@ -100,7 +100,7 @@ impl What {
 /// # Errors
 ///
 /// 400 for an unknown predicate in the `/predicates/` prefix.
-pub fn decide(caches: &ServedResources, request: &Parts) -> Result<Route, Status> {
+pub fn decide(caches: &Caches, request: &Parts) -> Result<Route, Status> {
     let (method, uri) = (&request.method, &request.uri);
     let (predicates, path) = path::strip_predicates(uri.path())?;
     let read = method == Method::GET || method == Method::HEAD;
@@ -142,7 +142,7 @@ pub fn upstream_path(uri: &Uri) -> String {
 /// The read of `target` a cache answers as the API server would; `Err`
 /// when it does not hold what is asked (the API server answers).
 fn cache_read(
-    caches: &ServedResources,
+    caches: &Caches,
     target: ResourcePath,
     predicates: Predicates,
     request: &Parts,
@@ -205,7 +205,7 @@ fn cache_read(
 
 /// Whether `cache` holds what a list or watch of `namespace` with `params`
 /// selects, and can evaluate its field selector.
-fn answerable(cache: &ServedResource, namespace: Option<&str>, params: &CollectionParams) -> bool {
+fn answerable(cache: &Cache, namespace: Option<&str>, params: &CollectionParams) -> bool {
     cache
         .scope
         .admits(namespace, &params.labels, &params.fields)
@@ -264,11 +264,11 @@ fn collection(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::served::{ServeSettings, ServedResource};
+    use crate::served::{Cache, ServeSettings};
     use kubecache_reflector::upstream::{ApiResource, ResourceSpec, Upstream};
 
     /// Pods, whole; config maps of `team` labelled `app=web`.
-    fn caches() -> ServedResources {
+    fn caches() -> Caches {
         let client =
             kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
                 .unwrap();
@@ -291,7 +291,7 @@ mod tests {
             .map(|spec| {
                 let (_writer, reader) = kubecache_reflector::store(Default::default());
                 let (_, status) = tokio::sync::watch::channel(Default::default());
-                ServedResource::new(
+                Cache::new(
                     Upstream::new(client.clone(), spec),
                     reader,
                     status,
@@ -299,7 +299,7 @@ mod tests {
                 )
             })
             .collect();
-        ServedResources::new(caches, settings)
+        Caches::new(caches, settings)
     }
 
     fn parts(method: Method, uri: &str) -> Parts {
@@ -309,7 +309,7 @@ mod tests {
 
     /// `None` for the cache, else the path passed through and whether a
     /// write is recorded.
-    fn route(caches: &ServedResources, method: Method, uri: &str) -> Option<(String, bool)> {
+    fn route(caches: &Caches, method: Method, uri: &str) -> Option<(String, bool)> {
         match decide(caches, &parts(method, uri)).unwrap() {
             Route::Cache(_) => None,
             Route::PassThrough { path, written } => Some((path, written.is_some())),
@@ -354,7 +354,7 @@ mod tests {
     }
 
     /// The cache read of `uri` with `accept`.
-    fn cache_read(caches: &ServedResources, uri: &str, accept: Option<&str>) -> CacheRead {
+    fn cache_read(caches: &Caches, uri: &str, accept: Option<&str>) -> CacheRead {
         let mut parts = parts(Method::GET, uri);
         if let Some(accept) = accept {
             parts

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use kubecache_wire::protobuf::{self, MessageType, ProtoError};
 use kubecache_wire::{CachedObject, Encoding, METADATA_API_VERSION, Status};
 
-use super::ServedResource;
+use super::Cache;
 
 /// What an answer carries of each object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,7 +37,7 @@ pub struct Kind {
 
 impl Kind {
     /// The kind of `cache`'s resource.
-    pub fn of(cache: &ServedResource) -> Kind {
+    pub fn of(cache: &Cache) -> Kind {
         Kind {
             api_version: cache.resource.api_version(),
             kind: cache.resource.kind.clone(),

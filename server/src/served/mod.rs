@@ -1,6 +1,7 @@
-//! The served-resource core: each cached resource with what serving it
-//! needs (store reader, consistent reads, held list snapshots, watch
-//! fan-out), below the HTTP layer and free of it.
+//! The served-resource core: each cached resource, a [`Cache`], with what
+//! serving it needs (store reader, consistent reads, held list snapshots,
+//! watch fan-out), and every one of them, the [`Caches`]; below the HTTP
+//! layer and free of it.
 
 mod clock;
 pub(crate) mod encoding;
@@ -142,7 +143,7 @@ impl Default for ServeSettings {
 }
 
 /// One cached resource: its store and what serving it needs.
-pub struct ServedResource {
+pub struct Cache {
     /// The resource.
     pub resource: ApiResource,
     /// The store the reflector fills.
@@ -170,7 +171,7 @@ pub struct ServedResource {
     writes: Writes,
 }
 
-impl ServedResource {
+impl Cache {
     /// Serves `reader`, filled by a reflector of `upstream` whose status is
     /// `status`. Spawns the tasks that serve consistent reads, so it must
     /// be called within a Tokio runtime.
@@ -185,7 +186,7 @@ impl ServedResource {
             kubecache_wire::protobuf::message_type(&resource.api_version(), &resource.kind);
         let builtin = kubecache_wire::builtin_kind(&resource.api_version(), &resource.kind);
         let indexes: Arc<[IndexSpec]> = reader.snapshot().field_indexes().into();
-        ServedResource {
+        Cache {
             hub: Hub::start(&reader, indexes.clone()),
             scope: Scope::of(upstream.spec()),
             resource,
@@ -294,8 +295,8 @@ impl Drop for Waiting {
 }
 
 /// Every cached resource, and the settings they are served with.
-pub struct ServedResources {
-    caches: Vec<Arc<ServedResource>>,
+pub struct Caches {
+    caches: Vec<Arc<Cache>>,
     /// How to serve.
     pub settings: ServeSettings,
     /// `true` once the server is shutting down: open watches end cleanly.
@@ -306,11 +307,11 @@ pub struct ServedResources {
     clock: Clock,
 }
 
-impl ServedResources {
+impl Caches {
     /// Serves `caches` with `settings`.
-    pub fn new(caches: Vec<ServedResource>, settings: ServeSettings) -> Self {
+    pub fn new(caches: Vec<Cache>, settings: ServeSettings) -> Self {
         let sources = caches.iter().map(|c| c.freshness.source()).collect();
-        ServedResources {
+        Caches {
             clock: Clock::start(sources, settings.freshness_requests),
             caches: caches.into_iter().map(Arc::new).collect(),
             watch_quota: WatchQuota::new(settings.watches_per_client),
@@ -338,7 +339,7 @@ impl ServedResources {
     ///
     /// 504 when the API server cannot be asked, or the store does not
     /// catch up within the read wait.
-    pub(crate) async fn consistent(&self, cache: &ServedResource) -> Result<(), Status> {
+    pub(crate) async fn consistent(&self, cache: &Cache) -> Result<(), Status> {
         cache
             .freshness
             .consistent(&self.clock, self.settings.read_wait, false)
@@ -353,10 +354,7 @@ impl ServedResources {
     /// # Errors
     ///
     /// As [`Self::consistent`].
-    pub(crate) async fn consistent_get(
-        &self,
-        cache: &ServedResource,
-    ) -> Result<Consistent, Status> {
+    pub(crate) async fn consistent_get(&self, cache: &Cache) -> Result<Consistent, Status> {
         cache
             .freshness
             .consistent(
@@ -368,12 +366,12 @@ impl ServedResources {
     }
 
     /// Every cache, in configuration order.
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<ServedResource>> {
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Cache>> {
         self.caches.iter()
     }
 
     /// The cache of `plural` in `group`/`version`.
-    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<ServedResource>> {
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<Cache>> {
         self.caches.iter().find(|c| {
             c.resource.group == group
                 && c.resource.version == version
@@ -381,8 +379,8 @@ impl ServedResources {
         })
     }
 
-    /// The cache named `plural` or `plural.group` (see [`ServedResource::name`]).
-    pub fn by_name(&self, name: &str) -> Option<&Arc<ServedResource>> {
+    /// The cache named `plural` or `plural.group` (see [`Cache::name`]).
+    pub fn by_name(&self, name: &str) -> Option<&Arc<Cache>> {
         self.caches.iter().find(|c| c.name() == name)
     }
 

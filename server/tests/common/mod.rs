@@ -19,7 +19,7 @@ use kubecache_reflector::upstream::{
 use kubecache_server::auth::AuthSettings;
 use kubecache_server::config::{AuthConfig, Cli, Config, FileConfig, ResourceConfig};
 use kubecache_server::serving::{Server, Tls};
-use kubecache_server::{App, ServeSettings, ServedResources};
+use kubecache_server::{App, Caches, ServeSettings};
 use kubecache_wire::Transform;
 use tokio::task::JoinHandle;
 
@@ -42,7 +42,7 @@ pub struct Served {
     /// The simulated API server behind it.
     pub sim: Sim,
     /// What the router serves.
-    pub caches: Arc<ServedResources>,
+    pub caches: Arc<Caches>,
     front: Front,
 }
 
@@ -121,7 +121,7 @@ pub struct Front {
     /// kubecache's base URL.
     pub url: String,
     /// What the router serves.
-    pub caches: Arc<ServedResources>,
+    pub caches: Arc<Caches>,
     app: App,
     server: JoinHandle<()>,
 }

@@ -49,8 +49,8 @@ use crate::error::ApiError;
 use crate::http::bodies::response;
 use crate::http::negotiate::Rendering;
 use crate::http::offload;
+use crate::served::{Cache, Caches};
 use crate::served::{Filter, Owner, Predicates};
-use crate::served::{ServedResource, ServedResources};
 use crate::serving::AnswerDeadline;
 use body::{Outbox, WatchBody};
 use stream::{Start, Watch};
@@ -76,8 +76,8 @@ async fn selected(filter: &Filter, snapshot: &Snapshot) -> Vec<Arc<CachedObject>
 /// 429 when `owner` has as many watches open as one client may, and the
 /// errors of the wait for `params.resource_version`.
 pub(crate) async fn serve(
-    caches: &ServedResources,
-    cache: &Arc<ServedResource>,
+    caches: &Caches,
+    cache: &Arc<Cache>,
     filter: Filter,
     params: CollectionParams,
     predicates: Predicates,

@@ -19,7 +19,7 @@ use super::body::Outbox;
 
 use crate::http::negotiate::Rendering;
 use crate::http::table;
-use crate::served::ServedResource;
+use crate::served::Cache;
 use crate::served::encoding::{Kind, Shape};
 use crate::served::fanout::frame::{self, Frame, decide};
 use crate::served::fanout::{Join, Signals};
@@ -114,7 +114,7 @@ impl Ending {
 
 /// One watcher.
 pub(crate) struct Watch {
-    pub cache: Arc<ServedResource>,
+    pub cache: Arc<Cache>,
     pub filter: Filter,
     pub predicates: Predicates,
     /// Bookmarks every so often, and before the timeout.
@@ -298,13 +298,13 @@ fn fell_behind() -> Status {
 /// out with its ending (the `reason` of `kubecache_watchers_closed_total`)
 /// when it ends or is dropped.
 struct Open {
-    cache: Arc<ServedResource>,
+    cache: Arc<Cache>,
     /// [`Ending::Client`] until the watch ends by itself.
     ending: Ending,
 }
 
 impl Open {
-    fn new(cache: Arc<ServedResource>) -> Open {
+    fn new(cache: Arc<Cache>) -> Open {
         cache.watchers.fetch_add(1, Ordering::Relaxed);
         Open {
             cache,
