@@ -50,7 +50,7 @@ fn fanout(c: &mut Criterion) {
             watcher_queue: 4 * BATCH as usize,
             ..ServeSettings::default()
         };
-        let cache = Cache::new(upstream, reader, status, &settings);
+        let cache = Cache::new(upstream, reader, status, Default::default(), &settings);
         let router = kubecache_server::router(
             Arc::new(Caches::new(vec![cache], settings)),
             kubecache_server::auth::Auth::None,

@@ -229,9 +229,16 @@ fn start_resource(
     };
     let upstream = Upstream::new(client, spec);
     let (writer, reader) = store(resource.store);
+    let transform = reflector.transform.clone();
     let mut reflector = Reflector::new(upstream.clone(), reflector, writer);
     let status = reflector.status();
-    let cache = Cache::new(upstream, reader.clone(), status.clone(), settings);
+    let cache = Cache::new(
+        upstream,
+        reader.clone(),
+        status.clone(),
+        transform,
+        settings,
+    );
     let name = cache.name();
     let persisted = file.clone().map(|file| Persisted {
         name: name.clone(),

@@ -2,19 +2,28 @@
 //!
 //! Its `resourceVersion`, as for a list (see [`super::list`]): unset, a
 //! consistent read, except that a GET that would wait for a cold probe is
-//! passed through to the API server instead ([`Answer::Upstream`], unless
+//! asked of the API server instead ([`Answer::Upstream`], unless
 //! `--cold-get-passthrough=false`), and that the writer's next read after
 //! its write waits for that write only; `0`, the store as it is; `N`, the
-//! store once it has reached `N`.
+//! store once it has reached `N`. An object asked of the API server (that
+//! GET, or one a selector-restricted cache does not hold) is shaped as the
+//! cache shapes its own ([`from_upstream`]).
+
+use std::sync::Arc;
 
 use axum::body::Body;
-use kubecache_wire::{Encoding, ObjectKey, Status};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, header};
+use axum::response::Response;
+use kubecache_wire::{CachedObject, Encoding, ObjectKey, Status, decode_object, media};
 
 use super::Answer;
-use super::bodies::{self, response};
+use super::bodies::{self, RESOURCE_VERSION_HEADER, response};
 use super::negotiate::Rendering;
 use super::table::{self, TableMeta};
+use crate::auth::Credential;
 use crate::error::ApiError;
+use crate::passthrough::PassThrough;
 use crate::served::encoding::Kind;
 use crate::served::freshness::Consistent;
 use crate::served::{Cache, Caches};
@@ -47,6 +56,78 @@ pub async fn serve(
     let object = snapshot
         .get(&key)
         .ok_or_else(|| Status::not_found(&cache.resource.group, &cache.resource.plural, name))?;
+    render(cache, object, rendering, snapshot.resource_version()).map(Answer::Served)
+}
+
+/// The GET of `path` by `credential` that the API server answers for
+/// `cache`'s client ([`Answer::Upstream`]): asked for in JSON, shaped by
+/// the cache's transform and rendered as negotiated, so that a client sees
+/// one shape of an object whether the cache or the API server answered
+/// (`managedFields` are not there, then there). Its errors are the API
+/// server's; an object that does not decode is a 502.
+pub async fn from_upstream(
+    upstream: &PassThrough,
+    cache: &Cache,
+    mut parts: Parts,
+    credential: &Credential,
+    path: &str,
+    rendering: Rendering,
+) -> Result<Response, ApiError> {
+    parts
+        .headers
+        .insert(header::ACCEPT, HeaderValue::from_static(media::JSON));
+    parts.headers.remove(header::ACCEPT_ENCODING);
+    let response = upstream
+        .forward(parts, Body::empty(), credential, path)
+        .await?;
+    let (head, body) = response.into_parts();
+    let body = axum::body::to_bytes(body, MAX_OBJECT)
+        .await
+        .map_err(|error| unreadable(cache, error))?;
+    if !head.status.is_success() {
+        return match serde_json::from_slice::<Status>(&body) {
+            Ok(status) => Err(ApiError(status)),
+            Err(_) => Ok(Response::from_parts(head, Body::from(body))),
+        };
+    }
+    let resource = &cache.resource;
+    let object = decode_object(
+        &body,
+        &resource.kind,
+        &resource.api_version(),
+        &cache.transform,
+    )
+    .map_err(|error| unreadable(cache, error))?;
+    let resource_version = object.resource_version;
+    let mut response = render(cache, &Arc::new(object), rendering, resource_version)?;
+    // Not served at a state of the cache.
+    response.headers_mut().remove(RESOURCE_VERSION_HEADER);
+    Ok(response)
+}
+
+/// Largest object read from the API server: etcd stores at most about
+/// 1.5 MiB (its `--max-request-bytes`).
+const MAX_OBJECT: usize = 16 * 1024 * 1024;
+
+/// 502 for an object the API server sent that kubecache cannot read.
+fn unreadable(cache: &Cache, error: impl std::fmt::Display) -> Status {
+    Status::failure(
+        502,
+        "BadGateway",
+        format!(
+            "kubecache cannot read the API server's {}: {error}",
+            cache.name()
+        ),
+    )
+}
+
+/// The 200 answer of `object`, read at `resource_version`, as negotiated.
+fn render(
+    cache: &Cache,
+    object: &Arc<CachedObject>,
+    rendering: Rendering,
+    resource_version: u64,
+) -> Result<Response, ApiError> {
     let (body, encoding) = match rendering {
         Rendering::Encoded(shape, encoding) => (
             bodies::object(&Kind::of(cache), object, shape, encoding)?,
@@ -68,10 +149,10 @@ pub async fn serve(
             Encoding::Json,
         ),
     };
-    Ok(Answer::Served(response(
+    Ok(response(
         Body::from(body),
-        snapshot.resource_version(),
+        resource_version,
         encoding,
         false,
-    )))
+    ))
 }

@@ -220,6 +220,7 @@ async fn kubernetes(State(shared): State<Arc<Shared>>, request: Request) -> Resp
     // its selectors: the API server knows.
     let ask_upstream_on_miss = matches!(read.what, What::Get { .. }) && read.cache.scope.selects();
     let (errors, gzip) = (read.errors, read.gzip);
+    let (cache, rendering) = (read.cache.clone(), read.rendering.as_ref().ok().copied());
     // The API server answers a consistent GET that would wait for a cold
     // probe (consistent by construction; the read was authorized all the
     // same), and an object a selector-restricted cache does not hold.
@@ -227,19 +228,28 @@ async fn kubernetes(State(shared): State<Arc<Shared>>, request: Request) -> Resp
         Err(ApiError(status)) if status.code == 404 && ask_upstream_on_miss => Ok(Answer::Upstream),
         answer => answer,
     };
-    match answer {
-        Ok(Answer::Upstream) => {
+    let (endpoint, answer) = match (answer, rendering) {
+        (Ok(Answer::Served(response)), _) => (endpoint, Ok(response)),
+        (Err(error), _) => (endpoint, Err(error)),
+        (Ok(Answer::Upstream), Some(rendering)) if parts.method == Method::GET => {
+            let path = route::upstream_path(&parts.uri);
+            let answer =
+                get::from_upstream(upstream, &cache, parts, &credential, &path, rendering).await;
+            (Endpoint("passthrough"), answer)
+        }
+        // A HEAD has no object to shape: passed through as it is.
+        (Ok(Answer::Upstream), _) => {
             let path = route::upstream_path(&parts.uri);
             let answer = pass_through(upstream, parts, body, &credential, &path, None, None).await;
-            (Extension(Endpoint("passthrough")), answer).into_response()
+            return (Extension(Endpoint("passthrough")), answer).into_response();
         }
+    };
+    match answer {
         Err(ApiError(status)) => {
             (Extension(endpoint), crate::error::render(&status, errors)).into_response()
         }
-        Ok(Answer::Served(answer)) if gzip => {
-            (Extension(endpoint), gzip::large(answer).await).into_response()
-        }
-        Ok(Answer::Served(answer)) => (Extension(endpoint), answer).into_response(),
+        Ok(answer) if gzip => (Extension(endpoint), gzip::large(answer).await).into_response(),
+        Ok(answer) => (Extension(endpoint), answer).into_response(),
     }
 }
 

@@ -295,6 +295,7 @@ mod tests {
                     Upstream::new(client.clone(), spec),
                     reader,
                     status,
+                    Default::default(),
                     &settings,
                 )
             })

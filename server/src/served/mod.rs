@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use kubecache_reflector::upstream::{ApiResource, ReflectorStatus, Upstream};
 use kubecache_reflector::{IndexSpec, StoreReader};
-use kubecache_wire::Status;
+use kubecache_wire::{Status, Transform};
 use tokio::sync::watch;
 
 pub use filter::Filter;
@@ -169,16 +169,21 @@ pub struct Cache {
     pub(crate) watchers: AtomicUsize,
     /// Clients' writes the store has not applied yet.
     writes: Writes,
+    /// How the reflector shapes each object it stores (fields stripped,
+    /// index values read): an object read from the API server for this
+    /// cache's clients is shaped alike.
+    pub(crate) transform: Transform,
 }
 
 impl Cache {
     /// Serves `reader`, filled by a reflector of `upstream` whose status is
-    /// `status`. Spawns the tasks that serve consistent reads, so it must
+    /// `status` and which shapes objects by `transform`. Spawns the tasks that serve consistent reads, so it must
     /// be called within a Tokio runtime.
     pub fn new(
         upstream: Upstream,
         reader: StoreReader,
         status: watch::Receiver<ReflectorStatus>,
+        transform: Transform,
         settings: &ServeSettings,
     ) -> Self {
         let resource = upstream.spec().resource.clone();
@@ -199,6 +204,7 @@ impl Cache {
             status,
             watchers: AtomicUsize::new(0),
             writes: Writes::new(settings.read_wait),
+            transform,
         }
     }
 
