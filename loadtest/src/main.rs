@@ -120,6 +120,11 @@ struct SimArgs {
     /// bookmarkFrequency, a minute).
     #[arg(long, default_value_t = 60)]
     bookmark_interval_secs: u64,
+    /// Send due bookmarks on kube-apiserver's one-second dispatch timer (up
+    /// to a second early or a tick late, as a real API server does)
+    /// instead of exactly when due.
+    #[arg(long)]
+    bookmark_dispatch: bool,
     /// Require this bearer token: one user, `admin`, who may do everything
     /// (403 without a token, 401 with another).
     #[arg(long, conflicts_with = "demo_auth")]
@@ -221,6 +226,9 @@ async fn sim(args: SimArgs) -> anyhow::Result<()> {
             None => HistoryWindow::WATCH_CACHE,
         },
         bookmark_interval: Duration::from_secs(args.bookmark_interval_secs),
+        bookmark_dispatch: args
+            .bookmark_dispatch
+            .then_some(kubecache_loadtest::sim::BOOKMARK_DISPATCH),
         watch_list: !args.no_watch_list,
         policy: match (&args.token, args.demo_auth) {
             (Some(token), _) => Some(Policy::admin_only(token)),

@@ -1287,3 +1287,46 @@ async fn with_a_serving_cost_consistent_reads_beyond_the_quorum_rate_queue_up() 
     );
     sim.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn with_the_dispatch_timer_a_bookmark_comes_at_the_tick_of_the_second_it_is_due_in() {
+    let (_, sim) = sim(SimConfig {
+        pods: 3,
+        bookmark_dispatch: Some(kubecache_loadtest::sim::BOOKMARK_DISPATCH),
+        ..SimConfig::default()
+    })
+    .await;
+    // In process: the paused clock is the sim's exactly.
+    let app = sim.router();
+    let revision = sim.store().revision();
+    let watch = |timeout: u64| {
+        let app = app.clone();
+        async move {
+            let request = axum::http::Request::get(format!(
+                "/api/v1/pods?watch=1&resourceVersion={revision}&allowWatchBookmarks=true&timeoutSeconds={timeout}"
+            ))
+            .body(axum::body::Body::empty())
+            .unwrap();
+            let started = tokio::time::Instant::now();
+            let body = app.oneshot(request).await.unwrap().into_body();
+            let mut stream = body.into_data_stream();
+            let mut arrived = Vec::new();
+            while let Some(Ok(chunk)) = stream.next().await {
+                for line in chunk.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                    let line: Value = serde_json::from_slice(line).unwrap();
+                    arrived.push((started.elapsed(), line["type"].clone()));
+                }
+            }
+            arrived
+        }
+    };
+    // Half a second past a tick, a watch of 3 s is due a bookmark 1 s in,
+    // at 1.5 s of the timer: it comes at the tick of that second, early,
+    // and, still due before the deadline's 2 s lead, once more at the next
+    // tick (as the recorded `watch/pods-meta.watch.json` ends with two).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let arrived = watch(3).await;
+    let bookmark = |ms| (Duration::from_millis(ms), json!("BOOKMARK"));
+    assert_eq!(arrived, [bookmark(500), bookmark(1_500)]);
+    sim.shutdown().await;
+}

@@ -70,14 +70,34 @@ async fn read(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consistent_read_sees_each_write_made_before_it_under_churn_of_other_resources() {
+    consistent_reads_see_each_write_before_them(None, &SEEDS).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consistent_read_sees_each_write_made_before_it_with_bookmarks_on_the_dispatch_timer() {
+    // Bookmarks up to a second early or a tick late, as kube-apiserver
+    // sends them: the probes' proofs hold all the same.
+    // (One seed: each cold read waits about a second for its proof.)
+    let dispatch = Some(kubecache_loadtest::sim::BOOKMARK_DISPATCH);
+    consistent_reads_see_each_write_before_them(dispatch, &SEEDS[..1]).await;
+}
+
+/// Random writes to pods and config maps, each read back at once by a
+/// consistent GET or list, under pod churn, for each of `seeds`; the sim
+/// dispatching bookmarks on `bookmark_dispatch`.
+async fn consistent_reads_see_each_write_before_them(
+    bookmark_dispatch: Option<std::time::Duration>,
+    seeds: &[u64],
+) {
     let seeds = match std::env::var("KUBECACHE_SEED") {
         Ok(seed) => vec![seed.parse().expect("KUBECACHE_SEED is a number")],
-        Err(_) => SEEDS.to_vec(),
+        Err(_) => seeds.to_vec(),
     };
     let served = serve(Setup {
         sim: SimConfig {
             pods: 200,
             configmaps: 20,
+            bookmark_dispatch,
             ..SimConfig::default()
         },
         resources: vec![

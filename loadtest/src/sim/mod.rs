@@ -85,6 +85,10 @@ pub struct SimConfig {
     pub watch_cache: HistoryWindow,
     /// Interval of watch bookmarks (kube-apiserver: about a minute).
     pub bookmark_interval: Duration,
+    /// Send due bookmarks on one timer of this period, as kube-apiserver's
+    /// cacher does ([`BOOKMARK_DISPATCH`]); `None` sends each exactly when
+    /// due.
+    pub bookmark_dispatch: Option<Duration>,
     /// Whether streaming lists are served (the WatchList feature gate).
     pub watch_list: bool,
     /// Who may do what: `None` allows every request, with or without a
@@ -112,12 +116,22 @@ impl Default for SimConfig {
             history: HistoryWindow::ETCD,
             watch_cache: HistoryWindow::WATCH_CACHE,
             bookmark_interval: Duration::from_secs(60),
+            bookmark_dispatch: None,
             watch_list: true,
             policy: None,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         }
     }
 }
+
+/// The period of kube-apiserver's bookmark dispatch: its cacher's
+/// `dispatchEvents` sends due bookmarks when a timer of about a second
+/// fires (`wait.Jitter(time.Second, 0.25)` in `cacher/cacher.go`, v1.28),
+/// taking every watcher whose bookmark is due within the current second
+/// (`bookmarkWatchers` keeps them in one-second buckets). A bookmark then
+/// comes at the first tick at or after the start of the second it is due
+/// in: up to a second early, or up to a tick late.
+pub const BOOKMARK_DISPATCH: Duration = Duration::from_secs(1);
 
 /// What a consistent read (a list or get without `resourceVersion`) waits
 /// for etcd in kube-apiserver: a quorum read (etcd's ReadIndex, then a bbolt
@@ -174,6 +188,9 @@ impl Sim {
                 consistent_read_latency: config.consistent_read_latency,
                 serving_cost: config.serving_cost,
                 bookmark_interval: config.bookmark_interval,
+                bookmark_dispatch: config
+                    .bookmark_dispatch
+                    .map(|period| (tokio::time::Instant::now(), period)),
                 watch_list: config.watch_list,
             },
             policy: parking_lot::RwLock::new(config.policy.map(Arc::new)),

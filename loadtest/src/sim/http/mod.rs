@@ -83,6 +83,9 @@ pub struct ServeConfig {
     pub serving_cost: Option<super::ServingCost>,
     /// Interval of watch bookmarks.
     pub bookmark_interval: Duration,
+    /// The bookmark dispatch timer, if bookmarks go out on one: when it
+    /// started, and its period.
+    pub bookmark_dispatch: Option<(tokio::time::Instant, Duration)>,
     /// Whether streaming lists (the WatchList feature gate) are enabled.
     pub watch_list: bool,
 }

@@ -72,6 +72,26 @@ fn next_bookmark(now: Instant, deadline: Instant, interval: Duration) -> Option<
     (at > now).then_some(at)
 }
 
+/// When a bookmark due at `due`, scheduled at `now`, is sent: when due, or
+/// with a dispatch `timer` (its start and period) at its first tick after
+/// `now` and at or after the start of the second `due` is in (see
+/// [`crate::sim::BOOKMARK_DISPATCH`]).
+fn dispatched(due: Instant, now: Instant, timer: Option<(Instant, Duration)>) -> Instant {
+    let Some((start, period)) = timer else {
+        return due;
+    };
+    let period = period.max(Duration::from_millis(1));
+    // The first tick at `at` or after it (strictly after, with `after`).
+    let tick = |at: Instant, after: bool| {
+        let since = at.saturating_duration_since(start).as_nanos();
+        let ticks = since / period.as_nanos();
+        let ticks = ticks + u128::from(after || !since.is_multiple_of(period.as_nanos()));
+        start + period * u32::try_from(ticks).unwrap_or(u32::MAX)
+    };
+    let due_second = Duration::from_secs(due.saturating_duration_since(start).as_secs());
+    tick(now, true).max(tick(start + due_second, false))
+}
+
 /// Events read from the store per lock.
 const BATCH: usize = 512;
 
@@ -180,6 +200,8 @@ impl Watch {
         let started = Instant::now();
         let deadline = started + timeout;
         let interval = self.ctx.serve.bookmark_interval;
+        let timer = self.ctx.serve.bookmark_dispatch;
+        let mut scheduled = started;
         let mut next =
             next_bookmark(started, deadline, interval).filter(|_| self.params.allow_bookmarks);
         let mut position = match start {
@@ -233,9 +255,10 @@ impl Watch {
             self.out.flush().await?;
             tokio::select! {
                 changed = revisions.changed() => if changed.is_err() { return Ok(()) },
-                () = sleep_until(next.unwrap_or(deadline)), if next.is_some() => {
+                () = sleep_until(next.map_or(deadline, |due| dispatched(due, scheduled, timer))), if next.is_some() => {
                     self.out.bookmark(position, false).await?;
-                    next = next_bookmark(Instant::now(), deadline, interval);
+                    scheduled = Instant::now();
+                    next = next_bookmark(scheduled, deadline, interval);
                 }
                 _ = sleep_until(deadline) => return self.out.flush().await,
                 _ = cuts.changed() => return self.out.cut().await,
@@ -428,6 +451,24 @@ impl Output {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn with_a_dispatch_timer_a_bookmark_goes_at_the_first_tick_in_or_after_its_second() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let timer = Some((start, Duration::from_secs(1)));
+        // Due at 3.7 s, scheduled at 0.7 s: the tick at 3 s, early.
+        assert_eq!(dispatched(at(3_700), at(700), timer), at(3_000));
+        // Due within the second it was scheduled in: the next tick, late.
+        assert_eq!(dispatched(at(2_400), at(2_100), timer), at(3_000));
+        assert_eq!(dispatched(at(2_000), at(2_000), timer), at(3_000));
+        // Without a timer: when due.
+        assert_eq!(dispatched(at(3_700), at(700), None), at(3_700));
+        // A timer of 250 ms: the first tick at or after 3 s.
+        let quarter = Some((start, Duration::from_millis(250)));
+        assert_eq!(dispatched(at(3_700), at(700), quarter), at(3_000));
+        assert_eq!(dispatched(at(3_700), at(3_100), quarter), at(3_250));
+    }
 
     /// The due times of every bookmark of a watch of `timeout`.
     fn schedule(timeout: Duration, interval: Duration) -> Vec<Duration> {
