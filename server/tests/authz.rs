@@ -627,3 +627,39 @@ async fn percent_encoded_paths_and_watch_paths_are_authorized_as_the_api_server_
     }
     assert!(seen.contains(&200) && seen.contains(&403), "{seen:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_who_may_not_read_gets_403_whatever_it_accepts() {
+    let served = served(AuthSettings::default()).await;
+    // Recorded: eve lists pods with `Accept: text/html`; kube-apiserver
+    // authorizes before it negotiates, and writes the 403 as indented JSON.
+    let edges = kubecache_testkit::golden::json("edges/manifest.json");
+    let case = edges
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|case| case["id"] == "req-accept-html-eve")
+        .expect("the recorded case");
+    let path = case["path"].as_str().unwrap();
+    let request = http::Request::get(path)
+        .header("authorization", "Bearer eve-token")
+        .header("accept", "text/html")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let (code, body) = common::send(&served.url, request).await;
+    assert_eq!(code, case["status"].as_u64().unwrap() as u16);
+    let want =
+        kubecache_testkit::golden::read(&format!("edges/{}", case["body_file"].as_str().unwrap()));
+    assert_eq!(
+        String::from_utf8_lossy(&body),
+        String::from_utf8_lossy(&want),
+        "the API server's bytes"
+    );
+    // A caller who may read is told what is acceptable.
+    let request = http::Request::get(path)
+        .header("authorization", "Bearer alice-token")
+        .header("accept", "text/html")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    assert_eq!(common::send(&served.url, request).await.0, 406);
+}

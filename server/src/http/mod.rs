@@ -264,7 +264,10 @@ enum Answer {
 }
 
 /// A read of a cache: authorized on the very parameters it is served
-/// with, then served once the client's own writes are in.
+/// with, then served once the client's own writes are in. Authorization
+/// comes first, as in kube-apiserver, whose filters authorize before its
+/// handlers negotiate or parse: a caller who may not read gets 403 for
+/// any `Accept`.
 async fn from_cache(
     shared: &Shared,
     read: CacheRead,
@@ -278,7 +281,6 @@ async fn from_cache(
         rendering,
         ..
     } = read;
-    let rendering = rendering?;
     let attributes = match &what {
         What::Get { name, .. } => Attributes::read(
             &cache.resource,
@@ -299,6 +301,7 @@ async fn from_cache(
         }
     };
     let user = shared.authorize(credential, attributes).await?;
+    let rendering = rendering?;
     let peer = parts
         .extensions
         .get::<ConnectInfo<SocketAddr>>()

@@ -12,9 +12,9 @@
 //!
 //! The decision parses what a read needs once: its path, its query
 //! parameters and its `Accept` header. Errors are kept in the value and
-//! answered where kube-apiserver answers them: a 406 before authorization
-//! (its negotiation runs first), malformed parameters after (its request
-//! info reads them leniently and its handler refuses them).
+//! answered where kube-apiserver answers them: after authorization (its
+//! filters authorize before its handler negotiates and parses; its request
+//! info reads parameters leniently).
 
 use std::sync::Arc;
 
@@ -401,7 +401,7 @@ mod tests {
             What::Get { ref name, resource_version: Ok(Some(7)) } if name == "p"
         ));
 
-        // Kept for later: a 406 is answered before authorization, a 400 after.
+        // Kept for later: answered after authorization.
         let read = cache_read(&caches, "/api/v1/pods?limit=ten", Some("text/html"));
         assert_eq!(read.what.read(), Read::List);
         assert_eq!(read.rendering.unwrap_err().code, 406);
