@@ -1,15 +1,15 @@
 //! JSON written as Go's `encoding/json` writes it, which is what
-//! kube-apiserver's answers are made of: `<`, `>` and `&` escaped as
-//! `\u003c`, `\u003e`, `\u0026`, U+2028 and U+2029 escaped, control
-//! characters as `\u00XX` but for `\n`, `\r` and `\t` (Go 1.21), object keys
-//! in the order given (the callers follow the Go structs' field order).
+//! kube-apiserver's answers are made of: strings escaped by
+//! [`go_json`], object keys in the order given (the callers follow the Go
+//! structs' field order).
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+use kubecache_wire::go_json;
 use serde_json::Value;
 
 /// A JSON text being written.
 #[derive(Default)]
-pub(super) struct Json(BytesMut);
+pub(super) struct Json(Vec<u8>);
 
 impl Json {
     /// Text already in JSON.
@@ -24,28 +24,7 @@ impl Json {
 
     /// A string, quoted and escaped.
     pub fn string(&mut self, text: &str) {
-        let out = &mut self.0;
-        out.extend_from_slice(b"\"");
-        let mut start = 0;
-        for (at, c) in text.char_indices() {
-            let escaped: Option<&str> = match c {
-                '"' => Some("\\\""),
-                '\\' => Some("\\\\"),
-                '\n' => Some("\\n"),
-                '\r' => Some("\\r"),
-                '\t' => Some("\\t"),
-                '<' | '>' | '&' | '\u{2028}' | '\u{2029}' | '\0'..='\u{1f}' => None,
-                _ => continue,
-            };
-            out.extend_from_slice(&text.as_bytes()[start..at]);
-            match escaped {
-                Some(escaped) => out.extend_from_slice(escaped.as_bytes()),
-                None => out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes()),
-            }
-            start = at + c.len_utf8();
-        }
-        out.extend_from_slice(&text.as_bytes()[start..]);
-        out.extend_from_slice(b"\"");
+        go_json::write_string(&mut self.0, text.as_bytes());
     }
 
     /// Any value; object keys in their order in `value`.
@@ -82,7 +61,7 @@ impl Json {
 
     /// The text written.
     pub fn into_bytes(self) -> Bytes {
-        self.0.freeze()
+        Bytes::from(self.0)
     }
 }
 
