@@ -54,19 +54,22 @@ fn write_value(out: &mut String, value: &Value) {
 fn write_str(out: &mut String, s: &str) {
     out.push('"');
     for c in s.chars() {
-        match c {
-            '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
-            }
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
+        let short = match c {
+            '"' => "\\\"",
+            '\\' => "\\\\",
+            '\n' => "\\n",
+            '\r' => "\\r",
+            '\t' => "\\t",
             '\0'..='\x1f' | '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
                 let _ = write!(out, "\\u{:04x}", u32::from(c));
+                continue;
             }
-            _ => out.push(c),
-        }
+            _ => {
+                out.push(c);
+                continue;
+            }
+        };
+        out.push_str(short);
     }
     out.push('"');
 }

@@ -129,18 +129,16 @@ impl Formatter for GoFormatter {
     }
 }
 
-/// `value` as compact JSON, its strings escaped as Go escapes them.
+/// Appends `value` as compact JSON, its strings escaped as Go escapes them.
 ///
 /// # Errors
 ///
 /// What serde_json refuses (a map with non-string keys).
-pub fn to_vec(value: &impl Serialize) -> serde_json::Result<Vec<u8>> {
-    let mut out = Vec::new();
+pub fn write(out: &mut Vec<u8>, value: &impl Serialize) -> serde_json::Result<()> {
     value.serialize(&mut serde_json::Serializer::with_formatter(
-        &mut out,
+        out,
         GoFormatter,
-    ))?;
-    Ok(out)
+    ))
 }
 
 #[cfg(test)]
@@ -204,9 +202,11 @@ mod tests {
     #[test]
     fn serialized_values_escape_strings_and_keys_as_go() {
         let value = serde_json::json!({"a<": ["<&>\u{8}\u{c}\u{2028}\n", 1, null]});
+        let mut out = b"x".to_vec();
+        write(&mut out, &value).unwrap();
         assert_eq!(
-            String::from_utf8(to_vec(&value).unwrap()).unwrap(),
-            r#"{"a\u003c":["\u003c\u0026\u003e\u0008\u000c\u2028\n",1,null]}"#
+            String::from_utf8(out).unwrap(),
+            r#"x{"a\u003c":["\u003c\u0026\u003e\u0008\u000c\u2028\n",1,null]}"#
         );
     }
 }

@@ -232,7 +232,9 @@ impl Status {
     /// The JSON body, as the API server writes it (its strings escaped as
     /// Go escapes them: a message may quote a request).
     pub fn to_json(&self) -> Vec<u8> {
-        crate::go_json::to_vec(self).expect("a Status always serializes")
+        let mut json = Vec::new();
+        crate::go_json::write(&mut json, self).expect("a Status always serializes");
+        json
     }
 
     /// The protobuf body: `k8s\0` + `runtime.Unknown` around the `Status`

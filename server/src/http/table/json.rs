@@ -27,36 +27,11 @@ impl Json {
         go_json::write_string(&mut self.0, text.as_bytes());
     }
 
-    /// Any value; object keys in their order in `value`.
+    /// Any value; object keys in their order in `value`. Numbers print as
+    /// Go prints them for the cells' types (int64, and float64's shortest
+    /// form, which serde_json shares).
     pub fn value(&mut self, value: &Value) {
-        match value {
-            Value::String(text) => self.string(text),
-            Value::Array(items) => {
-                self.raw("[");
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        self.raw(",");
-                    }
-                    self.value(item);
-                }
-                self.raw("]");
-            }
-            Value::Object(fields) => {
-                self.raw("{");
-                for (i, (key, item)) in fields.iter().enumerate() {
-                    if i > 0 {
-                        self.raw(",");
-                    }
-                    self.string(key);
-                    self.raw(":");
-                    self.value(item);
-                }
-                self.raw("}");
-            }
-            // Numbers print as Go prints them for the cells' types (int64,
-            // and float64's shortest form, which serde_json shares).
-            other => self.raw(&other.to_string()),
-        }
+        go_json::write(&mut self.0, value).expect("a JSON value serializes");
     }
 
     /// The text written.
