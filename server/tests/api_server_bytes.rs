@@ -10,7 +10,7 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{Setup, WatchLines, get, serve};
+use common::{Served, Setup, WatchLines, get, serve};
 use kubecache_loadtest::sim::SimConfig;
 use kubecache_reflector::upstream::{ApiResource, RequestEncoding};
 use kubecache_wire::Transform;
@@ -33,6 +33,38 @@ fn collections() -> Vec<(&'static str, ApiResource)> {
             common::resource("example.com", "widgets", "Widget", true),
         ),
     ]
+}
+
+/// kubecache over `wire` in front of a sim, caching [`collections`] with
+/// managedFields kept.
+async fn serve_collections(wire: RequestEncoding) -> Served {
+    serve(Setup {
+        sim: SimConfig {
+            pods: 300,
+            configmaps: 60,
+            namespaces: 8,
+            widgets: 40,
+            ..SimConfig::default()
+        },
+        resources: collections().into_iter().map(|(_, r)| r).collect(),
+        wire,
+        transform: Transform::keep_everything(),
+        ..Setup::default()
+    })
+    .await
+}
+
+/// A get of `path` from kubecache answers the sim's bytes.
+async fn assert_same_get(served: &Served, path: &str, wire: RequestEncoding) {
+    let (_, want) = get(served.sim.url(), path).await;
+    let (code, ours) = get(&served.url, path).await;
+    assert_eq!(code, 200, "{path}");
+    assert!(
+        ours.trim_ascii_end() == want.trim_ascii_end(),
+        "{wire} {path}:\n{}\n{}",
+        String::from_utf8_lossy(&ours),
+        String::from_utf8_lossy(&want)
+    );
 }
 
 /// The items of a list body, each as the bytes it was written with.
@@ -58,20 +90,7 @@ async fn first_watched_object(base: &str, collection: &str, rv: u64) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn served_objects_are_the_api_servers_bytes_over_either_wire() {
     for wire in [RequestEncoding::Json, RequestEncoding::Auto] {
-        let served = serve(Setup {
-            sim: SimConfig {
-                pods: 300,
-                configmaps: 60,
-                namespaces: 8,
-                widgets: 40,
-                ..SimConfig::default()
-            },
-            resources: collections().into_iter().map(|(_, r)| r).collect(),
-            wire,
-            transform: Transform::keep_everything(),
-            ..Setup::default()
-        })
-        .await;
+        let served = serve_collections(wire).await;
         let sim = served.sim.url().to_string();
         for (collection, _) in collections() {
             let (code, want) = get(&sim, collection).await;
@@ -97,15 +116,7 @@ async fn served_objects_are_the_api_servers_bytes_over_either_wire() {
                 }
                 None => format!("{collection}/{}", meta["name"].as_str().unwrap()),
             };
-            let (_, want) = get(&sim, &path).await;
-            let (code, ours) = get(&served.url, &path).await;
-            assert_eq!(code, 200, "{path}");
-            assert!(
-                ours.trim_ascii_end() == want.trim_ascii_end(),
-                "{wire} {path}:\n{}\n{}",
-                String::from_utf8_lossy(&ours),
-                String::from_utf8_lossy(&want)
-            );
+            assert_same_get(&served, &path, wire).await;
         }
         // A watch event's object, for a pod created after the caches synced.
         let rv = common::resource_version(&served.url, "/api/v1/pods").await;
@@ -113,5 +124,50 @@ async fn served_objects_are_the_api_servers_bytes_over_either_wire() {
         let want = first_watched_object(&sim, "/api/v1/pods", rv).await;
         let ours = first_watched_object(&served.url, "/api/v1/pods", rv).await;
         assert!(ours == want, "{wire} watch:\n{ours}\n{want}");
+    }
+}
+
+/// Strings Go's `encoding/json` escapes, written by the sim as Go writes
+/// them (`\u003c\u0026\u003e`, `\u2028`, `\u0008`; non-ASCII as it is), are
+/// kubecache's bytes too: a pod read over protobuf (transcoded) and over
+/// JSON, and a custom resource over JSON, in a watch event and in a get
+/// from the cache (`resourceVersion=0`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strings_go_escapes_are_the_api_servers_bytes_over_either_wire() {
+    use kubecache_loadtest::sim::resources::ids;
+    let annotations = serde_json::json!({
+        "a": "<&>",
+        "b": "\u{2028}\u{2029} \u{8}\u{c}\u{1} é日本🙂 \"\\\n\t",
+    });
+    let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "escaped", "namespace": "escaping", "annotations": annotations},
+        "spec": {"containers": [{"name": "c", "image": "nginx", "args": ["a<b", "c&&d"]}]}});
+    let widget = serde_json::json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "escaped", "namespace": "escaping", "annotations": annotations},
+        "spec": {"size": 1, "color": "<red & blue>"}});
+    for wire in [RequestEncoding::Json, RequestEncoding::Auto] {
+        let served = serve_collections(wire).await;
+        let sim = served.sim.url().to_string();
+        let rv = common::resource_version(&served.url, "/api/v1/pods").await;
+        served.sim.seed(ids::PODS, [pod.clone()]).unwrap();
+        served.sim.seed(ids::WIDGETS, [widget.clone()]).unwrap();
+        for (collection, path) in [
+            ("/api/v1/pods", "/api/v1/namespaces/escaping/pods/escaped"),
+            (
+                "/apis/example.com/v1/widgets",
+                "/apis/example.com/v1/namespaces/escaping/widgets/escaped",
+            ),
+        ] {
+            let want = first_watched_object(&sim, collection, rv).await;
+            assert!(
+                want.contains(r#""a":"\u003c\u0026\u003e","b":"\u2028\u2029 \u0008\u000c\u0001 é日本🙂 \"\\\n\t""#),
+                "the sim writes Go's bytes: {want}"
+            );
+            let ours = first_watched_object(&served.url, collection, rv).await;
+            assert!(ours == want, "{wire} watch {collection}:\n{ours}\n{want}");
+            // The watch event was served: the cache has the object.
+            let path = format!("{path}?resourceVersion=0");
+            assert_same_get(&served, &path, wire).await;
+        }
     }
 }

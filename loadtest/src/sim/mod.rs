@@ -20,6 +20,7 @@ pub mod counters;
 pub mod data;
 mod encoding;
 pub mod faults;
+mod go_json;
 mod http;
 mod object;
 mod patch;

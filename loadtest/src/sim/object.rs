@@ -226,14 +226,14 @@ fn serialize(resource: &Resource, object: Value) -> (Bytes, usize) {
         typed.insert("kind".into(), Value::from(resource.kind));
         typed.extend(map);
         let sorted = sorted_keys(Value::Object(typed));
-        let json = serde_json::to_vec(&sorted).expect("JSON values serialize");
+        let json = super::go_json::to_vec(&sorted);
         return (Bytes::from(json), 0);
     }
     let mut ordered = Map::with_capacity(map.len() + 2);
     ordered.insert("kind".into(), Value::from(resource.kind));
     ordered.insert("apiVersion".into(), Value::from(resource.api_version()));
     ordered.extend(map);
-    let json = serde_json::to_vec(&Value::Object(ordered)).expect("JSON values serialize");
+    let json = super::go_json::to_vec(&Value::Object(ordered));
     // `{"kind":"Pod","apiVersion":"v1",` — the strings need no escaping.
     let type_meta_len =
         r#"{"kind":"","apiVersion":"","#.len() + resource.kind.len() + resource.api_version().len();

@@ -9,6 +9,7 @@
 
 mod decode;
 mod encodings;
+pub mod go_json;
 pub mod list_options;
 pub mod media;
 mod object;

@@ -229,9 +229,12 @@ impl Status {
         Self::failure(500, "InternalError", message)
     }
 
-    /// The JSON body, as the API server writes it.
+    /// The JSON body, as the API server writes it (its strings escaped as
+    /// Go escapes them: a message may quote a request).
     pub fn to_json(&self) -> Vec<u8> {
-        serde_json::to_vec(self).expect("a Status always serializes")
+        let mut json = Vec::new();
+        crate::go_json::write(&mut json, self).expect("a Status always serializes");
+        json
     }
 
     /// The protobuf body: `k8s\0` + `runtime.Unknown` around the `Status`
@@ -265,6 +268,16 @@ mod tests {
         assert_eq!(
             String::from_utf8(body).unwrap(),
             String::from_utf8(recorded).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_message_quoting_a_request_is_escaped_as_go_escapes_it() {
+        let body = Status::bad_request("unable to parse requirement: \"a<b&c\"\u{8}").to_json();
+        assert!(
+            String::from_utf8(body)
+                .unwrap()
+                .contains(r#""message":"unable to parse requirement: \"a\u003cb\u0026c\"\u0008","#)
         );
     }
 

@@ -349,7 +349,7 @@ fn details(group: &str, plural: &str, deleted: &StoredObject) -> Value {
 /// A Status given as JSON (one with fields `kubecache_wire::Status` does
 /// not have, such as `details.uid`), in an encoding.
 fn encode_status(status: &Value, wire: Wire) -> Result<Vec<u8>, Status> {
-    let json = serde_json::to_vec(status).map_err(|e| Status::internal(e.to_string()))?;
+    let json = crate::sim::go_json::to_vec(status);
     match wire {
         Wire::Json => Ok(json),
         Wire::Protobuf => {

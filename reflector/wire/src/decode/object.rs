@@ -10,6 +10,7 @@ use bytes::Bytes;
 use super::DecodeError;
 use super::scan::{Key, Scanner, Span, unescape};
 use super::transform::{Plan, Role, Transform};
+use crate::go_json::write_string;
 use crate::{CachedObject, ObjectKey};
 
 /// Decodes one object (a list item or a watch event's `object`) into the form
@@ -200,9 +201,9 @@ fn decode(
     out.push(b'{');
     if builtin {
         out.extend_from_slice(b"\"kind\":");
-        write_string(&mut out, kind);
+        write_string(&mut out, kind.as_bytes());
         out.extend_from_slice(b",\"apiVersion\":");
-        write_string(&mut out, api_version);
+        write_string(&mut out, api_version.as_bytes());
     }
     let type_meta_end = out.len();
 
@@ -545,16 +546,4 @@ fn sort_last_wins<K: Ord, V>(entries: &mut Vec<(K, V)>) {
             false
         }
     });
-}
-
-/// `s` as a JSON string.
-fn write_string(out: &mut Vec<u8>, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-    } else {
-        // Writing to a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut *out, s);
-    }
 }

@@ -28,6 +28,7 @@ use super::error::{ProtoError, Seg};
 use super::schema::MESSAGES;
 use super::text;
 use super::wire::{Fields, WireValue, read_varint};
+use crate::go_json::write_string;
 
 /// Nesting deeper than this is refused (Kubernetes objects nest about 10 deep).
 const MAX_DEPTH: usize = 100;
@@ -65,11 +66,6 @@ struct Decoder<'o, 'a> {
     /// Entries of the messages being written, outermost first.
     scratch: Vec<(u16, WireValue<'a>)>,
     depth: usize,
-}
-
-fn push_str(out: &mut Vec<u8>, s: &str) {
-    // Writing to a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, s);
 }
 
 fn push_int(out: &mut Vec<u8>, v: i64) {
@@ -127,9 +123,9 @@ impl<'a> Decoder<'_, 'a> {
         let mut first = true;
         if let Some(tm) = type_meta {
             self.out.extend_from_slice(b"\"kind\":");
-            push_str(self.out, tm.kind);
+            write_string(self.out, tm.kind.as_bytes());
             self.out.extend_from_slice(b",\"apiVersion\":");
-            push_str(self.out, tm.api_version);
+            write_string(self.out, tm.api_version.as_bytes());
             first = false;
         }
         self.fields(msg, data, &mut first)?;
@@ -402,13 +398,14 @@ impl<'a> Decoder<'_, 'a> {
         }
     }
 
-    /// One map entry: (key, value), value absent means the zero value.
-    fn entry(data: &'a [u8]) -> Result<(&'a str, Option<WireValue<'a>>), ProtoError> {
-        let mut key = "";
+    /// One map entry: (key, value), value absent means the zero value. The
+    /// key is a Go string: any bytes.
+    fn entry(data: &'a [u8]) -> Result<(&'a [u8], Option<WireValue<'a>>), ProtoError> {
+        let mut key: &[u8] = b"";
         let mut value = None;
         for item in Fields::new(data) {
             match item.map_err(ProtoError::malformed)? {
-                (1, WireValue::Len(k)) => key = utf8(k)?,
+                (1, WireValue::Len(k)) => key = k,
                 (2, v) => value = Some(v),
                 (tag, v) => {
                     return Err(ProtoError::malformed(format!(
@@ -431,7 +428,7 @@ impl<'a> Decoder<'_, 'a> {
         };
         // Go writes map entries sorted by key; anything else is sorted here.
         let mut in_order = true;
-        let mut prev: Option<&str> = None;
+        let mut prev: Option<&[u8]> = None;
         for k in i..j {
             let (key, _) = entry(self.scratch[k].1)?;
             if prev.is_some_and(|p| p >= key) {
@@ -440,7 +437,7 @@ impl<'a> Decoder<'_, 'a> {
             }
             prev = Some(key);
         }
-        let mut entries: Vec<(&'a str, Option<WireValue<'a>>)> = Vec::new();
+        let mut entries: Vec<(&'a [u8], Option<WireValue<'a>>)> = Vec::new();
         if !in_order {
             for k in i..j {
                 entries.push(entry(self.scratch[k].1)?);
@@ -470,13 +467,13 @@ impl<'a> Decoder<'_, 'a> {
         &mut self,
         kind: Kind,
         comma: bool,
-        key: &str,
+        key: &[u8],
         value: Option<WireValue<'a>>,
     ) -> Result<(), ProtoError> {
         if comma {
             self.out.push(b',');
         }
-        push_str(self.out, key);
+        write_string(self.out, key);
         self.out.push(b':');
         let value = match value {
             Some(v) => v,
@@ -486,7 +483,8 @@ impl<'a> Decoder<'_, 'a> {
                 Kind::Str | Kind::Bytes | Kind::Msg(_) => WireValue::Len(&[]),
             },
         };
-        self.value(kind, value).map_err(|e| e.within(Seg::Key(key)))
+        self.value(kind, value)
+            .map_err(|e| e.within(Seg::Key(&String::from_utf8_lossy(key))))
     }
 
     /// Writes one value of `kind`.
@@ -515,7 +513,7 @@ impl<'a> Decoder<'_, 'a> {
                 Ok(())
             }
             (Kind::Str, WireValue::Len(b)) => {
-                push_str(out, utf8(b)?);
+                write_string(out, b);
                 Ok(())
             }
             (Kind::Bytes, WireValue::Len(b)) => {
@@ -546,7 +544,7 @@ impl<'a> Decoder<'_, 'a> {
     fn special(&mut self, msg: &'static Message, data: &'a [u8]) -> Result<(), ProtoError> {
         // Fields 1..=3 of these small messages (last occurrence wins).
         let mut f: [Option<WireValue<'a>>; 4] = [None; 4];
-        let mut items: Vec<&'a str> = Vec::new();
+        let mut items: Vec<&'a [u8]> = Vec::new();
         for item in Fields::new(data) {
             let (tag, value) = item.map_err(ProtoError::malformed)?;
             if !(1..=3).contains(&tag) || msg.field_pos_by_tag(tag).is_none() {
@@ -558,7 +556,7 @@ impl<'a> Decoder<'_, 'a> {
             }
             if msg.special == Special::StringList {
                 match value {
-                    WireValue::Len(b) => items.push(utf8(b)?),
+                    WireValue::Len(b) => items.push(b),
                     other => return Err(wire_mismatch(Kind::Str, &other)),
                 }
             }
@@ -611,12 +609,12 @@ impl<'a> Decoder<'_, 'a> {
             }
             Special::Duration => {
                 let ns = varint(f[1])? as i64;
-                push_str(out, &text::format_go_duration(ns));
+                write_string(out, text::format_go_duration(ns).as_bytes());
                 Ok(())
             }
             Special::Quantity => {
                 match bytes(f[1])? {
-                    Some(b) if !b.is_empty() => push_str(out, utf8(b)?),
+                    Some(b) if !b.is_empty() => write_string(out, utf8(b)?.as_bytes()),
                     // Go's zero Quantity is written as "0".
                     _ => out.extend_from_slice(b"\"0\""),
                 }
@@ -624,7 +622,7 @@ impl<'a> Decoder<'_, 'a> {
             }
             Special::IntOrString => {
                 if varint(f[1])? == 1 {
-                    push_str(out, utf8(bytes(f[3])?.unwrap_or_default())?);
+                    write_string(out, bytes(f[3])?.unwrap_or_default());
                 } else {
                     push_int(out, i64::from(varint(f[2])? as i32));
                 }
@@ -651,7 +649,7 @@ impl<'a> Decoder<'_, 'a> {
                     if n > 0 {
                         out.push(b',');
                     }
-                    push_str(out, s);
+                    write_string(out, s);
                 }
                 out.push(b']');
                 Ok(())

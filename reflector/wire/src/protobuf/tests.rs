@@ -322,6 +322,24 @@ fn bookmark_round_trips_and_keeps_kind_first() {
 }
 
 #[test]
+fn strings_that_are_not_utf8_are_written_as_go_writes_them() {
+    // Go's protobuf unmarshalling keeps a string's bytes unchecked, and its
+    // JSON writes each byte that starts no UTF-8 sequence as U+FFFD: in a
+    // string field, a map key and a map value.
+    let json = br#"{"metadata":{"name":"XX","annotations":{"XYk":"XYv"},"finalizers":["XY"]}}"#;
+    let mut proto = json_to_proto(ty("v1", "ConfigMap"), json).unwrap();
+    for (from, to) in [(b"XX", [0xe2, 0x80]), (b"XY", [0xff, b'Y'])] {
+        while let Some(at) = proto.windows(2).position(|w| w == from) {
+            proto[at..at + 2].copy_from_slice(&to);
+        }
+    }
+    assert_eq!(
+        String::from_utf8(proto_to_json(ty("v1", "ConfigMap"), &proto).unwrap()).unwrap(),
+        r#"{"metadata":{"name":"\ufffd\ufffd","creationTimestamp":null,"annotations":{"\ufffdYk":"\ufffdYv"},"finalizers":["\ufffdY"]}}"#
+    );
+}
+
+#[test]
 fn special_types_transcode_like_go() {
     // MicroTime and an IntOrString-free core Event.
     let event = r#"{"metadata":{"name":"e","namespace":"shop"},"involvedObject":{"kind":"Pod","name":"web"},

@@ -1,15 +1,15 @@
 //! JSON written as Go's `encoding/json` writes it, which is what
-//! kube-apiserver's answers are made of: `<`, `>` and `&` escaped as
-//! `\u003c`, `\u003e`, `\u0026`, U+2028 and U+2029 escaped, control
-//! characters as `\u00XX` but for `\n`, `\r` and `\t` (Go 1.21), object keys
-//! in the order given (the callers follow the Go structs' field order).
+//! kube-apiserver's answers are made of: strings escaped by
+//! [`go_json`], object keys in the order given (the callers follow the Go
+//! structs' field order).
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+use kubecache_wire::go_json;
 use serde_json::Value;
 
 /// A JSON text being written.
 #[derive(Default)]
-pub(super) struct Json(BytesMut);
+pub(super) struct Json(Vec<u8>);
 
 impl Json {
     /// Text already in JSON.
@@ -24,65 +24,19 @@ impl Json {
 
     /// A string, quoted and escaped.
     pub fn string(&mut self, text: &str) {
-        let out = &mut self.0;
-        out.extend_from_slice(b"\"");
-        let mut start = 0;
-        for (at, c) in text.char_indices() {
-            let escaped: Option<&str> = match c {
-                '"' => Some("\\\""),
-                '\\' => Some("\\\\"),
-                '\n' => Some("\\n"),
-                '\r' => Some("\\r"),
-                '\t' => Some("\\t"),
-                '<' | '>' | '&' | '\u{2028}' | '\u{2029}' | '\0'..='\u{1f}' => None,
-                _ => continue,
-            };
-            out.extend_from_slice(&text.as_bytes()[start..at]);
-            match escaped {
-                Some(escaped) => out.extend_from_slice(escaped.as_bytes()),
-                None => out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes()),
-            }
-            start = at + c.len_utf8();
-        }
-        out.extend_from_slice(&text.as_bytes()[start..]);
-        out.extend_from_slice(b"\"");
+        go_json::write_string(&mut self.0, text.as_bytes());
     }
 
-    /// Any value; object keys in their order in `value`.
+    /// Any value; object keys in their order in `value`. Numbers print as
+    /// Go prints them for the cells' types (int64, and float64's shortest
+    /// form, which serde_json shares).
     pub fn value(&mut self, value: &Value) {
-        match value {
-            Value::String(text) => self.string(text),
-            Value::Array(items) => {
-                self.raw("[");
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        self.raw(",");
-                    }
-                    self.value(item);
-                }
-                self.raw("]");
-            }
-            Value::Object(fields) => {
-                self.raw("{");
-                for (i, (key, item)) in fields.iter().enumerate() {
-                    if i > 0 {
-                        self.raw(",");
-                    }
-                    self.string(key);
-                    self.raw(":");
-                    self.value(item);
-                }
-                self.raw("}");
-            }
-            // Numbers print as Go prints them for the cells' types (int64,
-            // and float64's shortest form, which serde_json shares).
-            other => self.raw(&other.to_string()),
-        }
+        go_json::write(&mut self.0, value).expect("a JSON value serializes");
     }
 
     /// The text written.
     pub fn into_bytes(self) -> Bytes {
-        self.0.freeze()
+        Bytes::from(self.0)
     }
 }
 

@@ -1,0 +1,212 @@
+//! JSON strings as kube-apiserver writes them: Go's `encoding/json` with
+//! `escapeHTML` (a `json.Encoder`'s default), as Go 1.20 and 1.21 build
+//! Kubernetes 1.28:
+//! - `"` and `\` as `\"` and `\\`; `\n`, `\r` and `\t` as they are named;
+//! - every other byte below 0x20, and `<`, `>`, `&`, as `\u00XX` with
+//!   lowercase hex (`\u0008`, `\u000c`, `\u003c`);
+//! - U+2028 and U+2029 as `\u2028` and `\u2029`;
+//! - a byte that starts no valid UTF-8 sequence as `\ufffd` (Go strings may
+//!   hold any bytes: protobuf strings are not checked);
+//! - anything else (DEL, other non-ASCII) as it is.
+//!
+//! serde_json writes `<`, `>`, `&`, U+2028 and U+2029 as they are, and 0x08
+//! and 0x0C as `\b` and `\f`: [`GoFormatter`] makes it write Go's bytes.
+
+use std::io;
+
+use serde::Serialize;
+use serde_json::ser::{CharEscape, Formatter};
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// The bytes copied as they are: printable ASCII but `"`, `\`, `<`, `>`, `&`.
+static PLAIN: [bool; 256] = {
+    let mut plain = [false; 256];
+    let mut b = 0x20;
+    while b < 0x80 {
+        plain[b] = !matches!(b as u8, b'"' | b'\\' | b'<' | b'>' | b'&');
+        b += 1;
+    }
+    plain
+};
+
+/// Appends `s` as a quoted JSON string.
+pub fn write_string(out: &mut Vec<u8>, s: &[u8]) {
+    out.reserve(s.len() + 2);
+    out.push(b'"');
+    escape(out, s);
+    out.push(b'"');
+}
+
+/// Appends the escaped contents of `s`, without quotes. Runs of plain
+/// bytes are copied whole.
+pub fn escape(out: &mut Vec<u8>, s: &[u8]) {
+    let mut start = 0;
+    let mut i = 0;
+    while i < s.len() {
+        let b = s[i];
+        if PLAIN[usize::from(b)] {
+            i += 1;
+            continue;
+        }
+        let control = [
+            b'\\',
+            b'u',
+            b'0',
+            b'0',
+            HEX[usize::from(b >> 4)],
+            HEX[usize::from(b & 0xf)],
+        ];
+        let (escaped, len): (&[u8], usize) = match b {
+            b'"' => (br#"\""#, 1),
+            b'\\' => (br"\\", 1),
+            b'\n' => (br"\n", 1),
+            b'\r' => (br"\r", 1),
+            b'\t' => (br"\t", 1),
+            0..0x80 => (&control, 1),
+            _ => match utf8_len(&s[i..]) {
+                0 => (br"\ufffd", 1),
+                3 if s[i..i + 3] == *"\u{2028}".as_bytes() => (br"\u2028", 3),
+                3 if s[i..i + 3] == *"\u{2029}".as_bytes() => (br"\u2029", 3),
+                n => {
+                    i += n;
+                    continue;
+                }
+            },
+        };
+        out.extend_from_slice(&s[start..i]);
+        out.extend_from_slice(escaped);
+        i += len;
+        start = i;
+    }
+    out.extend_from_slice(&s[start..]);
+}
+
+/// The length of the UTF-8 sequence `s` starts with; 0 when it starts with
+/// none (where Go's `utf8.DecodeRune` gives `RuneError` of size 1).
+fn utf8_len(s: &[u8]) -> usize {
+    s[..s.len().min(4)]
+        .utf8_chunks()
+        .next()
+        .and_then(|chunk| chunk.valid().chars().next())
+        .map_or(0, char::len_utf8)
+}
+
+/// serde_json's compact form with strings escaped as Go escapes them: with
+/// keys in the Go struct's order, `json.Marshal`'s bytes.
+pub struct GoFormatter;
+
+impl Formatter for GoFormatter {
+    fn write_string_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        let mut out = Vec::with_capacity(fragment.len());
+        escape(&mut out, fragment.as_bytes());
+        writer.write_all(&out)
+    }
+
+    fn write_char_escape<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        char_escape: CharEscape,
+    ) -> io::Result<()> {
+        let byte = match char_escape {
+            CharEscape::Quote => b'"',
+            CharEscape::ReverseSolidus => b'\\',
+            CharEscape::Solidus => b'/',
+            CharEscape::Backspace => 0x08,
+            CharEscape::FormFeed => 0x0c,
+            CharEscape::LineFeed => b'\n',
+            CharEscape::CarriageReturn => b'\r',
+            CharEscape::Tab => b'\t',
+            CharEscape::AsciiControl(byte) => byte,
+        };
+        let mut out = Vec::with_capacity(6);
+        escape(&mut out, &[byte]);
+        writer.write_all(&out)
+    }
+}
+
+/// Appends `value` as compact JSON, its strings escaped as Go escapes them.
+///
+/// # Errors
+///
+/// What serde_json refuses (a map with non-string keys).
+pub fn write(out: &mut Vec<u8>, value: &impl Serialize) -> serde_json::Result<()> {
+    value.serialize(&mut serde_json::Serializer::with_formatter(
+        out,
+        GoFormatter,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn go(s: &[u8]) -> String {
+        let mut out = Vec::new();
+        write_string(&mut out, s);
+        String::from_utf8(out).unwrap()
+    }
+
+    // Expected values are what Go 1.21's `json.Marshal` writes.
+
+    #[test]
+    fn html_characters_are_escaped_in_lowercase_hex() {
+        assert_eq!(go(b"<&>"), r#""\u003c\u0026\u003e""#);
+        assert_eq!(go(b"a<b>c&d"), r#""a\u003cb\u003ec\u0026d""#);
+    }
+
+    #[test]
+    fn quote_backslash_newline_return_and_tab_are_short() {
+        assert_eq!(go(b"\"\\\n\r\t"), r#""\"\\\n\r\t""#);
+    }
+
+    #[test]
+    fn other_control_characters_are_u00xx_backspace_and_form_feed_included() {
+        assert_eq!(
+            go(b"\x00\x01\x08\x0b\x0c\x1f"),
+            r#""\u0000\u0001\u0008\u000b\u000c\u001f""#
+        );
+        assert_eq!(go(b"\x7f/"), "\"\x7f/\"", "DEL and / are not escaped");
+    }
+
+    #[test]
+    fn line_and_paragraph_separators_are_escaped_other_non_ascii_is_not() {
+        assert_eq!(
+            go("é\u{2027}\u{2028}\u{2029}\u{202a}日本🙂".as_bytes()),
+            "\"é\u{2027}\\u2028\\u2029\u{202a}日本🙂\""
+        );
+    }
+
+    #[test]
+    fn each_byte_that_starts_no_utf8_sequence_is_a_replacement_character() {
+        // A lone continuation byte, a truncated sequence (two bytes, two
+        // replacements, as Go's DecodeRune reads them), an encoded
+        // surrogate, an overlong form and a truncated end.
+        assert_eq!(go(b"a\x80b"), r#""a\ufffdb""#);
+        assert_eq!(go(b"\xe2\x80x"), r#""\ufffd\ufffdx""#);
+        assert_eq!(go(b"\xed\xa0\x80"), r#""\ufffd\ufffd\ufffd""#);
+        assert_eq!(go(b"\xc0\xaf"), r#""\ufffd\ufffd""#);
+        assert_eq!(go(b"ok\xf0\x9f"), r#""ok\ufffd\ufffd""#);
+    }
+
+    #[test]
+    fn plain_strings_are_copied() {
+        assert_eq!(go(b""), r#""""#);
+        assert_eq!(go(b"nginx:1.25 app=web"), r#""nginx:1.25 app=web""#);
+    }
+
+    #[test]
+    fn serialized_values_escape_strings_and_keys_as_go() {
+        let value = serde_json::json!({"a<": ["<&>\u{8}\u{c}\u{2028}\n", 1, null]});
+        let mut out = b"x".to_vec();
+        write(&mut out, &value).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"x{"a\u003c":["\u003c\u0026\u003e\u0008\u000c\u2028\n",1,null]}"#
+        );
+    }
+}
