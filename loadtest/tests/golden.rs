@@ -447,6 +447,33 @@ async fn a_streaming_list_is_the_real_servers_added_events_then_its_end_bookmark
 }
 
 #[tokio::test(start_paused = true)]
+async fn malformed_numbers_and_a_negative_timeout_are_the_real_servers_answers_byte_for_byte() {
+    let (url, _sim) = Sim::start(SimConfig::default()).await.expect("sim starts");
+    for id in [
+        "req-timeout-uint64max-alice",
+        "req-timeout-neg-alice",
+        "req-timeout-abc-alice",
+        "req-limit-abc-alice",
+        "req-rv-abc-list-alice",
+        "req-rv-abc-get-alice",
+        "req-rv-abc-watch-alice",
+    ] {
+        let case = golden::edge(id);
+        let (code, body) = get(&url, case["path"].as_str().unwrap(), JSON).await;
+        assert_eq!(code, case["status"], "{id}");
+        assert_eq!(
+            String::from_utf8_lossy(&body),
+            String::from_utf8_lossy(&golden::edge_body(&case)),
+            "{id}"
+        );
+    }
+    let (code, body) = get(&url, "/api/v1/configmaps?limit=-1", JSON).await;
+    let list: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(code, 200, "req-limit-neg-alice");
+    assert_eq!(list["metadata"].get("continue"), None, "no limit");
+}
+
+#[tokio::test(start_paused = true)]
 async fn write_conflicts_are_the_real_servers_409s() {
     let (url, sim) = Sim::start(SimConfig::default()).await.expect("sim starts");
     let configmaps = items(&corpus_json("lists/configmaps.list.json"));

@@ -155,19 +155,94 @@ async fn repeated_query_parameters_take_the_first_value() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_resource_version_with_a_sign_is_the_api_servers_400() {
+async fn a_resource_version_with_a_sign_is_the_api_servers_500_or_etcds_400() {
     let served = serve(Setup::default()).await;
-    for path in [
-        format!("{PODS}?resourceVersion=%2B5"),
-        format!("{PODS}?resourceVersion=-5&watch=1"),
-        format!("{PODS}?resourceVersion=%205&limit=1"),
+    for (path, want_code) in [
+        (format!("{PODS}?resourceVersion=%2B5"), 500),
+        (format!("{PODS}?resourceVersion=-5&watch=1"), 500),
+        (format!("{PODS}?resourceVersion=%205&limit=1"), 400),
     ] {
-        let (want_code, want) = get(served.sim.url(), &path).await;
+        let (sim_code, want) = get(served.sim.url(), &path).await;
         let (code, got) = get(&served.url, &path).await;
-        assert_eq!((code, want_code), (400, 400), "{path}");
+        assert_eq!((code, sim_code), (want_code, want_code), "{path}");
         let status = |body: &[u8]| serde_json::from_slice::<Value>(body).unwrap();
         assert_eq!(status(&got), status(&want), "{path}");
     }
+}
+
+/// kubecache caching config maps, as the `edges/` corpus's request-edges
+/// cases ask them.
+async fn configmaps() -> common::Served {
+    serve(Setup {
+        sim: kubecache_loadtest::sim::SimConfig {
+            pods: 0,
+            configmaps: 30,
+            ..Default::default()
+        },
+        resources: vec![common::resource("", "configmaps", "ConfigMap", true)],
+        ..Setup::default()
+    })
+    .await
+}
+
+/// The recorded request-edges case `id` asked of kubecache: its status,
+/// and its body byte for byte.
+async fn answers_as_recorded(served: &common::Served, id: &str) {
+    let case = golden::edge(id);
+    let (code, body) = get(&served.url, case["path"].as_str().unwrap()).await;
+    assert_eq!(code, case["status"], "{id}");
+    assert_eq!(
+        String::from_utf8_lossy(&body),
+        String::from_utf8_lossy(&golden::edge_body(&case)),
+        "{id}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req_timeout_uint64max_alice() {
+    answers_as_recorded(&configmaps().await, "req-timeout-uint64max-alice").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req_timeout_neg_alice() {
+    answers_as_recorded(&configmaps().await, "req-timeout-neg-alice").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req_timeout_abc_alice() {
+    answers_as_recorded(&configmaps().await, "req-timeout-abc-alice").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req_limit_abc_alice() {
+    answers_as_recorded(&configmaps().await, "req-limit-abc-alice").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req_rv_abc_list_alice() {
+    answers_as_recorded(&configmaps().await, "req-rv-abc-list-alice").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req_rv_abc_get_alice() {
+    answers_as_recorded(&configmaps().await, "req-rv-abc-get-alice").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req_rv_abc_watch_alice() {
+    answers_as_recorded(&configmaps().await, "req-rv-abc-watch-alice").await;
+}
+
+/// `req-limit-neg-alice`: the whole list, with no continue token (its
+/// recorded body holds the real server's objects).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req_limit_neg_alice() {
+    let served = configmaps().await;
+    let (code, body) = get(&served.url, "/api/v1/configmaps?limit=-1").await;
+    assert_eq!(code, 200);
+    let list: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(list["metadata"].get("continue"), None);
+    assert_eq!(common::names(&list).len(), 30);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -255,7 +255,12 @@ async fn bad_requests_get_a_status_that_says_what_is_wrong() {
             "BadRequest",
             "field label not supported: spec.foo",
         ),
-        ("/api/v1/pods?limit=ten", 400, "BadRequest", "limit"),
+        (
+            "/api/v1/pods?limit=ten",
+            400,
+            "BadRequest",
+            "strconv.ParseInt: parsing \"ten\": invalid syntax",
+        ),
         (
             "/api/v1/pods?continue=garbage!",
             400,
@@ -264,6 +269,12 @@ async fn bad_requests_get_a_status_that_says_what_is_wrong() {
         ),
         (
             "/api/v1/pods?resourceVersion=abc",
+            500,
+            "",
+            "resourceVersion: Invalid value: \"abc\"",
+        ),
+        (
+            "/api/v1/pods?resourceVersion=abc&limit=5",
             400,
             "BadRequest",
             "invalid resource version",

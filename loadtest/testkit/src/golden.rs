@@ -71,6 +71,25 @@ pub fn recorded(file: &str) -> Value {
         .unwrap_or_else(|| panic!("{file} is not in the golden corpus's manifest"))
 }
 
+/// The case `id` of the edge-case corpus (`edges/`, its own README) as its
+/// `manifest.json` records it: path with query, status, body file, ...
+pub fn edge(id: &str) -> Value {
+    let Value::Array(cases) = json("edges/manifest.json") else {
+        panic!("edges/manifest.json is not an array");
+    };
+    cases
+        .into_iter()
+        .find(|case| case["id"] == id)
+        .unwrap_or_else(|| panic!("{id} is not in edges/manifest.json"))
+}
+
+/// The recorded body of an [`edge`] case; empty when it had none.
+pub fn edge_body(case: &Value) -> Vec<u8> {
+    case["body_file"]
+        .as_str()
+        .map_or_else(Vec::new, |file| read(&format!("edges/{file}")))
+}
+
 /// `bytes` gunzipped.
 pub fn gunzip(bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();

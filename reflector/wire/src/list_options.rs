@@ -5,6 +5,11 @@
 //!
 //! A parameter given twice counts once, with its first value, as
 //! kube-apiserver's query decoding reads it (Go's `url.Values.Get`).
+//! Numbers are read by Go's `strconv`, as apimachinery's query conversions
+//! read them: one that does not parse is refused with Go's own error text
+//! (`strconv.ParseInt: parsing "abc": invalid syntax`), a malformed
+//! `resourceVersion` as the storage that reads it refuses it (see
+//! [`CollectionParams::parse`]).
 
 use std::time::Duration;
 
@@ -12,6 +17,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::{Deserialize, Serialize};
 
+use crate::selector::go_quote;
 use crate::{FieldSelector, LabelSelector, Status};
 
 /// How a list or watch wants its `resourceVersion` matched.
@@ -45,7 +51,8 @@ pub struct CollectionParams {
     /// `allowWatchBookmarks`.
     pub allow_bookmarks: bool,
     /// `timeoutSeconds`; `None` when unset or 0 (the server's default, as
-    /// kube-apiserver reads 0).
+    /// kube-apiserver reads 0), zero when negative (a watch that ends at
+    /// once, as kube-apiserver's expired timer ends it).
     pub timeout: Option<Duration>,
     /// `sendInitialEvents`.
     pub send_initial_events: Option<bool>,
@@ -56,6 +63,13 @@ impl CollectionParams {
     /// fields a field selector may name is the caller's to check
     /// ([`FieldSelector::check_supported`]): kubecache's server passes a
     /// selector it cannot evaluate through to the API server.
+    ///
+    /// In kube-apiserver's order: a parameter that does not decode is 400,
+    /// a forbidden combination 422, then a `resourceVersion` that is not a
+    /// number is refused by the storage that reads it: etcd's 400 for a
+    /// list the watch cache hands to etcd (a limit, a continue token or
+    /// `Exact`), the watch cache's 500 otherwise (see
+    /// [`malformed_resource_version`]).
     pub fn parse(query: &str) -> Result<Self, Status> {
         Self::parse_with(query, false)
     }
@@ -94,10 +108,7 @@ impl CollectionParams {
                         .map_err(|e| Status::bad_request(e.to_string()))?
                 }
                 "limit" => {
-                    let limit: i64 = value.parse().map_err(|_| {
-                        Status::bad_request(format!("limit: invalid value {value:?}"))
-                    })?;
-                    params.limit = usize::try_from(limit.max(0)).unwrap_or(usize::MAX);
+                    params.limit = usize::try_from(parse_int(&value)?.max(0)).unwrap_or(usize::MAX)
                 }
                 "continue" if !value.is_empty() => {
                     params.continue_token = Some(ContinueToken::decode(&value)?)
@@ -120,24 +131,37 @@ impl CollectionParams {
                     }
                 }
                 "timeoutSeconds" => {
-                    let secs: u64 = value.parse().map_err(|_| {
-                        Status::bad_request(format!("timeoutSeconds: invalid value {value:?}"))
-                    })?;
-                    params.timeout = (secs > 0).then(|| Duration::from_secs(secs));
+                    // `time.Duration(s) * time.Second`, wrapping as Go's
+                    // multiplication does.
+                    params.timeout = match parse_int(&value)?.wrapping_mul(1_000_000_000) {
+                        0 => None,
+                        nanos => Some(Duration::from_nanos(nanos.max(0) as u64)),
+                    };
                 }
                 _ => {}
             }
         }
         params.watch |= watch_path;
-        if let Some(rv) = &raw_rv {
-            params.resource_version = Some(parse_resource_version(rv)?);
+        params.validate(raw_rv.as_deref())?;
+        if let Some(rv) = raw_rv {
+            let from_etcd = !params.watch
+                && (params.limit > 0
+                    || params.continue_token.is_some()
+                    || params.version_match == VersionMatch::Exact);
+            let rv =
+                parse_uint(&rv).map_err(|why| malformed_resource_version(&rv, why, from_etcd))?;
+            params.resource_version = Some(rv);
+            if params.continue_token.is_some() && !params.watch {
+                return Err(Status::bad_request(
+                    "specifying resource version is not allowed when using continue",
+                ));
+            }
         }
-        params.validate(raw_rv.is_some())?;
         Ok(params)
     }
 
-    /// The checks of apimachinery's `ValidateListOptions`.
-    fn validate(&self, has_rv: bool) -> Result<(), Status> {
+    /// The checks of apimachinery's `ValidateListOptions`; `rv` as given.
+    fn validate(&self, rv: Option<&str>) -> Result<(), Status> {
         if let Some(send) = self.send_initial_events {
             if !self.watch {
                 return Err(invalid(
@@ -173,7 +197,7 @@ impl CollectionParams {
                     "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
                 ));
             }
-            if !has_rv {
+            if rv.is_none() {
                 return Err(invalid(
                     "FieldValueForbidden",
                     "resourceVersionMatch",
@@ -187,18 +211,13 @@ impl CollectionParams {
                     "Forbidden: resourceVersionMatch is forbidden when continue is provided",
                 ));
             }
-            if self.version_match == VersionMatch::Exact && self.resource_version == Some(0) {
+            if self.version_match == VersionMatch::Exact && rv == Some("0") {
                 return Err(invalid(
                     "FieldValueForbidden",
                     "resourceVersionMatch",
                     "Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
                 ));
             }
-        }
-        if self.continue_token.is_some() && has_rv && !self.watch {
-            return Err(Status::bad_request(
-                "specifying resource version is not allowed when using continue",
-            ));
         }
         Ok(())
     }
@@ -227,29 +246,69 @@ pub fn first_values(
 ///
 /// # Errors
 ///
-/// 400 when it is not a number.
+/// The watch cache's 500 when it is not a number.
 pub fn resource_version(query: &str) -> Result<Option<u64>, Status> {
     first_values(query)
         .find(|(key, _)| key == "resourceVersion")
         .filter(|(_, value)| !value.is_empty())
-        .map(|(_, value)| parse_resource_version(&value))
+        .map(|(_, value)| {
+            parse_uint(&value).map_err(|why| malformed_resource_version(&value, why, false))
+        })
         .transpose()
 }
 
-/// A resourceVersion as kube-apiserver's storage reads it, Go's
-/// `strconv.ParseUint`: decimal digits only (no sign, no blanks), with its
-/// 400 worded as kube-apiserver words it.
-fn parse_resource_version(value: &str) -> Result<u64, Status> {
-    let why = if !value.bytes().all(|b| b.is_ascii_digit()) {
-        "invalid syntax"
-    } else if let Ok(rv) = value.parse() {
-        return Ok(rv);
+/// How kube-apiserver refuses a `resourceVersion` that Go's
+/// `strconv.ParseUint` refuses for `why`: its storage's `InvalidError`,
+/// which the watch cache returns as is (a 500 without a reason) and etcd's
+/// storage as a 400 (`from_etcd`: a list the watch cache hands to etcd).
+fn malformed_resource_version(value: &str, why: &str, from_etcd: bool) -> Status {
+    let quoted = go_quote(value);
+    let invalid = format!(
+        "resourceVersion: Invalid value: {quoted}: strconv.ParseUint: parsing {quoted}: {why}"
+    );
+    if from_etcd {
+        Status::bad_request(format!("invalid resource version: {invalid}"))
     } else {
-        "value out of range"
+        Status::failure(500, "", invalid)
+    }
+}
+
+/// Go's `strconv.ParseUint(s, 10, 64)`, or the reason it gives: decimal
+/// digits only, and the first fault from the left decides.
+fn parse_uint(s: &str) -> Result<u64, &'static str> {
+    if s.is_empty() {
+        return Err("invalid syntax");
+    }
+    s.bytes().try_fold(0u64, |n, b| {
+        if !b.is_ascii_digit() {
+            return Err("invalid syntax");
+        }
+        n.checked_mul(10)
+            .and_then(|n| n.checked_add(u64::from(b - b'0')))
+            .ok_or("value out of range")
+    })
+}
+
+/// Go's `strconv.ParseInt(s, 10, 64)`: [`parse_uint`] after one optional
+/// sign; refused with Go's error text as kube-apiserver's 400.
+fn parse_int(s: &str) -> Result<i64, Status> {
+    let (negative, digits) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
     };
-    Err(Status::bad_request(format!(
-        "invalid resource version: resourceVersion: Invalid value: {value:?}: strconv.ParseUint: parsing {value:?}: {why}"
-    )))
+    parse_uint(digits)
+        .and_then(|magnitude| {
+            let value = if negative {
+                0i64.checked_sub_unsigned(magnitude)
+            } else {
+                i64::try_from(magnitude).ok()
+            };
+            value.ok_or("value out of range")
+        })
+        .map_err(|why| {
+            Status::bad_request(format!("strconv.ParseInt: parsing {}: {why}", go_quote(s)))
+        })
 }
 
 /// Whether a query string asks for a watch (`watch=1`, `watch=true`, …).
@@ -387,7 +446,6 @@ mod tests {
         assert_eq!(parse("limit=ten").unwrap_err().code, 400);
         assert_eq!(parse("watch=maybe").unwrap_err().code, 400);
         assert_eq!(parse("continue=%%%").unwrap_err().code, 400);
-        assert_eq!(parse("resourceVersion=abc").unwrap_err().code, 400);
         assert_eq!(
             parse("fieldSelector=spec.foo%3D%3D%3D").unwrap_err().code,
             400
@@ -396,12 +454,64 @@ mod tests {
     }
 
     #[test]
-    fn timeout_seconds_zero_means_the_default_timeout() {
-        assert_eq!(parse("watch=1&timeoutSeconds=0").unwrap().timeout, None);
+    fn timeout_seconds_zero_means_the_default_timeout_and_below_zero_none() {
+        let timeout = |query: &str| parse(query).unwrap().timeout;
+        assert_eq!(timeout("watch=1&timeoutSeconds=0"), None);
+        assert_eq!(timeout("watch=1&timeoutSeconds=-0"), None);
         assert_eq!(
-            parse("watch=1&timeoutSeconds=7").unwrap().timeout,
+            timeout("watch=1&timeoutSeconds=%2B7"),
             Some(Duration::from_secs(7))
         );
+        assert_eq!(timeout("watch=1&timeoutSeconds=-1"), Some(Duration::ZERO));
+        // Go's `time.Duration` overflows to a negative one.
+        assert_eq!(
+            timeout("watch=1&timeoutSeconds=9223372036854775807"),
+            Some(Duration::ZERO)
+        );
+    }
+
+    #[test]
+    fn numbers_are_refused_with_go_strconv_s_words() {
+        for (query, value, why) in [
+            (
+                "timeoutSeconds=18446744073709551615",
+                "18446744073709551615",
+                "value out of range",
+            ),
+            ("timeoutSeconds=abc", "abc", "invalid syntax"),
+            ("limit=abc", "abc", "invalid syntax"),
+            ("limit=", "", "invalid syntax"),
+            ("limit=-", "-", "invalid syntax"),
+            ("limit=%2B-1", "+-1", "invalid syntax"),
+            ("limit=%201", " 1", "invalid syntax"),
+            (
+                "limit=9223372036854775808",
+                "9223372036854775808",
+                "value out of range",
+            ),
+            // The first fault from the left decides.
+            (
+                "limit=99999999999999999999x",
+                "99999999999999999999x",
+                "value out of range",
+            ),
+            (
+                "limit=9999999999999999999x",
+                "9999999999999999999x",
+                "invalid syntax",
+            ),
+            ("limit=%01", r"\x01", "invalid syntax"),
+        ] {
+            let status = parse(query).unwrap_err();
+            assert_eq!((status.code, status.reason.as_str()), (400, "BadRequest"));
+            assert_eq!(
+                status.message,
+                format!("strconv.ParseInt: parsing \"{value}\": {why}"),
+                "{query}"
+            );
+        }
+        assert_eq!(parse("limit=-9223372036854775808").unwrap().limit, 0);
+        assert_eq!(parse("limit=-1").unwrap().limit, 0, "no limit");
     }
 
     #[test]
@@ -424,21 +534,33 @@ mod tests {
     }
 
     #[test]
-    fn a_resource_version_is_decimal_digits_only() {
-        for value in ["+5", "-5", " 5", "5 ", "0x5", "5.0"] {
-            let query = format!(
-                "resourceVersion={}",
-                form_urlencoded::byte_serialize(value.as_bytes()).collect::<String>()
+    fn a_malformed_resource_version_is_the_storage_s_500_or_etcd_s_400() {
+        for value in ["abc", "+5", "-5", " 5", "5 ", "0x5", "5.0"] {
+            let rv = form_urlencoded::byte_serialize(value.as_bytes()).collect::<String>();
+            let invalid = format!(
+                "resourceVersion: Invalid value: {value:?}: strconv.ParseUint: parsing {value:?}: invalid syntax"
             );
-            let status = parse(&query).unwrap_err();
-            assert_eq!(status.code, 400, "{value:?}");
-            assert_eq!(
-                status.message,
-                format!(
-                    "invalid resource version: resourceVersion: Invalid value: {value:?}: strconv.ParseUint: parsing {value:?}: invalid syntax"
-                )
-            );
-            assert_eq!(resource_version(&query).unwrap_err().code, 400);
+            for query in [
+                format!("resourceVersion={rv}"),
+                format!("resourceVersion={rv}&watch=1&limit=5"),
+            ] {
+                let status = parse(&query).unwrap_err();
+                assert_eq!((status.code, status.reason.as_str()), (500, ""), "{query}");
+                assert_eq!(status.message, invalid);
+            }
+            let got = resource_version(&format!("resourceVersion={rv}")).unwrap_err();
+            assert_eq!((got.code, got.message), (500, invalid.clone()));
+            for query in [
+                format!("resourceVersion={rv}&limit=5"),
+                format!("resourceVersion={rv}&resourceVersionMatch=Exact"),
+            ] {
+                let status = parse(&query).unwrap_err();
+                assert_eq!((status.code, status.reason.as_str()), (400, "BadRequest"));
+                assert_eq!(
+                    status.message,
+                    format!("invalid resource version: {invalid}")
+                );
+            }
         }
         assert!(
             parse("resourceVersion=18446744073709551616")
@@ -450,6 +572,9 @@ mod tests {
             parse("resourceVersion=0042").unwrap().resource_version,
             Some(42)
         );
+        // Validation comes first, the resourceVersion's parsing after.
+        let status = parse("resourceVersion=abc&resourceVersionMatch=Bogus").unwrap_err();
+        assert_eq!(status.code, 422);
     }
 
     #[test]

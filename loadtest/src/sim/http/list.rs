@@ -24,7 +24,7 @@ use futures::StreamExt;
 use kubecache_wire::{METADATA_API_VERSION, Status, protobuf};
 
 use super::continue_token::{self, ContinueToken};
-use super::params::{CollectionParams, VersionMatch};
+use super::params::{self, CollectionParams, VersionMatch};
 use super::{Context, Target, body_response, fault_for, status_response, watch};
 use crate::sim::ServingCost;
 use crate::sim::cost::Source;
@@ -252,6 +252,10 @@ pub async fn get(ctx: &Context, target: &Target, query: &str, wire: Wire, form: 
     let resource_version = form_urlencoded::parse(query.as_bytes())
         .find(|(k, _)| k == "resourceVersion")
         .map(|(_, v)| v);
+    if let Err(status) = params::resource_version(resource_version.as_deref().unwrap_or(""), false)
+    {
+        return status_response(&status, wire);
+    }
     if resource_version.is_none_or(|rv| rv.is_empty()) {
         ctx.counters.count(target.resource, Asked::ConsistentGet);
         consistent_read(ctx).await;

@@ -8,10 +8,14 @@
 //!    listing every violated rule in `details.causes`;
 //! 3. field selectors against the resource's fields: 400;
 //! 4. the resourceVersion and the continue token, as storage reads them:
-//!    400.
+//!    400 from etcd's storage (a list with a limit, a continue token or
+//!    `Exact`, which the watch cache hands to etcd), 500 from the watch
+//!    cache's (every other list, get and watch: the corpus's
+//!    `edges/` `req-rv-abc-*`).
 //!
 //! Boolean parameters are true unless `0` or `false` (any case); numbers
-//! are Go integers; the first of repeated parameters counts.
+//! are read by Go's `strconv.ParseInt` (the corpus's `req-timeout-*` and
+//! `req-limit-*`); the first of repeated parameters counts.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -129,7 +133,9 @@ impl CollectionParams {
             &resource.supported_fields(),
         )
         .map_err(Status::bad_request)?;
-        let resource_version = resource_version(rv)?;
+        let from_etcd =
+            !watch && (limit > 0 || !continue_param.is_empty() || version_match == "Exact");
+        let resource_version = resource_version(rv, from_etcd)?;
         let continue_token = match continue_param {
             "" => None,
             _ if watch => None,
@@ -155,10 +161,12 @@ impl CollectionParams {
             continue_token,
             allow_bookmarks: flag("allowWatchBookmarks").unwrap_or(false),
             send_initial_events,
-            timeout: u64::try_from(timeout)
-                .ok()
-                .filter(|s| *s > 0)
-                .map(Duration::from_secs),
+            // Go's `time.Duration(timeoutSeconds) * time.Second`: 0 is the
+            // default, a negative one (overflow included) ends at once.
+            timeout: match timeout.wrapping_mul(1_000_000_000) {
+                0 => None,
+                nanos => Some(Duration::from_nanos(u64::try_from(nanos).unwrap_or(0))),
+            },
             labels,
             fields,
         })
@@ -189,38 +197,60 @@ fn escape_field_value(value: &str) -> String {
     escaped
 }
 
-/// A Go `int64` parameter; unset or blank is 0.
+/// A Go `int64` parameter as `strconv.ParseInt` reads it: one optional sign
+/// then what [`go_uint`] reads; unset is 0.
 pub(super) fn integer(value: Option<&str>) -> Result<i64, Status> {
-    let value = value.unwrap_or_default().trim();
-    if value.is_empty() {
+    let Some(value) = value else {
         return Ok(0);
-    }
-    value.parse().map_err(|e: std::num::ParseIntError| {
-        let why = match e.kind() {
-            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
-                "value out of range"
-            }
-            _ => "invalid syntax",
-        };
-        Status::bad_request(format!("strconv.ParseInt: parsing {value:?}: {why}"))
+    };
+    let signed = match go_uint(value.strip_prefix(['+', '-']).unwrap_or(value)) {
+        Ok(magnitude) if value.starts_with('-') => 0i64.checked_sub_unsigned(magnitude),
+        Ok(magnitude) => i64::try_from(magnitude).ok(),
+        Err(why) => {
+            return Err(Status::bad_request(format!(
+                "strconv.ParseInt: parsing {value:?}: {why}"
+            )));
+        }
+    };
+    signed.ok_or_else(|| {
+        Status::bad_request(format!(
+            "strconv.ParseInt: parsing {value:?}: value out of range"
+        ))
     })
 }
 
-/// `resourceVersion` as storage reads it: a Go `uint64`, `""` unset.
-fn resource_version(value: &str) -> Result<Option<u64>, Status> {
+/// Go's `strconv.ParseUint(s, 10, 64)`, or the reason it refuses `s`:
+/// decimal digits only (no blank, no sign, not empty). Go reads from the
+/// left and stops at the first fault, so digits too many for 64 bits are
+/// out of range even when a bad character follows them.
+fn go_uint(s: &str) -> Result<u64, &'static str> {
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    match s[..digits].parse::<u64>() {
+        Ok(n) if digits == s.len() => Ok(n),
+        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => Err("value out of range"),
+        _ => Err("invalid syntax"),
+    }
+}
+
+/// `resourceVersion` as storage reads it: a Go `uint64`, `""` unset; a
+/// malformed one is etcd storage's 400 (`from_etcd`) or the watch cache's
+/// 500, which has no reason.
+pub(super) fn resource_version(value: &str, from_etcd: bool) -> Result<Option<u64>, Status> {
     if value.is_empty() {
         return Ok(None);
     }
-    let why = if !value.bytes().all(|b| b.is_ascii_digit()) {
-        "invalid syntax"
-    } else if let Ok(rv) = value.parse() {
-        return Ok(Some(rv));
-    } else {
-        "value out of range"
+    let why = match go_uint(value) {
+        Ok(rv) => return Ok(Some(rv)),
+        Err(why) => why,
     };
-    Err(Status::bad_request(format!(
-        "invalid resource version: resourceVersion: Invalid value: {value:?}: strconv.ParseUint: parsing {value:?}: {why}"
-    )))
+    let invalid = format!(
+        "resourceVersion: Invalid value: {value:?}: strconv.ParseUint: parsing {value:?}: {why}"
+    );
+    Err(if from_etcd {
+        Status::bad_request(format!("invalid resource version: {invalid}"))
+    } else {
+        Status::failure(500, "", invalid)
+    })
 }
 
 /// One broken rule of `ListOptions` validation.
@@ -452,7 +482,7 @@ mod tests {
             "specifying resource version is not allowed when using continue"
         );
         assert_eq!(
-            parse("resourceVersion=-1").unwrap_err().message,
+            parse("resourceVersion=-1&limit=1").unwrap_err().message,
             "invalid resource version: resourceVersion: Invalid value: \"-1\": strconv.ParseUint: parsing \"-1\": invalid syntax"
         );
     }

@@ -18,6 +18,11 @@
 //! A watch whose selector an object leaves sees it DELETED; one it enters,
 //! ADDED (as the watch cache filters).
 //!
+//! At its deadline a watch ends after the last whole event it sent, even
+//! in the middle of its initial events, with no bookmark (the corpus's
+//! `edges/` `watch-timing` cases); a negative `timeoutSeconds` sends
+//! nothing (`req-timeout-neg-alice`).
+//!
 //! Bookmarks (with `allowWatchBookmarks`) come when kube-apiserver's cacher
 //! sends them (`cacheWatcher.nextBookmarkTime` in
 //! `staging/src/k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go`): the
@@ -218,6 +223,9 @@ impl Watch {
                 match store.list(self.target.resource, read, |o| self.visible(o)) {
                     Ok(page) => {
                         for object in &page.items {
+                            if Instant::now() >= deadline {
+                                return self.out.flush().await;
+                            }
                             self.out.event("ADDED", object).await?;
                         }
                     }
@@ -243,6 +251,9 @@ impl Watch {
                     Err(e) => return self.out.error(too_old(position, e)).await,
                 };
                 for event in &events {
+                    if Instant::now() >= deadline {
+                        return self.out.flush().await;
+                    }
                     if let Some((kind, object)) = self.filter(event) {
                         self.out.event(kind, &object).await?;
                     }

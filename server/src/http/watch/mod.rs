@@ -22,7 +22,9 @@
 //!
 //! A watcher sees an object `ADDED` when it starts matching its selectors
 //! and `DELETED` when it stops. Bookmarks (with `allowWatchBookmarks`) come
-//! every bookmark interval and once when the timeout ends the stream;
+//! every bookmark interval and once when the timeout ends the live stream
+//! (a timeout during the initial events or the replay ends it after the
+//! last whole event, with no bookmark: see [`stream`]);
 //! `timeoutSeconds` (unset or 0) defaults to a random 30–60 minutes, as
 //! kube-apiserver's `--min-request-timeout` spreads reconnections. Change predicates (see
 //! [`crate::Predicates`]) drop `MODIFIED` events that change nothing the

@@ -3,6 +3,13 @@
 //! (its body is dropped), the server shuts down or the watcher falls
 //! behind. Its lines go to the response body ([`super::body`]), which
 //! runs it on the connection's task.
+//!
+//! The timeout is checked before every event, initial and replayed ones
+//! too: a watch ends after the last whole event it wrote, with no bookmark
+//! when its initial events or replay were not done, as kube-apiserver ends
+//! it (the golden corpus's `edges/` `watch-timing` cases: complete lines,
+//! no BOOKMARK, not even the initial-events-end one). A negative
+//! `timeoutSeconds` thus sends nothing.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -164,6 +171,9 @@ impl Watch {
                 subscription,
             } => {
                 for object in objects {
+                    if self.timed_out() {
+                        return Ok(out.end(Ending::Timeout).await);
+                    }
                     out.event(&Frame::new(
                         ChangeType::Added,
                         object.clone(),
@@ -171,7 +181,7 @@ impl Watch {
                     ))
                     .await?;
                 }
-                if let Some(rv) = end_bookmark {
+                if let Some(rv) = end_bookmark.filter(|_| !self.timed_out()) {
                     out.bookmark(rv, true).await;
                 }
                 subscription
@@ -187,6 +197,9 @@ impl Watch {
         };
         // Replay the log on our own subscription, then hand it over.
         loop {
+            if self.timed_out() {
+                return Ok(out.end(Ending::Timeout).await);
+            }
             match subscription.try_recv() {
                 Ok(event) => {
                     if let Some((kind, object)) = decide(&self.filter, &self.predicates, &event) {
@@ -209,6 +222,10 @@ impl Watch {
             signals: signals.clone(),
         });
         self.live(&mut frames, &signals, out).await
+    }
+
+    fn timed_out(&self) -> bool {
+        Instant::now() >= self.deadline
     }
 
     async fn live(
@@ -439,6 +456,89 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::served::{Filter, ServeSettings};
+    use http_body_util::BodyExt;
+    use kubecache_reflector::upstream::{ApiResource, ResourceSpec, Upstream};
+
+    /// A cache of pods (its store empty: the watch is handed its objects)
+    /// and `n` pods of about 1 KiB each.
+    fn pods(n: usize) -> (Arc<Cache>, Vec<Arc<CachedObject>>) {
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
+        let (_writer, reader) = kubecache_reflector::store(Default::default());
+        let (_, status) = watch::channel(Default::default());
+        let upstream = Upstream::new(client, ResourceSpec::all(ApiResource::pods()));
+        let cache = Cache::new(upstream, reader, status, &ServeSettings::default());
+        let padding = "x".repeat(1024);
+        let objects = (0..n)
+            .map(|i| {
+                let json = format!(
+                    r#"{{"metadata":{{"name":"p{i}","namespace":"ns","resourceVersion":"{}","annotations":{{"a":"{padding}"}}}},"spec":{{}}}}"#,
+                    i + 1
+                );
+                let object = kubecache_wire::decode_object(
+                    json.as_bytes(),
+                    "Pod",
+                    "v1",
+                    &kubecache_wire::Transform::default(),
+                );
+                Arc::new(object.unwrap())
+            })
+            .collect();
+        (Arc::new(cache), objects)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_timeout_during_the_initial_events_ends_after_a_whole_event_without_a_bookmark() {
+        let (cache, objects) = pods(1000);
+        let (_shutdown, shutting_down) = watch::channel(false);
+        let timeout = Duration::from_secs(2);
+        let watch = Watch {
+            filter: Filter::new(
+                None,
+                Default::default(),
+                Default::default(),
+                cache.indexes.clone(),
+            ),
+            predicates: Predicates::default(),
+            bookmarks: Some(Duration::from_secs(60)),
+            deadline: Instant::now() + timeout,
+            shutdown: shutting_down,
+            queue_size: 16,
+            rendering: Rendering::Encoded(Shape::Object, Encoding::Json),
+            from: 0,
+            cache: cache.clone(),
+        };
+        let start = Start::Initial {
+            objects,
+            end_bookmark: Some(1000),
+            subscription: cache.reader.snapshot_and_subscribe().1,
+        };
+        let outbox = Outbox::default();
+        let mut body = super::super::body::WatchBody::new(outbox.clone(), watch.run(start, outbox));
+        // The client reads the first chunk, then the timeout passes.
+        let mut read = body
+            .frame()
+            .await
+            .unwrap()
+            .unwrap()
+            .into_data()
+            .unwrap()
+            .to_vec();
+        tokio::time::advance(timeout).await;
+        read.extend(body.collect().await.unwrap().to_bytes());
+        assert!(read.ends_with(b"\n"), "ends on a whole line");
+        let lines: Vec<serde_json::Value> = read
+            .split_inclusive(|b| *b == b'\n')
+            .map(|line| serde_json::from_slice(line).expect("a whole event"))
+            .collect();
+        assert!(lines.len() < 1000, "cut at the timeout: {}", lines.len());
+        assert!(
+            lines.iter().all(|line| line["type"] == "ADDED"),
+            "no bookmark"
+        );
+    }
 
     #[test]
     fn lines_ready_together_go_to_the_connection_in_order_without_a_copy() {
