@@ -469,7 +469,13 @@ mod tests {
         let (_writer, reader) = kubecache_reflector::store(Default::default());
         let (_, status) = watch::channel(Default::default());
         let upstream = Upstream::new(client, ResourceSpec::all(ApiResource::pods()));
-        let cache = Cache::new(upstream, reader, status, &ServeSettings::default());
+        let cache = Cache::new(
+            upstream,
+            reader,
+            status,
+            Default::default(),
+            &ServeSettings::default(),
+        );
         let padding = "x".repeat(1024);
         let objects = (0..n)
             .map(|i| {
