@@ -27,7 +27,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use super::encoding::Wire;
+use kubecache_wire::Encoding;
 
 /// Bytes per second a server sends, per encoding and path.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -115,12 +115,12 @@ pub enum Source {
 
 impl ServingCost {
     /// How long sending `bytes` takes in `wire` from `source`.
-    pub fn time_to_send(&self, bytes: usize, wire: Wire, source: Source) -> Duration {
+    pub fn time_to_send(&self, bytes: usize, wire: Encoding, source: Source) -> Duration {
         let rate = match (source, wire) {
-            (Source::Etcd, Wire::Json) => self.etcd_json,
-            (Source::Etcd, Wire::Protobuf) => self.etcd_protobuf,
-            (Source::WatchCache, Wire::Json) => self.cache_json,
-            (Source::WatchCache, Wire::Protobuf) => self.cache_protobuf,
+            (Source::Etcd, Encoding::Json) => self.etcd_json,
+            (Source::Etcd, Encoding::Protobuf) => self.etcd_protobuf,
+            (Source::WatchCache, Encoding::Json) => self.cache_json,
+            (Source::WatchCache, Encoding::Protobuf) => self.cache_protobuf,
         };
         if rate.is_finite() && rate > 0.0 {
             Duration::from_secs_f64(bytes as f64 / rate)
@@ -147,11 +147,11 @@ mod tests {
             ],
             [42.0, 37.0, 114.0, 246.0]
         );
-        let second = cost.time_to_send(42_000_000, Wire::Json, Source::Etcd);
+        let second = cost.time_to_send(42_000_000, Encoding::Json, Source::Etcd);
         assert!((second.as_secs_f64() - 1.0).abs() < 1e-3, "{second:?}");
         assert!(
-            cost.time_to_send(1_000_000, Wire::Protobuf, Source::WatchCache)
-                < cost.time_to_send(1_000_000, Wire::Json, Source::WatchCache)
+            cost.time_to_send(1_000_000, Encoding::Protobuf, Source::WatchCache)
+                < cost.time_to_send(1_000_000, Encoding::Json, Source::WatchCache)
         );
     }
 

@@ -1,37 +1,11 @@
-//! Wire encodings: JSON for everything, Kubernetes protobuf for built-in
+//! Encoding encodings: JSON for everything, Kubernetes protobuf for built-in
 //! kinds, chosen from the `Accept` header as kube-apiserver chooses.
 
 use bytes::Bytes;
-use kubecache_wire::{Status, protobuf};
+use kubecache_wire::media::{JSON, PROTOBUF};
+use kubecache_wire::{Encoding, Status, protobuf};
 
 use super::resources::Resource;
-
-/// `application/json`.
-pub const JSON: &str = "application/json";
-/// `application/vnd.kubernetes.protobuf`.
-pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
-/// The protobuf watch stream.
-pub const PROTOBUF_WATCH: &str = "application/vnd.kubernetes.protobuf;stream=watch";
-
-/// The encoding of a response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wire {
-    /// JSON (one object per line for watches).
-    Json,
-    /// `k8s\0` + runtime.Unknown (length-framed WatchEvents for watches).
-    Protobuf,
-}
-
-impl Wire {
-    /// The `Content-Type` of a response in this encoding.
-    pub fn content_type(self, watch: bool) -> &'static str {
-        match (self, watch) {
-            (Wire::Json, _) => JSON,
-            (Wire::Protobuf, false) => PROTOBUF,
-            (Wire::Protobuf, true) => PROTOBUF_WATCH,
-        }
-    }
-}
 
 /// What a read carries of each object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,9 +35,9 @@ pub enum Form {
 pub fn negotiate(
     accept: Option<&str>,
     resource: &Resource,
-) -> Result<(Wire, Form), (Status, Wire)> {
+) -> Result<(Encoding, Form), (Status, Encoding)> {
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
-        return Ok((Wire::Json, Form::Whole));
+        return Ok((Encoding::Json, Form::Whole));
     };
     let mut wants_protobuf = false;
     let refused = |entry: &str| {
@@ -102,10 +76,10 @@ pub fn negotiate(
         // Metadata is a built-in type: protobuf whatever the resource.
         let protobuf = resource.builtin || form != Form::Whole;
         match media.as_str() {
-            JSON => return Ok((Wire::Json, form)),
-            "application/*" | "*/*" if !json_refused => return Ok((Wire::Json, form)),
-            "application/*" | "*/*" if protobuf => return Ok((Wire::Protobuf, form)),
-            PROTOBUF if protobuf => return Ok((Wire::Protobuf, form)),
+            JSON => return Ok((Encoding::Json, form)),
+            "application/*" | "*/*" if !json_refused => return Ok((Encoding::Json, form)),
+            "application/*" | "*/*" if protobuf => return Ok((Encoding::Protobuf, form)),
+            PROTOBUF if protobuf => return Ok((Encoding::Protobuf, form)),
             PROTOBUF => wants_protobuf = true,
             _ => {}
         }
@@ -119,9 +93,9 @@ pub fn negotiate(
     Err((
         status,
         if wants_protobuf {
-            Wire::Protobuf
+            Encoding::Protobuf
         } else {
-            Wire::Json
+            Encoding::Json
         },
     ))
 }
@@ -152,20 +126,20 @@ pub fn wrong_metadata_shape(resource: &Resource, list: bool) -> Status {
 /// The encoding of a Status answered before a resource is known
 /// (authentication, authorization): protobuf when `Accept` lists it before
 /// JSON, as kube-apiserver negotiates its errors; JSON otherwise.
-pub fn for_status(accept: Option<&str>) -> Wire {
+pub fn for_status(accept: Option<&str>) -> Encoding {
     for entry in accept.unwrap_or_default().split(',') {
         let media = entry.split(';').next().unwrap_or_default().trim();
         if media.eq_ignore_ascii_case(PROTOBUF) {
-            return Wire::Protobuf;
+            return Encoding::Protobuf;
         }
         if [JSON, "application/*", "*/*"]
             .iter()
             .any(|m| media.eq_ignore_ascii_case(m))
         {
-            return Wire::Json;
+            return Encoding::Json;
         }
     }
-    Wire::Json
+    Encoding::Json
 }
 
 /// The protobuf message of a stored JSON object.
@@ -182,15 +156,15 @@ pub fn object_to_proto(resource: &Resource, json: &[u8]) -> Result<Bytes, String
 }
 
 /// A Status body in the given encoding.
-pub fn status_body(status: &Status, wire: Wire) -> Vec<u8> {
+pub fn status_body(status: &Status, wire: Encoding) -> Vec<u8> {
     match wire {
         // Go's json.Encoder ends every body with a newline.
-        Wire::Json => {
+        Encoding::Json => {
             let mut json = status.to_json();
             json.push(b'\n');
             json
         }
-        Wire::Protobuf => status.to_protobuf(),
+        Encoding::Protobuf => status.to_protobuf(),
     }
 }
 
@@ -206,33 +180,33 @@ mod tests {
         let both = "application/vnd.kubernetes.protobuf, application/json";
         assert_eq!(
             negotiate(Some(both), pods),
-            Ok((Wire::Protobuf, Form::Whole))
+            Ok((Encoding::Protobuf, Form::Whole))
         );
         assert_eq!(
             negotiate(Some(both), widgets),
-            Ok((Wire::Json, Form::Whole))
+            Ok((Encoding::Json, Form::Whole))
         );
         let (status, wire) = negotiate(Some(PROTOBUF), widgets).unwrap_err();
-        assert_eq!((status.code, wire), (406, Wire::Protobuf));
-        assert_eq!(negotiate(None, widgets), Ok((Wire::Json, Form::Whole)));
+        assert_eq!((status.code, wire), (406, Encoding::Protobuf));
+        assert_eq!(negotiate(None, widgets), Ok((Encoding::Json, Form::Whole)));
     }
 
     #[test]
     fn errors_before_the_resource_is_known_follow_the_first_known_type() {
-        assert_eq!(for_status(None), Wire::Json);
+        assert_eq!(for_status(None), Encoding::Json);
         assert_eq!(
             for_status(Some(
                 "application/vnd.kubernetes.protobuf, application/json"
             )),
-            Wire::Protobuf
+            Encoding::Protobuf
         );
         assert_eq!(
             for_status(Some(
                 "application/json, application/vnd.kubernetes.protobuf"
             )),
-            Wire::Json
+            Encoding::Json
         );
-        assert_eq!(for_status(Some("text/html")), Wire::Json);
+        assert_eq!(for_status(Some("text/html")), Encoding::Json);
     }
 
     #[test]
@@ -240,11 +214,11 @@ mod tests {
         let (pods, widgets) = (&RESOURCES[ids::PODS], &RESOURCES[ids::WIDGETS]);
         assert_eq!(
             negotiate(Some("Application/JSON"), pods),
-            Ok((Wire::Json, Form::Whole))
+            Ok((Encoding::Json, Form::Whole))
         );
         assert_eq!(
             negotiate(Some("APPLICATION/VND.KUBERNETES.PROTOBUF"), pods),
-            Ok((Wire::Protobuf, Form::Whole))
+            Ok((Encoding::Protobuf, Form::Whole))
         );
         assert_eq!(
             negotiate(Some("application/json;q=0"), pods)
@@ -255,7 +229,7 @@ mod tests {
         );
         assert_eq!(
             negotiate(Some("application/json;q=0, */*"), pods),
-            Ok((Wire::Protobuf, Form::Whole))
+            Ok((Encoding::Protobuf, Form::Whole))
         );
         assert_eq!(
             negotiate(Some("application/json;q=0, */*"), widgets)
@@ -266,7 +240,7 @@ mod tests {
         );
         assert_eq!(
             negotiate(Some("application/json;q=0.5"), pods),
-            Ok((Wire::Json, Form::Whole))
+            Ok((Encoding::Json, Form::Whole))
         );
     }
 
@@ -275,7 +249,7 @@ mod tests {
         let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
         assert_eq!(
             negotiate(Some(kubectl), &RESOURCES[ids::PODS]),
-            Ok((Wire::Json, Form::Whole))
+            Ok((Encoding::Json, Form::Whole))
         );
     }
 
@@ -284,12 +258,12 @@ mod tests {
         let client_go = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json";
         assert_eq!(
             negotiate(Some(client_go), &RESOURCES[ids::WIDGETS]),
-            Ok((Wire::Protobuf, Form::Metadata { as_list: true }))
+            Ok((Encoding::Protobuf, Form::Metadata { as_list: true }))
         );
         let kube_rs = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
         assert_eq!(
             negotiate(Some(kube_rs), &RESOURCES[ids::PODS]),
-            Ok((Wire::Json, Form::Metadata { as_list: false }))
+            Ok((Encoding::Json, Form::Metadata { as_list: false }))
         );
         assert_eq!(
             wrong_metadata_shape(&RESOURCES[ids::PODS], true).message,

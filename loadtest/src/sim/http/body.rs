@@ -6,9 +6,9 @@ use axum::http::{HeaderMap, header};
 use kubecache_wire::{Status, protobuf};
 use serde_json::Value;
 
-use crate::sim::encoding::{JSON, PROTOBUF};
 use crate::sim::patch::unsupported_media_type;
 use crate::sim::resources::Resource;
+use kubecache_wire::media::{JSON, PROTOBUF};
 
 const YAML: &str = "application/yaml";
 

@@ -29,11 +29,12 @@ use super::{Context, Target, body_response, fault_for, status_response, watch};
 use crate::sim::ServingCost;
 use crate::sim::cost::Source;
 use crate::sim::counters::Asked;
-use crate::sim::encoding::{self, Form, Wire};
+use crate::sim::encoding::{self, Form};
 use crate::sim::faults::{self, Fault, RequestKind};
 use crate::sim::object::StoredObject;
 use crate::sim::resources::{RESOURCES, Resource};
 use crate::sim::store::{ListRead, ReadError, key_of};
+use kubecache_wire::Encoding;
 
 /// How long a read waits for a resourceVersion the store has not reached,
 /// as the watch cache does before answering "Too large resource version".
@@ -47,7 +48,7 @@ pub async fn collection(
     ctx: &Arc<Context>,
     target: &Target,
     query: &str,
-    wire: Wire,
+    wire: Encoding,
     form: Form,
 ) -> Response {
     let resource = &RESOURCES[target.resource];
@@ -244,7 +245,13 @@ async fn consistent_read(ctx: &Context) {
 
 /// `GET` of one object, in `form`; without `resourceVersion` after etcd's
 /// quorum read (other resourceVersions read the newest state at once).
-pub async fn get(ctx: &Context, target: &Target, query: &str, wire: Wire, form: Form) -> Response {
+pub async fn get(
+    ctx: &Context,
+    target: &Target,
+    query: &str,
+    wire: Encoding,
+    form: Form,
+) -> Response {
     let resource = &RESOURCES[target.resource];
     if form == (Form::Metadata { as_list: true }) {
         return status_response(&encoding::wrong_metadata_shape(resource, false), wire);
@@ -279,20 +286,20 @@ pub async fn get(ctx: &Context, target: &Target, query: &str, wire: Wire, form: 
 pub fn object_body(
     resource: &Resource,
     object: &StoredObject,
-    wire: Wire,
+    wire: Encoding,
     form: Form,
 ) -> Result<Bytes, Status> {
     match (wire, form) {
-        (Wire::Json, Form::Whole) => Ok([&object.json[..], b"\n"].concat().into()),
-        (Wire::Json, Form::Metadata { .. }) => {
+        (Encoding::Json, Form::Whole) => Ok([&object.json[..], b"\n"].concat().into()),
+        (Encoding::Json, Form::Metadata { .. }) => {
             let json = object.metadata_json().map_err(Status::internal)?;
             Ok([&json[..], b"\n"].concat().into())
         }
-        (Wire::Protobuf, Form::Whole) => {
+        (Encoding::Protobuf, Form::Whole) => {
             let raw = object.proto(resource).map_err(Status::internal)?;
             Ok(protobuf::encode_unknown(resource.api_version(), resource.kind, &raw).into())
         }
-        (Wire::Protobuf, Form::Metadata { .. }) => {
+        (Encoding::Protobuf, Form::Metadata { .. }) => {
             let raw = object.metadata_proto().map_err(Status::internal)?;
             Ok(
                 protobuf::encode_unknown(METADATA_API_VERSION, "PartialObjectMetadata", &raw)
@@ -306,13 +313,13 @@ pub fn object_body(
 /// unpaginated list of 100k pods is never all in memory at once.
 pub(super) fn encode_list(
     resource: &Resource,
-    wire: Wire,
+    wire: Encoding,
     form: Form,
     page: Page,
 ) -> Box<dyn Iterator<Item = Bytes> + Send> {
     match wire {
-        Wire::Json => Box::new(JsonListChunks::new(resource, form, page)),
-        Wire::Protobuf => Box::new(std::iter::once(encode_proto_list(resource, form, page))),
+        Encoding::Json => Box::new(JsonListChunks::new(resource, form, page)),
+        Encoding::Protobuf => Box::new(std::iter::once(encode_proto_list(resource, form, page))),
     }
 }
 
@@ -432,7 +439,7 @@ fn encode_proto_list(resource: &Resource, form: Form, page: Page) -> Bytes {
 #[derive(Debug, Clone, Copy)]
 struct Pace {
     cost: ServingCost,
-    wire: Wire,
+    wire: Encoding,
     source: Source,
 }
 

@@ -36,10 +36,11 @@ use write::Part;
 
 use super::auth::Policy;
 use super::counters::Counters;
-use super::encoding::{self, Wire};
+use super::encoding;
 use super::faults::{self, Fault, FaultSpec, Faults, RequestKind};
 use super::resources::{RESOURCES, ResourceId};
 use super::store::Store;
+use kubecache_wire::Encoding;
 
 /// What the handlers share.
 #[derive(Debug)]
@@ -127,7 +128,7 @@ async fn arm_fault(State(ctx): State<Arc<Context>>, body: Bytes) -> Response {
         }
         Err(e) => status_response(
             &Status::bad_request(format!("invalid fault: {e}")),
-            Wire::Json,
+            Encoding::Json,
         ),
     }
 }
@@ -214,7 +215,7 @@ async fn dispatch(
         return response;
     }
     let Some(target) = Target::of(&info) else {
-        return status_response(&faults::not_found(), Wire::Json);
+        return status_response(&faults::not_found(), Encoding::Json);
     };
     let resource = &RESOURCES[target.resource];
     let (wire, form) =
@@ -222,7 +223,7 @@ async fn dispatch(
             Ok(negotiated) => negotiated,
             // A log is text whatever the client accepts; only its errors are JSON.
             Err(_) if target.subresource.as_deref() == Some("log") => {
-                (Wire::Json, encoding::Form::Whole)
+                (Encoding::Json, encoding::Form::Whole)
             }
             Err((status, wire)) => return status_response(&status, wire),
         };
@@ -265,13 +266,13 @@ async fn dispatch(
         (Some(sub), method, true) if resource.has_subresource(sub) => {
             call.subresource(sub, method, &body).await
         }
-        (Some(_), _, _) => status_response(&faults::not_found(), Wire::Json),
+        (Some(_), _, _) => status_response(&faults::not_found(), Encoding::Json),
         (None, method, _) => method_not_allowed(method, wire),
     }
 }
 
 /// 405 for a method the path does not take.
-pub fn method_not_allowed(method: &Method, wire: Wire) -> Response {
+pub fn method_not_allowed(method: &Method, wire: Encoding) -> Response {
     status_response(
         &Status::failure(
             405,
@@ -288,7 +289,7 @@ pub fn method_not_allowed(method: &Method, wire: Wire) -> Response {
 pub async fn fault_for(
     ctx: &Context,
     request: RequestKind,
-    wire: Wire,
+    wire: Encoding,
     forbidden: impl FnOnce() -> Status,
 ) -> Result<Option<Fault>, Response> {
     let Some(fault) = ctx.faults.take(request) else {
@@ -337,7 +338,7 @@ pub struct Call<'a> {
     /// Who asks.
     pub caller: &'a Caller,
     /// The encoding of the answer.
-    pub wire: Wire,
+    pub wire: Encoding,
 }
 
 impl Call<'_> {
@@ -369,7 +370,7 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
 }
 
 /// A Status error response.
-pub fn status_response(status: &Status, wire: Wire) -> Response {
+pub fn status_response(status: &Status, wire: Encoding) -> Response {
     let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     body_response(
         code,
@@ -380,7 +381,7 @@ pub fn status_response(status: &Status, wire: Wire) -> Response {
 }
 
 /// A response with a body in an encoding.
-pub fn body_response(code: StatusCode, wire: Wire, watch: bool, body: Body) -> Response {
+pub fn body_response(code: StatusCode, wire: Encoding, watch: bool, body: Body) -> Response {
     let mut response = Response::new(body);
     *response.status_mut() = code;
     response.headers_mut().insert(

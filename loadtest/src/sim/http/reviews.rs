@@ -29,9 +29,10 @@ use super::{
     Context, MAX_BODY, body, body_response, fault_for, method_not_allowed, status_response,
 };
 use crate::sim::auth::{Attributes, ResourceAttributes, UserInfo};
-use crate::sim::encoding::{JSON, Wire};
 use crate::sim::faults::{self, RequestKind};
 use crate::sim::patch::unsupported_media_type;
+use kubecache_wire::Encoding;
+use kubecache_wire::media::JSON;
 
 /// The audience of the API server's own tokens.
 pub const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
@@ -69,7 +70,7 @@ async fn review(
     kind_name: &str,
     decide: impl FnOnce(&Map<String, Value>) -> Result<Value, Status>,
 ) -> Response {
-    let wire = Wire::Json;
+    let wire = Encoding::Json;
     if request.method() != Method::POST {
         return method_not_allowed(request.method(), wire);
     }

@@ -55,12 +55,13 @@ use super::params::CollectionParams;
 use super::{Context, Target, body_response, fault_for};
 use crate::sim::ServingCost;
 use crate::sim::cost::Source;
-use crate::sim::encoding::{Form, Wire};
+use crate::sim::encoding::Form;
 use crate::sim::faults::{self, Fault, RequestKind};
 use crate::sim::object::StoredObject;
 use crate::sim::resources::{RESOURCES, Resource};
 use crate::sim::store::{Event, ListRead, ReadError};
 use kubecache_wire::ChangeType;
+use kubecache_wire::Encoding;
 
 /// Without `timeoutSeconds`, kube-apiserver ends a watch after a random
 /// 30–60 minutes (`--min-request-timeout` 1800 s); the simulator uses 30.
@@ -122,7 +123,7 @@ pub async fn serve(
     ctx: &Arc<Context>,
     target: &Target,
     params: CollectionParams,
-    wire: Wire,
+    wire: Encoding,
     form: Form,
 ) -> Response {
     let resource = &RESOURCES[target.resource];
@@ -322,7 +323,7 @@ fn too_old(rv: u64, error: ReadError) -> Status {
 /// The encoder and sender of one watch stream.
 struct Output {
     tx: mpsc::Sender<std::io::Result<Bytes>>,
-    wire: Wire,
+    wire: Encoding,
     /// Whole objects, or their `PartialObjectMetadata`.
     form: Form,
     resource: &'static Resource,
@@ -358,7 +359,7 @@ impl Output {
 
     fn encode(&self, kind: &str, object: &StoredObject) -> Vec<u8> {
         match self.wire {
-            Wire::Json => {
+            Encoding::Json => {
                 let json = match self.form {
                     Form::Whole => object.json.clone(),
                     Form::Metadata { .. } => object.metadata_json().unwrap_or_default(),
@@ -371,7 +372,7 @@ impl Output {
                 line.extend_from_slice(b"}\n");
                 line
             }
-            Wire::Protobuf => {
+            Encoding::Protobuf => {
                 let envelope = match self.form {
                     Form::Whole => {
                         let raw = object.proto(self.resource).unwrap_or_default();
@@ -415,15 +416,15 @@ impl Output {
 
     async fn error(&mut self, status: Status) -> Result<(), Closed> {
         let encoded = match self.wire {
-            Wire::Json => {
+            Encoding::Json => {
                 let mut line = br#"{"type":"ERROR","object":"#.to_vec();
                 line.extend_from_slice(&status.to_json());
                 line.extend_from_slice(b"}\n");
                 line
             }
-            Wire::Protobuf => protobuf::encode_watch_event(
+            Encoding::Protobuf => protobuf::encode_watch_event(
                 "ERROR",
-                &crate::sim::encoding::status_body(&status, Wire::Protobuf),
+                &crate::sim::encoding::status_body(&status, Encoding::Protobuf),
             ),
         };
         self.buf.put_slice(&encoded);

@@ -23,10 +23,11 @@ use super::list::{Page, encode_list, object_body};
 use super::params::CollectionParams;
 use super::{Call, body, body_response, status_response};
 use crate::sim::auth::{Attributes, ResourceAttributes};
-use crate::sim::encoding::{Form, Wire};
+use crate::sim::encoding::Form;
 use crate::sim::object::StoredObject;
 use crate::sim::patch::{self, PatchType, Schema};
 use crate::sim::store::{ListRead, now_rfc3339};
+use kubecache_wire::Encoding;
 
 /// What of an object a write may change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -348,11 +349,11 @@ fn details(group: &str, plural: &str, deleted: &StoredObject) -> Value {
 
 /// A Status given as JSON (one with fields `kubecache_wire::Status` does
 /// not have, such as `details.uid`), in an encoding.
-fn encode_status(status: &Value, wire: Wire) -> Result<Vec<u8>, Status> {
+fn encode_status(status: &Value, wire: Encoding) -> Result<Vec<u8>, Status> {
     let json = crate::sim::go_json::to_vec(status);
     match wire {
-        Wire::Json => Ok(json),
-        Wire::Protobuf => {
+        Encoding::Json => Ok(json),
+        Encoding::Protobuf => {
             let ty = protobuf::message_type("v1", "Status")
                 .ok_or_else(|| Status::internal("no protobuf type for Status"))?;
             let raw =
