@@ -6,6 +6,11 @@
 //! `--cold-get-passthrough=false`), and that the writer's next read after
 //! its write waits for that write only; `0`, the store as it is; `N`, the
 //! store once it has reached `N`.
+//!
+//! The answer is the object (with its own resourceVersion; a Table of it
+//! too, as kube-apiserver's); the `X-Kubecache-Resource-Version` header
+//! says the resourceVersion it was served at, as a list's does: the
+//! proven or asked one when newer than the snapshot's (see [`super::list`]).
 
 use axum::body::Body;
 use kubecache_wire::{Encoding, ObjectKey, Status};
@@ -32,16 +37,19 @@ pub async fn serve(
     own_write: bool,
 ) -> Result<Answer, ApiError> {
     let wait = caches.settings.read_wait;
-    match resource_version {
-        None if own_write => {}
-        None => {
-            if caches.consistent_get(cache).await? == Consistent::Cold {
-                return Ok(Answer::Upstream);
-            }
+    // The resourceVersion waited for (0: none).
+    let waited = match resource_version {
+        None if own_write => 0,
+        None => match caches.consistent_get(cache).await? {
+            Consistent::Proven(rv) => rv,
+            Consistent::Cold => return Ok(Answer::Upstream),
+        },
+        Some(0) => 0,
+        Some(rv) => {
+            cache.freshness.not_older_than(rv, wait).await?;
+            rv
         }
-        Some(0) => {}
-        Some(rv) => cache.freshness.not_older_than(rv, wait).await?,
-    }
+    };
     let snapshot = cache.reader.snapshot();
     let key = ObjectKey::new(namespace.unwrap_or_default(), name);
     let object = snapshot
@@ -70,7 +78,7 @@ pub async fn serve(
     };
     Ok(Answer::Served(response(
         Body::from(body),
-        snapshot.resource_version(),
+        snapshot.resource_version().max(waited),
         encoding,
         false,
     )))
