@@ -209,6 +209,14 @@ async fn quiet(settings: ServeSettings, auth: Option<AuthSettings>) -> common::S
     .await
 }
 
+/// Settings whose cold GETs wait for their proof, not pass through.
+fn cold_gets_wait() -> ServeSettings {
+    ServeSettings {
+        cold_get_passthrough: false,
+        ..ServeSettings::default()
+    }
+}
+
 /// Writes one pod: the global resourceVersion moves, config maps do not.
 fn move_the_revision(served: &common::Served, step: &str) -> u64 {
     let pod = &served.sim.state(ids::PODS)[0];
@@ -290,12 +298,7 @@ async fn served_at(url: &str, path: &str) -> (u64, u64, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consistent_list_of_a_quiet_resource_carries_the_resource_version_it_proved() {
-    // GETs wait for their proof too, rather than pass through.
-    let settings = ServeSettings {
-        cold_get_passthrough: false,
-        ..ServeSettings::default()
-    };
-    let served = quiet(settings, None).await;
+    let served = quiet(cold_gets_wait(), None).await;
     let store = served.caches.by_name("configmaps").unwrap().reader.clone();
     for step in 0..3 {
         move_the_revision(&served, &format!("other-{step}"));
@@ -361,11 +364,7 @@ async fn a_consistent_list_of_a_quiet_resource_carries_the_resource_version_it_p
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_cold_get_passthrough_off_a_cold_get_waits_for_the_probe() {
-    let settings = ServeSettings {
-        cold_get_passthrough: false,
-        ..ServeSettings::default()
-    };
-    let served = quiet(settings, None).await;
+    let served = quiet(cold_gets_wait(), None).await;
     let (path, written) = write_configmap(&served, "off");
     move_the_revision(&served, "off");
     let before = configmap_gets(&served.sim);
