@@ -229,6 +229,14 @@ async fn quiet(settings: ServeSettings, auth: Option<AuthSettings>) -> common::S
     .await
 }
 
+/// Settings whose cold GETs wait for their proof, not pass through.
+fn cold_gets_wait() -> ServeSettings {
+    ServeSettings {
+        cold_get_passthrough: false,
+        ..ServeSettings::default()
+    }
+}
+
 /// Writes one pod: the global resourceVersion moves, config maps do not.
 fn move_the_revision(served: &common::Served, step: &str) -> u64 {
     let pod = &served.sim.state(ids::PODS)[0];
@@ -289,6 +297,89 @@ async fn a_cold_consistent_get_of_a_quiet_resource_is_answered_by_the_api_server
     assert!(from_the_cache, "warm GETs are served from the cache");
 }
 
+/// The resourceVersion in `X-Kubecache-Resource-Version` and in the list
+/// metadata of kubecache's answer to `path`, and the answer.
+async fn served_at(url: &str, path: &str) -> (u64, u64, Value) {
+    let request = http::Request::get(path)
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let response = common::exchange(url, request).await;
+    assert_eq!(response.status(), 200, "{path}");
+    let header = response.headers()["x-kubecache-resource-version"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (rv, value) = resource_version(response.body());
+    (header, rv, value)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consistent_list_of_a_quiet_resource_carries_the_resource_version_it_proved() {
+    let served = quiet(cold_gets_wait(), None).await;
+    let store = served.caches.by_name("configmaps").unwrap().reader.clone();
+    for step in 0..3 {
+        move_the_revision(&served, &format!("other-{step}"));
+    }
+    let current = served.sim.store().revision();
+    assert!(store.current_resource_version() < current, "quiet");
+    let (header, rv, _) = served_at(&served.url, "/api/v1/configmaps").await;
+    assert_eq!(
+        (header, rv),
+        (current, current),
+        "the proven resourceVersion"
+    );
+    assert!(store.current_resource_version() < current, "still quiet");
+
+    // Its pages: each at it, the next found by the token carrying it.
+    let (_, rv, first) = served_at(&served.url, "/api/v1/configmaps?limit=2").await;
+    assert_eq!(rv, current);
+    let token = first["metadata"]["continue"].as_str().unwrap();
+    let path = format!("/api/v1/configmaps?limit=2&continue={token}");
+    let (_, rv, second) = served_at(&served.url, &path).await;
+    assert_eq!(rv, current, "the next page");
+    assert_eq!(common::names(&second).len(), 2);
+
+    // Its Table, and a GET's header.
+    let request = http::Request::get("/api/v1/configmaps")
+        .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let table = common::exchange(&served.url, request).await;
+    assert_eq!(resource_version(table.body()).0, current, "a Table");
+    let object = &served.sim.state(ids::CONFIGMAPS)[0];
+    let path = format!(
+        "/api/v1/namespaces/{}/configmaps/{}",
+        object.namespace, object.name
+    );
+    let request = http::Request::get(path.as_str())
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let got = common::exchange(&served.url, request).await;
+    assert_eq!(
+        got.headers()["x-kubecache-resource-version"],
+        current.to_string().as_str(),
+        "a GET"
+    );
+
+    // A consistent streaming list's initial-events-end bookmark.
+    move_the_revision(&served, "streaming");
+    let current = served.sim.store().revision();
+    let path = "/api/v1/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10";
+    let mut watch = common::WatchLines::open(&served.url, path).await;
+    let end = loop {
+        let line = watch.next().await.expect("the initial-events-end bookmark");
+        if line["type"] == "BOOKMARK" {
+            break line;
+        }
+    };
+    assert_eq!(
+        end["object"]["metadata"]["resourceVersion"],
+        current.to_string(),
+        "the bookmark"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_object_the_api_server_answers_has_the_shape_of_the_caches_own() {
     let served = quiet(ServeSettings::default(), None).await;
@@ -327,11 +418,7 @@ async fn an_object_the_api_server_answers_has_the_shape_of_the_caches_own() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_cold_get_passthrough_off_a_cold_get_waits_for_the_probe() {
-    let settings = ServeSettings {
-        cold_get_passthrough: false,
-        ..ServeSettings::default()
-    };
-    let served = quiet(settings, None).await;
+    let served = quiet(cold_gets_wait(), None).await;
     let (path, written) = write_configmap(&served, "off");
     move_the_revision(&served, "off");
     let before = configmap_gets(&served.sim);

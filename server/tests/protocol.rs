@@ -198,39 +198,25 @@ async fn answers_as_recorded(served: &common::Served, id: &str) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn req_timeout_uint64max_alice() {
-    answers_as_recorded(&configmaps().await, "req-timeout-uint64max-alice").await;
+/// One test per recorded case, named for it: kubecache answers as
+/// recorded.
+macro_rules! recorded_cases {
+    ($($test:ident: $id:literal,)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            answers_as_recorded(&configmaps().await, $id).await;
+        }
+    )*};
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn req_timeout_neg_alice() {
-    answers_as_recorded(&configmaps().await, "req-timeout-neg-alice").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn req_timeout_abc_alice() {
-    answers_as_recorded(&configmaps().await, "req-timeout-abc-alice").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn req_limit_abc_alice() {
-    answers_as_recorded(&configmaps().await, "req-limit-abc-alice").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn req_rv_abc_list_alice() {
-    answers_as_recorded(&configmaps().await, "req-rv-abc-list-alice").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn req_rv_abc_get_alice() {
-    answers_as_recorded(&configmaps().await, "req-rv-abc-get-alice").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn req_rv_abc_watch_alice() {
-    answers_as_recorded(&configmaps().await, "req-rv-abc-watch-alice").await;
+recorded_cases! {
+    req_timeout_uint64max_alice: "req-timeout-uint64max-alice",
+    req_timeout_neg_alice: "req-timeout-neg-alice",
+    req_timeout_abc_alice: "req-timeout-abc-alice",
+    req_limit_abc_alice: "req-limit-abc-alice",
+    req_rv_abc_list_alice: "req-rv-abc-list-alice",
+    req_rv_abc_get_alice: "req-rv-abc-get-alice",
+    req_rv_abc_watch_alice: "req-rv-abc-watch-alice",
 }
 
 /// `req-limit-neg-alice`: the whole list, with no continue token (its

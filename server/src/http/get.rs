@@ -8,6 +8,11 @@
 //! store once it has reached `N`. An object asked of the API server (that
 //! GET, or one a selector-restricted cache does not hold) is shaped as the
 //! cache shapes its own ([`from_upstream`]).
+//!
+//! The answer is the object (with its own resourceVersion; a Table of it
+//! too, as kube-apiserver's); the `X-Kubecache-Resource-Version` header
+//! says the resourceVersion it was served at, as a list's does: the
+//! proven or asked one when newer than the snapshot's (see [`super::list`]).
 
 use std::sync::Arc;
 
@@ -41,22 +46,26 @@ pub async fn serve(
     own_write: bool,
 ) -> Result<Answer, ApiError> {
     let wait = caches.settings.read_wait;
-    match resource_version {
-        None if own_write => {}
-        None => {
-            if caches.consistent_get(cache).await? == Consistent::Cold {
-                return Ok(Answer::Upstream);
-            }
+    // The resourceVersion waited for (0: none).
+    let waited = match resource_version {
+        None if own_write => 0,
+        None => match caches.consistent_get(cache).await? {
+            Consistent::Proven(rv) => rv,
+            Consistent::Cold => return Ok(Answer::Upstream),
+        },
+        Some(0) => 0,
+        Some(rv) => {
+            cache.freshness.not_older_than(rv, wait).await?;
+            rv
         }
-        Some(0) => {}
-        Some(rv) => cache.freshness.not_older_than(rv, wait).await?,
-    }
+    };
     let snapshot = cache.reader.snapshot();
     let key = ObjectKey::new(namespace.unwrap_or_default(), name);
     let object = snapshot
         .get(&key)
         .ok_or_else(|| Status::not_found(&cache.resource.group, &cache.resource.plural, name))?;
-    render(cache, object, rendering, snapshot.resource_version()).map(Answer::Served)
+    let served_at = snapshot.resource_version().max(waited);
+    render(cache, object, rendering, served_at).map(Answer::Served)
 }
 
 /// The GET of `path` by `credential` that the API server answers for

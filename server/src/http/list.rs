@@ -22,8 +22,18 @@
 //! one held snapshot; a continue token whose snapshot is no longer held gets
 //! the API server's 410 with an inconsistent continue token.
 //!
-//! Every response says the resourceVersion it was served at: in its
-//! metadata and in the `X-Kubecache-Resource-Version` header.
+//! Every response says the resourceVersion it was served at, in its
+//! metadata (a Table's too), its continue token and the
+//! `X-Kubecache-Resource-Version` header: the newest one whose state the
+//! snapshot is known to be. That is the snapshot's own resourceVersion, or
+//! the one the read waited for when it is newer: the API server's current
+//! one that a consistent read proved (kube-apiserver answers a consistent
+//! list with the etcd revision it read at, which writes to other resources
+//! move), the `N` of `NotOlderThan` (never an answer older than asked), the
+//! `N` of `Exact`. The store was complete through it before the snapshot
+//! was taken, so nothing changed between the snapshot's resourceVersion and
+//! it. A held snapshot is found by that resourceVersion, the one its
+//! continue token carries.
 
 use std::sync::Arc;
 
@@ -56,37 +66,42 @@ pub async fn serve(
     own_write: bool,
 ) -> Result<Response, ApiError> {
     let wait = caches.settings.read_wait;
-    let (snapshot, before) = match (&params.continue_token, params.resource_version) {
+    // The snapshot, the resourceVersion it is served at beyond its own (0:
+    // its own), and the objects served before it.
+    let (snapshot, waited, before) = match (&params.continue_token, params.resource_version) {
         (Some(token), _) if token.rv >= 0 => {
-            let snapshot =
-                continued(cache, token.rv as u64).ok_or_else(|| expired_continue(&token.start))?;
-            (snapshot, token.n)
+            let rv = token.rv as u64;
+            let snapshot = continued(cache, rv).ok_or_else(|| expired_continue(&token.start))?;
+            (snapshot, rv, token.n)
         }
         // The inconsistent continuation of an expired list: the rest of
         // the current state.
-        (Some(_), _) => (cache.reader.snapshot(), None),
+        (Some(_), _) => (cache.reader.snapshot(), 0, None),
         (None, None) => {
-            if !own_write {
-                caches.consistent(cache).await?;
-            }
-            (cache.reader.snapshot(), Some(0))
+            let proven = if own_write {
+                0
+            } else {
+                caches.consistent(cache).await?
+            };
+            (cache.reader.snapshot(), proven, Some(0))
         }
         (None, Some(0)) if params.version_match != VersionMatch::Exact => {
-            (cache.reader.snapshot(), Some(0))
+            (cache.reader.snapshot(), 0, Some(0))
         }
         (None, Some(rv))
             if params.version_match == VersionMatch::Exact
                 || (params.version_match == VersionMatch::Unset && params.limit > 0) =>
         {
-            (snapshot_at(cache, rv, wait).await?, Some(0))
+            (snapshot_at(cache, rv, wait).await?, rv, Some(0))
         }
         (None, Some(rv)) => {
             cache.freshness.not_older_than(rv, wait).await?;
-            (cache.reader.snapshot(), Some(0))
+            (cache.reader.snapshot(), rv, Some(0))
         }
     };
     let page = Page {
         owner,
+        resource_version: snapshot.resource_version().max(waited),
         limit: params.limit,
         after: params
             .continue_token
@@ -102,11 +117,14 @@ pub async fn serve(
 }
 
 /// The snapshot a list continues from at `rv`: held, or the store as it is
-/// if it has not changed since.
+/// if it holds the state at `rv` (it was complete through `rv` and has not
+/// changed since).
 fn continued(cache: &Cache, rv: u64) -> Option<Snapshot> {
     cache.pages.find(rv).or_else(|| {
+        let complete = cache.freshness.complete_through();
         let current = cache.reader.snapshot();
-        (current.resource_version() == rv).then_some(current)
+        let own = current.resource_version();
+        (own..=complete.max(own)).contains(&rv).then_some(current)
     })
 }
 
@@ -115,6 +133,8 @@ fn continued(cache: &Cache, rv: u64) -> Option<Snapshot> {
 /// not known: an inconsistent continuation).
 struct Page {
     owner: Option<Owner>,
+    /// The resourceVersion the list is served at.
+    resource_version: u64,
     limit: usize,
     after: Option<ObjectKey>,
     before: Option<usize>,
@@ -163,13 +183,13 @@ impl Page {
         let more = items.len() == self.limit && selected.next().is_some();
         drop(selected);
         let mut meta = ListMeta {
-            resource_version: snapshot.resource_version(),
+            resource_version: self.resource_version,
             continue_token: None,
             remaining: None,
         };
         if more && let Some(last) = items.last() {
             let served = self.before.map(|n| n + items.len());
-            let rv = snapshot.resource_version() as i64;
+            let rv = self.resource_version as i64;
             meta.continue_token =
                 Some(ContinueToken::after(rv, last.key.as_str(), served).encode());
             if let Some(served) = served.filter(|_| !filter.requires()) {
@@ -179,7 +199,9 @@ impl Page {
                 };
                 meta.remaining = Some(total.saturating_sub(served));
             }
-            cache.pages.hold(self.owner, snapshot);
+            cache
+                .pages
+                .hold(self.owner, self.resource_version, snapshot);
         }
         render(cache, meta, items, rendering)
     }

@@ -203,7 +203,7 @@ impl Freshness {
             return Ok(Consistent::Cold);
         }
         self.wait(current, deadline, true).await?;
-        Ok(Consistent::Proven)
+        Ok(Consistent::Proven(current))
     }
 
     /// Waits until the store holds every change up to `rv`, probing when
@@ -271,8 +271,9 @@ impl Freshness {
 /// What [`Freshness::consistent`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Consistent {
-    /// The store holds every change up to the API server's resourceVersion.
-    Proven,
+    /// The store holds every change up to this resourceVersion, the API
+    /// server's when the read arrived.
+    Proven(u64),
     /// It may not, and no proof is due soon: ask the API server.
     Cold,
 }
@@ -486,7 +487,7 @@ mod tests {
         api.revision.store(11, SeqCst);
         let waited = Instant::now();
         let answer = freshness.consistent(&clock, WAIT, true).await.unwrap();
-        assert_eq!(answer, Consistent::Proven);
+        assert_eq!(answer, Consistent::Proven(11));
         assert!(waited.elapsed() <= INTERVAL, "{:?}", waited.elapsed());
         assert_eq!(freshness.complete_through(), 11);
         // Turned off, a cold read waits for the probe.
@@ -494,7 +495,7 @@ mod tests {
         let (_writer, freshness) = quiet(&api);
         let clock = Clock::start(vec![freshness.source()], 1);
         let answer = freshness.consistent(&clock, WAIT, false).await.unwrap();
-        assert_eq!(answer, Consistent::Proven);
+        assert_eq!(answer, Consistent::Proven(10));
     }
 
     #[tokio::test(start_paused = true)]

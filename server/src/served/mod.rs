@@ -339,18 +339,22 @@ impl Caches {
     }
 
     /// Waits until `cache` holds every change the API server had accepted
-    /// when this was called (see [`freshness`]).
+    /// when this was called (see [`freshness`]); the resourceVersion it
+    /// had then, which the store is now complete through.
     ///
     /// # Errors
     ///
     /// 504 when the API server cannot be asked, or the store does not
     /// catch up within the read wait.
-    pub(crate) async fn consistent(&self, cache: &Cache) -> Result<(), Status> {
-        cache
+    pub(crate) async fn consistent(&self, cache: &Cache) -> Result<u64, Status> {
+        match cache
             .freshness
             .consistent(&self.clock, self.settings.read_wait, false)
-            .await
-            .map(|_| ())
+            .await?
+        {
+            Consistent::Proven(rv) => Ok(rv),
+            Consistent::Cold => unreachable!("only a GET may be told to pass through"),
+        }
     }
 
     /// As [`Self::consistent`] for a GET of one object, which may be

@@ -9,6 +9,10 @@
 //! was written within the TTL. Expired snapshots are dropped on time by a
 //! sweeper, not on the next paginated request.
 //!
+//! A snapshot is held, and found, by the resourceVersion its list is served
+//! at, which its continue token carries: its own, or a newer one whose
+//! state it is known to be (see `http/list.rs`).
+//!
 //! Each client (an [`Owner`]: its user, credential or address, as watch
 //! quotas count it) holds at most [`PER_CLIENT`] snapshots: its next list drops
 //! its own oldest, never another client's. Past [`TOTAL`] held at once (as
@@ -39,10 +43,11 @@ pub(crate) struct HeldSnapshots {
     ttl: Duration,
 }
 
-/// One list's snapshot: whose, and until when.
+/// One list's snapshot: whose, at which resourceVersion, and until when.
 #[derive(Debug)]
 struct Held {
     owner: Option<Owner>,
+    resource_version: u64,
     snapshot: Snapshot,
     expires: Instant,
 }
@@ -59,16 +64,15 @@ impl HeldSnapshots {
         pages
     }
 
-    /// Keeps `snapshot` for the next pages of `owner`'s list, for the TTL
-    /// from when it was first held (by anyone).
-    pub(crate) fn hold(&self, owner: Option<Owner>, snapshot: &Snapshot) {
+    /// Keeps `snapshot` for the next pages of `owner`'s list served at
+    /// `rv`, for the TTL from when it was first held (by anyone).
+    pub(crate) fn hold(&self, owner: Option<Owner>, rv: u64, snapshot: &Snapshot) {
         let now = Instant::now();
-        let rv = snapshot.resource_version();
         let mut held = self.held.lock();
         expire(&mut held, now);
         if held
             .iter()
-            .any(|h| h.owner == owner && h.snapshot.resource_version() == rv)
+            .any(|h| h.owner == owner && h.resource_version == rv)
         {
             return;
         }
@@ -83,24 +87,25 @@ impl HeldSnapshots {
         // nobody extends another's.
         let expires = held
             .iter()
-            .filter(|h| h.snapshot.resource_version() == rv)
+            .filter(|h| h.resource_version == rv)
             .map(|h| h.expires)
             .min()
             .unwrap_or(now + self.ttl);
         held.push(Held {
             owner,
+            resource_version: rv,
             snapshot: snapshot.clone(),
             expires,
         });
     }
 
-    /// The held snapshot at `resource_version`, whoever's list it was (a
-    /// continue token is anyone's to use, as on the API server).
+    /// The snapshot held for a list at `resource_version`, whoever's list
+    /// it was (a continue token is anyone's to use, as on the API server).
     pub(crate) fn find(&self, resource_version: u64) -> Option<Snapshot> {
         let now = Instant::now();
         let held = self.held.lock();
         held.iter()
-            .find(|h| h.expires > now && h.snapshot.resource_version() == resource_version)
+            .find(|h| h.expires > now && h.resource_version == resource_version)
             .map(|h| h.snapshot.clone())
     }
 
@@ -180,9 +185,9 @@ mod tests {
     async fn a_client_s_lists_displace_only_its_own() {
         let (mut writer, reader) = store(StoreConfig::default());
         let pages = HeldSnapshots::start(TTL);
-        pages.hold(owner("quiet"), &at(&mut writer, &reader, 1));
+        pages.hold(owner("quiet"), 1, &at(&mut writer, &reader, 1));
         for rv in 2..=(PER_CLIENT as u64 + 2) {
-            pages.hold(owner("busy"), &at(&mut writer, &reader, rv));
+            pages.hold(owner("busy"), rv, &at(&mut writer, &reader, rv));
             tokio::time::advance(Duration::from_millis(1)).await;
         }
         assert!(pages.find(1).is_some(), "the quiet owner's list survives");
@@ -196,12 +201,12 @@ mod tests {
         let (mut writer, reader) = store(StoreConfig::default());
         let pages = HeldSnapshots::start(TTL);
         let snapshot = at(&mut writer, &reader, 7);
-        pages.hold(owner("a"), &snapshot);
+        pages.hold(owner("a"), 7, &snapshot);
         tokio::time::advance(TTL - Duration::from_millis(1)).await;
         // Used again, and held by another client: neither extends it.
         assert!(pages.find(7).is_some());
-        pages.hold(owner("a"), &snapshot);
-        pages.hold(owner("b"), &snapshot);
+        pages.hold(owner("a"), 7, &snapshot);
+        pages.hold(owner("b"), 7, &snapshot);
         tokio::time::advance(Duration::from_millis(1)).await;
         assert!(pages.find(7).is_none());
     }
@@ -210,8 +215,8 @@ mod tests {
     async fn expired_snapshots_are_dropped_without_another_request() {
         let (mut writer, reader) = store(StoreConfig::default());
         let pages = HeldSnapshots::start(TTL);
-        pages.hold(owner("a"), &at(&mut writer, &reader, 1));
-        pages.hold(None, &at(&mut writer, &reader, 2));
+        pages.hold(owner("a"), 1, &at(&mut writer, &reader, 1));
+        pages.hold(None, 2, &at(&mut writer, &reader, 2));
         tokio::time::sleep(TTL + TTL / 4).await;
         assert_eq!(pages.len(), 0);
     }
@@ -223,7 +228,7 @@ mod tests {
         let mut rv = 0;
         let mut hold = |pages: &HeldSnapshots, who: &str| {
             rv += 1;
-            pages.hold(owner(who), &at(&mut writer, &reader, rv));
+            pages.hold(owner(who), rv, &at(&mut writer, &reader, rv));
             rv
         };
         let greedy_first = hold(&pages, "greedy");

@@ -15,7 +15,14 @@
 //!   This is how a client fails over to a replica that is behind;
 //! - `sendInitialEvents=true` (streaming list): the `ADDED` events of the
 //!   state at `N` or later (unset: consistent), then a `BOOKMARK` annotated
-//!   `k8s.io/initial-events-end` when bookmarks are allowed, then changes;
+//!   `k8s.io/initial-events-end` when bookmarks are allowed, then changes.
+//!   The bookmark carries the snapshot's resourceVersion or, when newer,
+//!   the one the watch waited for: the API server's current one a
+//!   consistent start proved, or `N`. kube-apiserver's cacher sends it
+//!   once the watcher has seen a revision at least the etcd revision read
+//!   when the watch started (unset) or `N`
+//!   (`getBookmarkAfterResourceVersionLockedFunc` in `cacher/cacher.go`), so
+//!   never below those; the snapshot is that state (see [`super::list`]);
 //!   when the cache does not reach `N` within the read wait, 200 and one
 //!   `ERROR` event with the 504 "Too large resource version" Status;
 //!   `sendInitialEvents=false`: only changes, from `N` or from now.
@@ -92,19 +99,18 @@ pub(crate) async fn serve(
     // Without sendInitialEvents, the legacy rule: the current state first
     // unless a resourceVersion to resume from is given.
     let initial = params.send_initial_events.unwrap_or(from.is_none());
-    let unreached = match params.resource_version {
-        None => {
-            caches.consistent(cache).await?;
-            None
-        }
+    // The resourceVersion the initial state is proven complete through
+    // (0: none), and whether it was not reached.
+    let (waited, unreached) = match params.resource_version {
+        None => (caches.consistent(cache).await?, None),
         // The state at `rv` or later is sent first: it must be there. Not
         // in time is told in the stream, as the cacher does
         // (`newErrWatcher` after `waitUntilWatchCacheFreshAndForceAllEvents`).
-        Some(rv) if rv > 0 && initial => cache.freshness.not_older_than(rv, wait).await.err(),
+        Some(rv) if rv > 0 && initial => (rv, cache.freshness.not_older_than(rv, wait).await.err()),
         // Resuming from `rv` waits for nothing: events after `rv` come
         // when the cache has them (a resourceVersion newer than the cache,
         // from another replica, is no error).
-        Some(_) => None,
+        Some(_) => (0, None),
     };
     let start = match (unreached, from) {
         (Some(status), _) => Start::Error(status),
@@ -120,7 +126,7 @@ pub(crate) async fn serve(
                 let end = params.send_initial_events == Some(true) && params.allow_bookmarks;
                 Start::Initial {
                     objects: selected(&filter, &snapshot).await,
-                    end_bookmark: end.then_some(snapshot.resource_version()),
+                    end_bookmark: end.then_some(snapshot.resource_version().max(waited)),
                     subscription,
                 }
             } else {
