@@ -193,33 +193,48 @@ async fn watchers_whose_clients_leave_leave_the_dispatcher_at_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn any_timeout_seconds_gets_a_normal_watch_or_a_400() {
+async fn any_timeout_seconds_gets_a_normal_watch_or_the_api_servers_answer() {
     let served = serve(Setup::default()).await;
     let rv = resource_version(&served.url, PODS).await;
     let pod = served.sim.state(ids::PODS)[0].clone();
-    for timeout in ["18446744073709551615", "9223372036854775808"] {
-        let mut watch = WatchLines::open(
-            &served.url,
-            &format!("{PODS}?watch=1&resourceVersion={rv}&timeoutSeconds={timeout}"),
-        )
-        .await;
-        assert_eq!(watch.code, 200, "timeoutSeconds={timeout}");
-        let patch = json!({"metadata": {"labels": {"timeout": "huge"}}});
-        served
-            .sim
-            .store()
-            .merge_patch(ids::PODS, &pod.namespace, &pod.name, &patch)
-            .unwrap();
-        let event = watch.next().await.expect("the watch goes on");
-        assert_eq!(event["type"], "MODIFIED", "timeoutSeconds={timeout}");
-    }
-    for bad in ["18446744073709551616", "-1", "1.5"] {
+    // The longest Go's time.Duration holds: a watch (capped at a year).
+    let timeout = i64::MAX / 1_000_000_000;
+    let mut watch = WatchLines::open(
+        &served.url,
+        &format!("{PODS}?watch=1&resourceVersion={rv}&timeoutSeconds={timeout}"),
+    )
+    .await;
+    assert_eq!(watch.code, 200);
+    let patch = json!({"metadata": {"labels": {"timeout": "huge"}}});
+    served
+        .sim
+        .store()
+        .merge_patch(ids::PODS, &pod.namespace, &pod.name, &patch)
+        .unwrap();
+    let event = watch.next().await.expect("the watch goes on");
+    assert_eq!(event["type"], "MODIFIED");
+    // Beyond it, or not a number: the API server's 400.
+    for bad in ["18446744073709551615", "9223372036854775808", "1.5"] {
         let (code, body) =
             common::get(&served.url, &format!("{PODS}?watch=1&timeoutSeconds={bad}")).await;
         assert_eq!(code, 400, "timeoutSeconds={bad}");
         let status: Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(status["kind"], "Status");
         assert_eq!(status["reason"], "BadRequest");
+        assert!(
+            status["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("strconv.ParseInt: parsing \"{bad}\"")),
+            "{status}"
+        );
+    }
+    // Negative, or so large that Go's seconds-to-nanoseconds wraps below
+    // zero: a watch already over, as kube-apiserver's.
+    for over in ["-1".to_string(), i64::MAX.to_string()] {
+        let path = format!("{PODS}?watch=1&timeoutSeconds={over}");
+        let watch = WatchLines::open(&served.url, &path).await;
+        assert_eq!(watch.code, 200, "{path}");
+        assert_eq!(watch.collect().await, Vec::<Value>::new(), "{path}");
     }
 }
 
