@@ -155,19 +155,6 @@ pub fn object_to_proto(resource: &Resource, json: &[u8]) -> Result<Bytes, String
         .map_err(|e| format!("{} does not encode as protobuf: {e}", resource.kind))
 }
 
-/// A Status body in the given encoding.
-pub fn status_body(status: &Status, wire: Encoding) -> Vec<u8> {
-    match wire {
-        // Go's json.Encoder ends every body with a newline.
-        Encoding::Json => {
-            let mut json = status.to_json();
-            json.push(b'\n');
-            json
-        }
-        Encoding::Protobuf => status.to_protobuf(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

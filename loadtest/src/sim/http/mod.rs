@@ -372,12 +372,7 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
 /// A Status error response.
 pub fn status_response(status: &Status, wire: Encoding) -> Response {
     let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    body_response(
-        code,
-        wire,
-        false,
-        encoding::status_body(status, wire).into(),
-    )
+    body_response(code, wire, false, wire.status(status).into())
 }
 
 /// A response with a body in an encoding.

@@ -422,10 +422,9 @@ impl Output {
                 line.extend_from_slice(b"}\n");
                 line
             }
-            Encoding::Protobuf => protobuf::encode_watch_event(
-                "ERROR",
-                &crate::sim::encoding::status_body(&status, Encoding::Protobuf),
-            ),
+            Encoding::Protobuf => {
+                protobuf::encode_watch_event("ERROR", &Encoding::Protobuf.status(&status))
+            }
         };
         self.buf.put_slice(&encoded);
         self.flush().await
