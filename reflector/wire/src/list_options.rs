@@ -96,9 +96,9 @@ impl CollectionParams {
         let mut raw_rv = None;
         for (key, value) in first_values(query) {
             match key.as_ref() {
-                "watch" => params.watch = parse_bool(&key, &value)?,
-                "allowWatchBookmarks" => params.allow_bookmarks = parse_bool(&key, &value)?,
-                "sendInitialEvents" => params.send_initial_events = Some(parse_bool(&key, &value)?),
+                "watch" => params.watch = flag(&value),
+                "allowWatchBookmarks" => params.allow_bookmarks = flag(&value),
+                "sendInitialEvents" => params.send_initial_events = Some(flag(&value)),
                 "labelSelector" => {
                     params.labels = LabelSelector::parse(&value)
                         .map_err(|e| Status::bad_request(e.to_string()))?
@@ -313,19 +313,15 @@ fn parse_int(s: &str) -> Result<i64, Status> {
 
 /// Whether a query string asks for a watch (`watch=1`, `watch=true`, …).
 pub fn is_watch(query: &str) -> bool {
-    first_values(query)
-        .any(|(key, value)| key == "watch" && matches!(parse_bool(&key, &value), Ok(true)))
+    first_values(query).any(|(key, value)| key == "watch" && flag(&value))
 }
 
-/// Go's `strconv.ParseBool`, which the API server uses for query booleans.
-fn parse_bool(key: &str, value: &str) -> Result<bool, Status> {
-    match value {
-        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
-        "" | "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
-        _ => Err(Status::bad_request(format!(
-            "{key}: invalid value {value:?}: strconv.ParseBool: parsing {value:?}: invalid syntax"
-        ))),
-    }
+/// A query boolean as kube-apiserver converts it
+/// (`runtime.Convert_Slice_string_To_bool`): false only for `0` and `false`
+/// in any case; any other value, the empty one and a bare `watch`
+/// included, is true. Nothing is refused.
+fn flag(value: &str) -> bool {
+    value != "0" && !value.eq_ignore_ascii_case("false")
 }
 
 /// The continue token, as kube-apiserver encodes it: base64 of
@@ -444,13 +440,35 @@ mod tests {
     #[test]
     fn malformed_values_are_bad_requests() {
         assert_eq!(parse("limit=ten").unwrap_err().code, 400);
-        assert_eq!(parse("watch=maybe").unwrap_err().code, 400);
         assert_eq!(parse("continue=%%%").unwrap_err().code, 400);
         assert_eq!(
             parse("fieldSelector=spec.foo%3D%3D%3D").unwrap_err().code,
             400
         );
         assert_eq!(parse("resourceVersionMatch=Exact").unwrap_err().code, 422);
+    }
+
+    #[test]
+    fn a_boolean_is_false_only_for_0_and_false_as_kube_apiserver_converts_it() {
+        // The recorded request-edges cases `req-watch-*`.
+        for (query, watch) in [
+            ("watch=", true),
+            ("watch", true),
+            ("watch=maybe", true),
+            ("watch=1", true),
+            ("watch=0", false),
+            ("watch=false", false),
+            ("watch=FALSE", false),
+            ("watch=1&watch=0", true),
+        ] {
+            assert_eq!(parse(query).unwrap().watch, watch, "{query}");
+            assert_eq!(is_watch(query), watch, "{query}");
+        }
+        assert!(
+            parse("watch=1&allowWatchBookmarks=yes")
+                .unwrap()
+                .allow_bookmarks
+        );
     }
 
     #[test]
