@@ -53,7 +53,14 @@ pub fn parse(caches: &Caches, path: &str) -> Option<ResourcePath> {
     let path = percent_encoding::percent_decode_str(path)
         .decode_utf8()
         .ok()?;
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    // An empty segment (`//api/...`, `namespaces//pods`, a trailing `/`)
+    // names no cached resource: kube-apiserver routes such paths its own
+    // way (a cluster-wide list for an empty namespace, a plain-text 404
+    // for `//api`, each after authorization), so it answers them.
+    let segments: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
+    if segments.iter().any(|segment| segment.is_empty()) {
+        return None;
+    }
     let (group, version, rest) = match segments.as_slice() {
         ["api", version, rest @ ..] => ("", *version, rest),
         ["apis", group, version, rest @ ..] => (*group, *version, rest),
@@ -91,6 +98,20 @@ pub fn parse(caches: &Caches, path: &str) -> Option<ResourcePath> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_path_with_an_empty_segment_names_no_cached_resource() {
+        let caches = crate::http::route::tests::caches();
+        assert!(parse(&caches, "/api/v1/namespaces/a/pods").is_some());
+        for path in [
+            "//api/v1/namespaces/a/pods",
+            "/api/v1/namespaces//pods",
+            "/api/v1/pods/",
+            "api/v1/pods",
+        ] {
+            assert!(parse(&caches, path).is_none(), "{path}");
+        }
+    }
 
     #[test]
     fn the_predicates_prefix_is_split_off_the_kubernetes_path() {

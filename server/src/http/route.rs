@@ -262,13 +262,13 @@ fn collection(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::served::{Cache, ServeSettings};
     use kubecache_reflector::upstream::{ApiResource, ResourceSpec, Upstream};
 
     /// Pods, whole; config maps of `team` labelled `app=web`.
-    fn caches() -> Caches {
+    pub(in crate::http) fn caches() -> Caches {
         let client =
             kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
                 .unwrap();
