@@ -200,11 +200,11 @@ impl Served {
     /// waits until their stores have closed; kubecache goes on serving.
     pub async fn stop_reflectors(&mut self) {
         self.front.app.stop_reflectors();
-        for cache in self.caches.iter() {
-            while !cache.reader.is_closed() {
-                tokio::task::yield_now().await;
-            }
-        }
+        let caches = &self.caches;
+        kubecache_testkit::wait::until("every store closed", || {
+            caches.iter().all(|cache| cache.reader.is_closed())
+        })
+        .await;
     }
 }
 
