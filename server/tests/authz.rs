@@ -633,13 +633,7 @@ async fn a_caller_who_may_not_read_gets_403_whatever_it_accepts() {
     let served = served(AuthSettings::default()).await;
     // Recorded: eve lists pods with `Accept: text/html`; kube-apiserver
     // authorizes before it negotiates, and writes the 403 as indented JSON.
-    let edges = kubecache_testkit::golden::json("edges/manifest.json");
-    let case = edges
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|case| case["id"] == "req-accept-html-eve")
-        .expect("the recorded case");
+    let case = recorded("req-accept-html-eve");
     let path = case["path"].as_str().unwrap();
     let request = http::Request::get(path)
         .header("authorization", "Bearer eve-token")
@@ -662,4 +656,85 @@ async fn a_caller_who_may_not_read_gets_403_whatever_it_accepts() {
         .body(http_body_util::Empty::<bytes::Bytes>::new())
         .unwrap();
     assert_eq!(common::send(&served.url, request).await.0, 406);
+}
+
+/// The recorded request `id` of `edges/manifest.json`.
+fn recorded(id: &str) -> serde_json::Value {
+    let edges = kubecache_testkit::golden::json("edges/manifest.json");
+    edges
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|case| case["id"] == id)
+        .unwrap_or_else(|| panic!("no recorded case {id}"))
+        .clone()
+}
+
+/// Sends the recorded request `case` to `url` with its method, path and
+/// headers (bar those of its own connection): the whole response.
+async fn replay(url: &str, case: &serde_json::Value) -> http::Response<bytes::Bytes> {
+    let mut request = http::Request::builder()
+        .method(case["method"].as_str().unwrap())
+        .uri(case["path"].as_str().unwrap());
+    for header in case["request_headers"].as_array().unwrap() {
+        let (name, value) = (header[0].as_str().unwrap(), header[1].as_str().unwrap());
+        if !["host", "connection"].contains(&name.to_ascii_lowercase().as_str()) {
+            request = request.header(name, value);
+        }
+    }
+    let request = request
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    common::exchange(url, request).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_is_authorized_then_refused_as_the_api_server_routes_none() {
+    let served = served(AuthSettings::default()).await;
+    for id in [
+        "req-head-collection-alice",
+        "req-head-object-alice",
+        "req-head-object-eve",
+    ] {
+        let case = recorded(id);
+        let header = |name: &str| {
+            case["response_headers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|h| h[0] == name)
+                .map(|h| h[1].as_str().unwrap().to_string())
+        };
+        for (who, url) in [
+            ("kubecache", &served.url),
+            ("the sim", &served.sim.url().to_string()),
+        ] {
+            let response = replay(url, &case).await;
+            let got = |name: &str| {
+                response
+                    .headers()
+                    .get(name)
+                    .map(|v| v.to_str().unwrap().to_string())
+            };
+            assert_eq!(
+                response.status().as_u16() as u64,
+                case["status"].as_u64().unwrap(),
+                "{id} from {who}"
+            );
+            assert_eq!(
+                got("content-type"),
+                header("Content-Type"),
+                "{id} from {who}"
+            );
+            assert_eq!(
+                got("content-length"),
+                header("Content-Length"),
+                "{id} from {who}"
+            );
+            assert!(
+                response.body().is_empty(),
+                "{id} from {who}: a HEAD has no body"
+            );
+        }
+    }
 }

@@ -102,6 +102,19 @@ impl Status {
         Self::failure(400, "BadRequest", message)
     }
 
+    /// 405 `MethodNotAllowed` as kube-apiserver's router answers a method a
+    /// resource path does not take (`HEAD`, `OPTIONS`, a `PUT` of a
+    /// collection), after authorization.
+    pub fn method_not_allowed() -> Self {
+        let mut status = Self::failure(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        );
+        status.details = Some(StatusDetails::default());
+        status
+    }
+
     /// 404 `NotFound` for one object, e.g. `pods "web-1" not found`.
     pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
         let message = format!("{resource} \"{name}\" not found");

@@ -51,7 +51,7 @@ pub async fn serve(
         None if own_write => 0,
         None => match caches.consistent_get(cache).await? {
             Consistent::Proven(rv) => rv,
-            Consistent::Cold => return Ok(Answer::Upstream),
+            Consistent::Cold => return Ok(Answer::Upstream(rendering)),
         },
         Some(0) => 0,
         Some(rv) => {
@@ -61,9 +61,13 @@ pub async fn serve(
     };
     let snapshot = cache.reader.snapshot();
     let key = ObjectKey::new(namespace.unwrap_or_default(), name);
-    let object = snapshot
-        .get(&key)
-        .ok_or_else(|| Status::not_found(&cache.resource.group, &cache.resource.plural, name))?;
+    let Some(object) = snapshot.get(&key) else {
+        if cache.scope.selects() {
+            return Ok(Answer::Upstream(rendering));
+        }
+        let resource = &cache.resource;
+        return Err(Status::not_found(&resource.group, &resource.plural, name).into());
+    };
     let served_at = snapshot.resource_version().max(waited);
     render(cache, object, rendering, served_at).map(Answer::Served)
 }

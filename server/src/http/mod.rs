@@ -36,9 +36,10 @@ use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::{Extension, Router};
+use kubecache_wire::Status;
 
 use crate::error::ApiError;
-use negotiate::Read;
+use negotiate::{Read, Rendering};
 use route::{CacheRead, Collection, Route, What};
 
 use crate::auth::{Attributes, Auth, Credential, User};
@@ -216,32 +217,15 @@ async fn kubernetes(State(shared): State<Arc<Shared>>, request: Request) -> Resp
         Read::List => "list",
         Read::Watch => "watch",
     });
-    // An object a selector-restricted cache does not hold may exist outside
-    // its selectors: the API server knows.
-    let ask_upstream_on_miss = matches!(read.what, What::Get { .. }) && read.cache.scope.selects();
-    let (errors, gzip) = (read.errors, read.gzip);
-    let (cache, rendering) = (read.cache.clone(), read.rendering.as_ref().ok().copied());
-    // The API server answers a consistent GET that would wait for a cold
-    // probe (consistent by construction; the read was authorized all the
-    // same), and an object a selector-restricted cache does not hold.
-    let answer = match from_cache(&shared, *read, &parts, &credential).await {
-        Err(ApiError(status)) if status.code == 404 && ask_upstream_on_miss => Ok(Answer::Upstream),
-        answer => answer,
-    };
-    let (endpoint, answer) = match (answer, rendering) {
-        (Ok(Answer::Served(response)), _) => (endpoint, Ok(response)),
-        (Err(error), _) => (endpoint, Err(error)),
-        (Ok(Answer::Upstream), Some(rendering)) if parts.method == Method::GET => {
+    let (errors, gzip, cache) = (read.errors, read.gzip, read.cache.clone());
+    let (endpoint, answer) = match from_cache(&shared, *read, &parts, &credential).await {
+        Ok(Answer::Served(response)) => (endpoint, Ok(response)),
+        Err(error) => (endpoint, Err(error)),
+        Ok(Answer::Upstream(rendering)) => {
             let path = route::upstream_path(&parts.uri);
             let answer =
                 get::from_upstream(upstream, &cache, parts, &credential, &path, rendering).await;
             (Endpoint("passthrough"), answer)
-        }
-        // A HEAD has no object to shape: passed through as it is.
-        (Ok(Answer::Upstream), _) => {
-            let path = route::upstream_path(&parts.uri);
-            let answer = pass_through(upstream, parts, body, &credential, &path, None, None).await;
-            return (Extension(Endpoint("passthrough")), answer).into_response();
         }
     };
     match answer {
@@ -257,10 +241,12 @@ async fn kubernetes(State(shared): State<Arc<Shared>>, request: Request) -> Resp
 enum Answer {
     /// Served from the cache.
     Served(Response),
-    /// A consistent GET of one object the cache could not prove fresh
-    /// without waiting for a cold probe (see [`crate::served::freshness`]):
-    /// the API server answers it, through pass-through.
-    Upstream,
+    /// A GET the API server answers, rendered so: a consistent GET of one
+    /// object the cache could not prove fresh without waiting for a cold
+    /// probe (see [`crate::served::freshness`]; consistent by construction,
+    /// and authorized all the same), or of an object a selector-restricted
+    /// cache does not hold (it may exist outside the selectors).
+    Upstream(Rendering),
 }
 
 /// A read of a cache: authorized on the very parameters it is served
@@ -301,6 +287,11 @@ async fn from_cache(
         }
     };
     let user = shared.authorize(credential, attributes).await?;
+    // kube-apiserver routes no HEAD: its router answers 405 once the
+    // request is authorized.
+    if parts.method == Method::HEAD {
+        return Err(ApiError(Status::method_not_allowed()));
+    }
     let rendering = rendering?;
     let peer = parts
         .extensions

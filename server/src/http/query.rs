@@ -18,10 +18,10 @@
 //!
 //! Lookups read the store as it is (like `resourceVersion=0`); with
 //! `?resourceVersion=N` they first wait until the store has reached `N`
-//! (504 after the read-wait timeout). A client's own writes passed through
-//! kubecache are waited for first, as for every read (see
-//! [`crate::served`]'s read-your-writes). Every answer carries the
-//! resourceVersion it was served at.
+//! (504 after the read-wait timeout, 400 when `N` is not a number). A
+//! client's own writes passed through kubecache are waited for first, as
+//! for every read (see [`crate::served`]'s read-your-writes). Every answer
+//! carries the resourceVersion it was served at.
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Json, Response};
@@ -144,7 +144,12 @@ async fn wait(
     cache
         .read_your_writes(client, caches.settings.read_wait)
         .await?;
-    if let Some(rv) = kubecache_wire::list_options::resource_version(query)? {
+    // kube-apiserver's watch cache answers a malformed resourceVersion with
+    // a 500 (mirrored for the Kubernetes paths); kubecache's own API says
+    // it is the client's fault.
+    let wanted = kubecache_wire::list_options::resource_version(query)
+        .map_err(|status| Status::bad_request(status.message))?;
+    if let Some(rv) = wanted {
         cache
             .freshness
             .not_older_than(rv, caches.settings.read_wait)

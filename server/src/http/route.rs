@@ -2,8 +2,9 @@
 //! by a cache, as one [`CacheRead`] that says everything about it, or by
 //! the API server (see [`crate::passthrough`]).
 //!
-//! A cache answers a `GET` or `HEAD` of its resource's collection (list,
-//! watch, table) or of one object, within what it holds (see
+//! A cache answers a `GET` of its resource's collection (list, watch,
+//! table) or of one object (a `HEAD` of them: 405 once authorized, as
+//! kube-apiserver, which routes no `HEAD`), within what it holds (see
 //! [`crate::served::Scope`]) and with field selectors it can evaluate
 //! (`metadata.name`, `metadata.namespace`, indexed fields). Everything else
 //! passes through: writes of every kind, subresources, uncached resources,

@@ -218,6 +218,11 @@ async fn dispatch(
         return status_response(&faults::not_found(), Encoding::Json);
     };
     let resource = &RESOURCES[target.resource];
+    // kube-apiserver routes no HEAD: its router answers before any handler
+    // negotiates.
+    if method == Method::HEAD {
+        return method_not_allowed(Encoding::Json);
+    }
     let (wire, form) =
         match encoding::negotiate(header_str(request.headers(), header::ACCEPT), resource) {
             Ok(negotiated) => negotiated,
@@ -267,20 +272,13 @@ async fn dispatch(
             call.subresource(sub, method, &body).await
         }
         (Some(_), _, _) => status_response(&faults::not_found(), Encoding::Json),
-        (None, method, _) => method_not_allowed(method, wire),
+        (None, _, _) => method_not_allowed(wire),
     }
 }
 
 /// 405 for a method the path does not take.
-pub fn method_not_allowed(method: &Method, wire: Encoding) -> Response {
-    status_response(
-        &Status::failure(
-            405,
-            "MethodNotAllowed",
-            format!("the server does not allow this method on the requested resource: {method}"),
-        ),
-        wire,
-    )
+pub fn method_not_allowed(wire: Encoding) -> Response {
+    status_response(&Status::method_not_allowed(), wire)
 }
 
 /// Applies the fault armed for this request, if it answers instead of the

@@ -72,7 +72,7 @@ async fn review(
 ) -> Response {
     let wire = Encoding::Json;
     if request.method() != Method::POST {
-        return method_not_allowed(request.method(), wire);
+        return method_not_allowed(wire);
     }
     let forbidden = || faults::forbidden(kind, None, None);
     if let Err(response) = fault_for(ctx, kind, wire, forbidden).await {

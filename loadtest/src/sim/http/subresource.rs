@@ -33,7 +33,7 @@ impl Call<'_> {
             ("eviction", &Method::POST) => self.evict(request),
             ("exec" | "attach" | "portforward", &Method::GET | &Method::POST) => self.no_kubelet(),
             ("proxy", _) => self.no_pod_network(),
-            (_, method) => method_not_allowed(method, self.wire),
+            _ => method_not_allowed(self.wire),
         }
     }
 
