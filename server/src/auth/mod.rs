@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use axum::http::{Extensions, HeaderMap, header};
+use axum::http::{Extensions, HeaderMap, HeaderValue, header};
 use kubecache_wire::Status;
 
 use crate::served::ClientKey;
@@ -170,17 +170,10 @@ impl Credential {
         if let Some(PeerCertificate(user)) = extensions.get::<PeerCertificate>() {
             return Credential::Certificate(user.clone());
         }
-        headers
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| {
-                let (scheme, token) = value.split_once(' ')?;
-                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-            })
-            .filter(|token| !token.is_empty())
-            .map_or(Credential::Anonymous, |token| {
-                Credential::Token(BearerToken::new(token))
-            })
+        match bearer(headers) {
+            Bearer::Token(token) => Credential::Token(BearerToken::new(&token)),
+            Bearer::None | Bearer::ExtraSpace => Credential::Anonymous,
+        }
     }
 
     /// The client of this credential, as the caches tell clients apart
@@ -192,6 +185,49 @@ impl Credential {
             Credential::Anonymous => None,
         }
     }
+}
+
+/// What the `Authorization` header says of a bearer token.
+enum Bearer {
+    /// No bearer token: no header, another scheme, no token after it.
+    None,
+    /// `Bearer` and two spaces or more: no token, with a warning.
+    ExtraSpace,
+    /// A token (of any bytes: one that is not UTF-8 never authenticates).
+    Token(String),
+}
+
+/// The bearer token of a request as kube-apiserver's bearer-token
+/// authenticator reads it: the first `Authorization` header, trimmed, split
+/// on single spaces into at most three parts; scheme `bearer` in any case,
+/// then the token (the third part, `Bearer t extra`'s `extra`, is ignored).
+/// `Bearer  t` is an empty token, and so no token (anonymous).
+fn bearer(headers: &HeaderMap) -> Bearer {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Bearer::None;
+    };
+    let value = String::from_utf8_lossy(value.as_bytes());
+    let mut parts = value.trim().splitn(3, ' ');
+    let (Some(scheme), Some(token)) = (parts.next(), parts.next()) else {
+        return Bearer::None;
+    };
+    match (scheme.eq_ignore_ascii_case("bearer"), token, parts.next()) {
+        (false, _, _) => Bearer::None,
+        (true, "", Some(_)) => Bearer::ExtraSpace,
+        (true, "", None) => Bearer::None,
+        (true, token, _) => Bearer::Token(token.to_string()),
+    }
+}
+
+/// The `Warning` kube-apiserver adds to the answer of a request whose
+/// `Authorization` has two spaces or more after `Bearer` (which it then
+/// treats as anonymous).
+pub fn warning(headers: &HeaderMap) -> Option<HeaderValue> {
+    matches!(bearer(headers), Bearer::ExtraSpace).then(|| {
+        HeaderValue::from_static(
+            "299 - \"the provided Authorization header contains extra space before the bearer token, and is ignored\"",
+        )
+    })
 }
 
 /// How long review answers are kept, and how many.
@@ -349,23 +385,40 @@ mod tests {
     }
 
     #[test]
-    fn a_bearer_token_in_any_case_of_the_scheme() {
+    fn a_bearer_token_as_kube_apiserver_reads_it() {
         let none = Extensions::new();
-        let abc = Credential::Token(BearerToken::new("abc"));
-        assert_eq!(Credential::of(&none, &headers("Bearer abc")), abc);
-        assert_eq!(Credential::of(&none, &headers("bearer  abc ")), abc);
-        assert_eq!(
-            Credential::of(&none, &headers("Basic eDp5")),
-            Credential::Anonymous
-        );
-        assert_eq!(
-            Credential::of(&none, &headers("Bearer ")),
-            Credential::Anonymous
-        );
+        let token = |t: &str| Credential::Token(BearerToken::new(t));
+        let of = |value: &str| Credential::of(&none, &headers(value));
+        assert_eq!(of("Bearer abc"), token("abc"));
+        assert_eq!(of("bearer abc "), token("abc"));
+        assert_eq!(of("  BEARER abc"), token("abc"));
+        assert_eq!(of("Bearer abc extra words"), token("abc"));
+        for anonymous in ["Bearer  abc", "Bearer\tabc", "Bearer ", "Basic eDp5", "abc"] {
+            assert_eq!(of(anonymous), Credential::Anonymous, "{anonymous:?}");
+        }
         assert_eq!(
             Credential::of(&none, &HeaderMap::new()),
             Credential::Anonymous
         );
+        // Not ASCII: a token all the same, which the API server rejects.
+        let mut latin1 = HeaderMap::new();
+        latin1.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_bytes(b"Bearer t\xc3\xb6k").unwrap(),
+        );
+        assert_eq!(Credential::of(&none, &latin1), token("tök"));
+        // The first of two headers counts.
+        let mut two = headers("Bearer first");
+        two.append(header::AUTHORIZATION, "Bearer second".parse().unwrap());
+        assert_eq!(Credential::of(&none, &two), token("first"));
+    }
+
+    #[test]
+    fn only_an_extra_space_before_the_token_is_warned_of() {
+        assert!(warning(&headers("Bearer  abc")).is_some());
+        for quiet in ["Bearer abc", "Bearer ", "Bearer\tabc", "Basic x"] {
+            assert!(warning(&headers(quiet)).is_none(), "{quiet:?}");
+        }
     }
 
     #[test]

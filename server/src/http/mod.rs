@@ -87,8 +87,24 @@ pub fn router(caches: Arc<Caches>, auth: Auth, upstream: PassThrough) -> Router 
         // Everything else is the Kubernetes API.
         .fallback(kubernetes)
         .with_state(shared)
+        .layer(axum::middleware::from_fn(authorization_warning))
         // Outermost, so that it sees every answer, errors included.
         .layer(axum::middleware::from_fn(crate::metrics::track))
+}
+
+/// kube-apiserver's `Warning` for an `Authorization` header it ignores
+/// (see [`crate::auth::warning`]), on the answers kubecache gives itself:
+/// the API server warns on those passed through.
+async fn authorization_warning(request: Request, next: axum::middleware::Next) -> Response {
+    let warning = crate::auth::warning(request.headers());
+    let mut response = next.run(request).await;
+    let passed_through = response.extensions().get::<Endpoint>() == Some(&Endpoint("passthrough"));
+    if let Some(warning) = warning
+        && !passed_through
+    {
+        response.headers_mut().append(header::WARNING, warning);
+    }
+    response
 }
 
 /// The Prometheus text format.
