@@ -6,19 +6,49 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use kubecache_wire::{Encoding, Status};
 
-/// A failed request: its `Status` is the response body.
+/// A failed request.
 #[derive(Debug)]
-pub struct ApiError(pub Status);
+#[expect(
+    clippy::large_enum_variant,
+    reason = "the large variant is the common one, as large as ApiError always was"
+)]
+pub enum ApiError {
+    /// A Kubernetes `Status`, the body of nearly every error.
+    Status(Status),
+    /// A plain-text 500, as Go's `http.Error` writes the errors that
+    /// kube-apiserver's filters find before any handler (impersonating
+    /// groups without a user): the message, without its final newline.
+    InternalText(String),
+}
 
 impl From<Status> for ApiError {
     fn from(status: Status) -> Self {
-        ApiError(status)
+        ApiError::Status(status)
+    }
+}
+
+impl ApiError {
+    /// The response: a `Status` encoded in `wire` (see [`render`]), or the
+    /// text.
+    pub fn respond(&self, wire: Option<Encoding>) -> Response {
+        match self {
+            ApiError::Status(status) => render(status, wire),
+            ApiError::InternalText(message) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                [
+                    (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+                    (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+                ],
+                format!("{message}\n"),
+            )
+                .into_response(),
+        }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        render(&self.0, Some(Encoding::Json))
+        self.respond(Some(Encoding::Json))
     }
 }
 

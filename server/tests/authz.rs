@@ -785,3 +785,76 @@ async fn the_authorization_header_is_read_as_the_api_server_reads_it() {
     }
     assert_eq!(replayed, 17);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_from_the_cache_run_as_the_impersonated_user() {
+    let served = served(AuthSettings::default()).await;
+    // Recorded cases whose callers and grants the demo policy has: admin,
+    // alice and anonymous impersonating eve and anonymous (the demo's
+    // alice reads through a group binding, the corpus's through her own).
+    for id in [
+        "imp-admin-as-eve-list",
+        "imp-admin-as-anonymous-list",
+        "imp-admin-group-only-list",
+        "imp-alice-as-eve-list",
+        "imp-anon-as-eve-list",
+    ] {
+        let case = recorded(id);
+        let response = replay(&served.url, &case).await;
+        let code = response.status().as_u16();
+        assert_eq!(code as u64, case["status"].as_u64().unwrap(), "{id}");
+        if code >= 400 {
+            let want = kubecache_testkit::golden::read(&format!(
+                "edges/{}",
+                case["body_file"].as_str().unwrap()
+            ));
+            assert_eq!(
+                String::from_utf8_lossy(response.body()),
+                String::from_utf8_lossy(&want),
+                "{id}: the API server's bytes"
+            );
+            let content_type = case["response_headers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|h| h[0] == "Content-Type")
+                .map(|h| h[1].as_str().unwrap());
+            assert_eq!(
+                response
+                    .headers()
+                    .get("content-type")
+                    .map(|v| v.to_str().unwrap()),
+                content_type,
+                "{id}"
+            );
+        }
+    }
+    // Gets and watches are authorized as the impersonated user too: admin
+    // as alice in her group reads payments-prod only.
+    let (mine, other_ns, other) = pods(&served);
+    let as_user = |user: &str, path: String| {
+        let mut request = http::Request::get(path)
+            .header("authorization", "Bearer admin-token")
+            .header("impersonate-user", user);
+        if user == DEVELOPER {
+            request = request.header("impersonate-group", "payments-devs");
+        }
+        request
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap()
+    };
+    let get = |namespace: &str, name: &str| format!("/api/v1/namespaces/{namespace}/pods/{name}");
+    let watch =
+        |namespace: &str| format!("/api/v1/namespaces/{namespace}/pods?watch=1&timeoutSeconds=1");
+    for (user, path, code) in [
+        (DEVELOPER, get(NAMESPACE, &mine), 200),
+        (DEVELOPER, get(&other_ns, &other), 403),
+        ("eve", get(NAMESPACE, &mine), 403),
+        (DEVELOPER, watch(NAMESPACE), 200),
+        (DEVELOPER, watch(&other_ns), 403),
+        ("eve", watch(NAMESPACE), 403),
+    ] {
+        let (got, _) = common::send(&served.url, as_user(user, path.clone())).await;
+        assert_eq!(got, code, "{user}: {path}");
+    }
+}

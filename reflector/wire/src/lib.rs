@@ -30,6 +30,6 @@ pub use media::Encoding;
 pub use object::{CachedObject, ObjectKey, builtin_kind};
 pub use selector::{
     FieldOperator, FieldRequirement, FieldSelector, LabelOperator, LabelRequirement, LabelSelector,
-    SelectorError,
+    SelectorError, go_quote,
 };
 pub use status::{Status, StatusCause, StatusDetails, StatusMetadata};

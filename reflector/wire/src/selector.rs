@@ -46,7 +46,7 @@ mod validate;
 
 pub use field::{FieldOperator, FieldRequirement, FieldSelector};
 pub use label::{LabelOperator, LabelRequirement, LabelSelector};
-pub(crate) use validate::go_quote;
+pub use validate::go_quote;
 
 use crate::Status;
 

@@ -12,18 +12,22 @@
 
 mod attributes;
 mod cache;
+mod impersonation;
 mod review;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
+use axum::http::request::Parts;
 use axum::http::{Extensions, HeaderMap, HeaderValue, header};
 use kubecache_wire::Status;
 
+use crate::error::ApiError;
 use crate::served::ClientKey;
 
 pub use attributes::{Attributes, ResourceAttributes};
+pub use impersonation::Impersonation;
 use review::{AccessRequest, Decision, ReviewError, Reviewer};
 
 /// A user as the API server knows it (`authentication.k8s.io/v1`
@@ -187,6 +191,40 @@ impl Credential {
     }
 }
 
+/// Who a request comes from: the credential that proves its user, and
+/// whom it asks to act as (see [`Impersonation`]).
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// What proves the caller's own user.
+    pub credential: Credential,
+    /// Whom the caller asks to act as; `Err`: the plain-text 500
+    /// kube-apiserver answers a request that impersonates parts without a
+    /// user (its whole message, with the request's URI).
+    pub impersonation: Result<Option<Impersonation>, String>,
+}
+
+impl Caller {
+    /// The caller of the request of `parts`.
+    pub fn of(parts: &Parts) -> Caller {
+        let impersonation = Impersonation::of(&parts.headers).map_err(|error| {
+            let uri = parts.uri.path_and_query().map_or("", |p| p.as_str());
+            format!(
+                "Internal Server Error: {}: {error}",
+                kubecache_wire::go_quote(uri)
+            )
+        });
+        Caller {
+            credential: Credential::of(&parts.extensions, &parts.headers),
+            impersonation,
+        }
+    }
+
+    /// The client of this caller's credential (see [`Credential::client`]).
+    pub(crate) fn client(&self) -> Option<ClientKey> {
+        self.credential.client()
+    }
+}
+
 /// What the `Authorization` header says of a bearer token.
 enum Bearer {
     /// No bearer token: no header, another scheme, no token after it.
@@ -308,44 +346,104 @@ impl Auth {
         }
     }
 
-    /// Whether the caller of `credential` may do what `attributes` say:
-    /// the user allowed, `None` when nobody is asked (`--auth none`).
+    /// Whether `caller` may do what `attributes` say, as kube-apiserver's
+    /// filters decide: authentication, impersonation, authorization. The
+    /// user allowed (the impersonated one, if any), `None` when nobody is
+    /// asked (`--auth none`).
     ///
     /// # Errors
     ///
-    /// The `Status` to answer: 401 for a token the API server rejects, 403
-    /// (worded as kube-apiserver words it) for a denied request, 503 when
-    /// the API server cannot be asked.
+    /// What to answer: 401 for a token the API server rejects, 403 (worded
+    /// as kube-apiserver words it) for a denied impersonation or request,
+    /// the plain-text 500 of a malformed impersonation, 503 when the API
+    /// server cannot be asked.
     pub async fn authorize(
         &self,
-        credential: &Credential,
+        caller: &Caller,
         attributes: Attributes,
-    ) -> Result<Option<Arc<User>>, Status> {
+    ) -> Result<Option<Arc<User>>, ApiError> {
         let Auth::Kubernetes(reviewer) = self else {
             return Ok(None);
         };
-        let user = match credential {
-            Credential::Certificate(user) => user.clone(),
-            Credential::Token(token) => match reviewer.authenticate(token).await {
-                Ok(Some(user)) => user,
-                Ok(None) => {
-                    tracing::info!(request = %attributes.describe(), "unauthorized: the API server rejects the token");
-                    return Err(Status::failure(401, "Unauthorized", "Unauthorized"));
-                }
-                Err(error) => return Err(unavailable(&error)),
-            },
-            Credential::Anonymous => User::anonymous(),
-        };
-        let request = AccessRequest::new(&user, attributes);
-        match reviewer.authorize(&user, &request).await {
-            Ok(Decision::Allowed) => Ok(Some(user)),
-            Ok(Decision::Denied(reason)) => {
-                let (info, attributes) = (user.info(), request.attributes());
-                tracing::info!(user = %info.username, request = %attributes.describe(), "forbidden");
-                Err(attributes.forbidden(info, &reason))
+        let user = acting_user(reviewer, caller).await.inspect_err(|error| {
+            if let ApiError::Status(status) = error
+                && status.code == 401
+            {
+                tracing::info!(request = %attributes.describe(), "unauthorized: the API server rejects the token");
             }
-            Err(error) => Err(unavailable(&error)),
+        })?;
+        allow(reviewer, &user, attributes).await?;
+        Ok(Some(user))
+    }
+
+    /// The credential a request of `caller` is passed through with: a
+    /// certificate caller who impersonates is checked here, then
+    /// impersonated upstream as the user they become; any other goes as
+    /// it came (the API server judges a bearer caller's impersonation).
+    ///
+    /// # Errors
+    ///
+    /// As [`Auth::authorize`]'s for the impersonation; a 403 with
+    /// `--auth none`, where nobody can judge it.
+    pub async fn forwarded(&self, caller: &Caller) -> Result<Credential, ApiError> {
+        let (Credential::Certificate(_), Ok(Some(_)) | Err(_)) =
+            (&caller.credential, &caller.impersonation)
+        else {
+            return Ok(caller.credential.clone());
+        };
+        let Auth::Kubernetes(reviewer) = self else {
+            return Err(Status::failure(
+                403,
+                "Forbidden",
+                "kubecache does not pass through impersonation by a client certificate with --auth none: nobody can check it",
+            )
+            .into());
+        };
+        Ok(Credential::Certificate(
+            acting_user(reviewer, caller).await?,
+        ))
+    }
+}
+
+/// The user `caller` acts as: its own, authenticated, or the one it
+/// impersonates once each part of that is allowed.
+async fn acting_user(reviewer: &Reviewer, caller: &Caller) -> Result<Arc<User>, ApiError> {
+    let user = match &caller.credential {
+        Credential::Certificate(user) => user.clone(),
+        Credential::Token(token) => match reviewer.authenticate(token).await {
+            Ok(Some(user)) => user,
+            Ok(None) => return Err(Status::failure(401, "Unauthorized", "Unauthorized").into()),
+            Err(error) => return Err(unavailable(&error).into()),
+        },
+        Credential::Anonymous => User::anonymous(),
+    };
+    match &caller.impersonation {
+        Ok(None) => Ok(user),
+        Err(message) => Err(ApiError::InternalText(message.clone())),
+        Ok(Some(impersonation)) => {
+            for check in impersonation.checks() {
+                allow(reviewer, &user, Attributes::Resource(check)).await?;
+            }
+            Ok(User::new(impersonation.user()))
         }
+    }
+}
+
+/// Whether `user` may do what `attributes` say.
+async fn allow(
+    reviewer: &Reviewer,
+    user: &Arc<User>,
+    attributes: Attributes,
+) -> Result<(), Status> {
+    let request = AccessRequest::new(user, attributes);
+    match reviewer.authorize(user, &request).await {
+        Ok(Decision::Allowed) => Ok(()),
+        Ok(Decision::Denied(reason)) => {
+            let (info, attributes) = (user.info(), request.attributes());
+            tracing::info!(user = %info.username, request = %attributes.describe(), "forbidden");
+            Err(attributes.forbidden(info, &reason))
+        }
+        Err(error) => Err(unavailable(&error)),
     }
 }
 

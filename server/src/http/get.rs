@@ -99,7 +99,7 @@ pub async fn from_upstream(
         .map_err(|error| unreadable(cache, error))?;
     if !head.status.is_success() {
         return match serde_json::from_slice::<Status>(&body) {
-            Ok(status) => Err(ApiError(status)),
+            Ok(status) => Err(ApiError::Status(status)),
             Err(_) => Ok(Response::from_parts(head, Body::from(body))),
         };
     }

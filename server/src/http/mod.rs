@@ -42,10 +42,10 @@ use crate::error::ApiError;
 use negotiate::{Read, Rendering};
 use route::{CacheRead, Collection, Route, What};
 
-use crate::auth::{Attributes, Auth, Credential, User};
+use crate::auth::{Attributes, Auth, Caller, Credential, User};
 use crate::metrics::Endpoint;
 use crate::passthrough::PassThrough;
-use crate::served::{Cache, Caches, ClientKey, Filter, Owner};
+use crate::served::{Cache, Caches, Filter, Owner};
 
 /// What the handlers share, behind one `Arc` (axum clones the state for
 /// every request).
@@ -56,14 +56,14 @@ struct Shared {
 }
 
 impl Shared {
-    /// Authorizes the caller of `credential` to do what `attributes` say:
-    /// the user allowed, if anyone was asked.
+    /// Authorizes `caller` to do what `attributes` say: the user allowed
+    /// (the impersonated one, if any), if anyone was asked.
     async fn authorize(
         &self,
-        credential: &Credential,
+        caller: &Caller,
         attributes: Attributes,
     ) -> Result<Option<Arc<User>>, ApiError> {
-        Ok(self.auth.authorize(credential, attributes).await?)
+        self.auth.authorize(caller, attributes).await
     }
 }
 
@@ -109,9 +109,9 @@ async fn authorization_warning(request: Request, next: axum::middleware::Next) -
 
 /// The Prometheus text format.
 async fn metrics(State(shared): State<Arc<Shared>>, request: Parts) -> Response {
-    let credential = Credential::of(&request.extensions, &request.headers);
+    let caller = Caller::of(&request);
     let answer = match shared
-        .authorize(&credential, Attributes::path("/metrics"))
+        .authorize(&caller, Attributes::path("/metrics"))
         .await
     {
         Ok(_) => (
@@ -132,11 +132,11 @@ async fn query_api(State(shared): State<Arc<Shared>>, request: Parts) -> impl In
             return Err(error::read_only(method.as_str()));
         }
         let path = request.uri.path();
-        let credential = Credential::of(&request.extensions, &request.headers);
+        let caller = Caller::of(&request);
         shared
-            .authorize(&credential, query::attributes(&shared.caches, path))
+            .authorize(&caller, query::attributes(&shared.caches, path))
             .await?;
-        let client = credential.client();
+        let client = caller.client();
         query::serve(
             &shared.caches,
             &shared.auth,
@@ -215,18 +215,15 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
 
 /// The Kubernetes API: a read a cache answers, or a pass-through.
 async fn kubernetes(State(shared): State<Arc<Shared>>, request: Request) -> Response {
-    let credential = Credential::of(request.extensions(), request.headers());
     let (parts, body) = request.into_parts();
-    let upstream = &shared.upstream;
+    let caller = Caller::of(&parts);
     let read = match route::decide(&shared.caches, &parts) {
         Ok(Route::Cache(read)) => read,
         Ok(Route::PassThrough { path, written }) => {
-            let client = credential.client();
-            let answer =
-                pass_through(upstream, parts, body, &credential, &path, written, client).await;
+            let answer = pass_through(&shared, parts, body, &caller, &path, written).await;
             return (Extension(Endpoint("passthrough")), answer).into_response();
         }
-        Err(status) => return ApiError(status).into_response(),
+        Err(status) => return ApiError::Status(status).into_response(),
     };
     let endpoint = Endpoint(match read.what.read() {
         Read::Get => "get",
@@ -234,20 +231,23 @@ async fn kubernetes(State(shared): State<Arc<Shared>>, request: Request) -> Resp
         Read::Watch => "watch",
     });
     let (errors, gzip, cache) = (read.errors, read.gzip, read.cache.clone());
-    let (endpoint, answer) = match from_cache(&shared, *read, &parts, &credential).await {
+    let (endpoint, answer) = match from_cache(&shared, *read, &parts, &caller).await {
         Ok(Answer::Served(response)) => (endpoint, Ok(response)),
         Err(error) => (endpoint, Err(error)),
         Ok(Answer::Upstream(rendering)) => {
             let path = route::upstream_path(&parts.uri);
-            let answer =
-                get::from_upstream(upstream, &cache, parts, &credential, &path, rendering).await;
+            let answer = match shared.auth.forwarded(&caller).await {
+                Ok(credential) => {
+                    let upstream = &shared.upstream;
+                    get::from_upstream(upstream, &cache, parts, &credential, &path, rendering).await
+                }
+                Err(error) => Err(error),
+            };
             (Endpoint("passthrough"), answer)
         }
     };
     match answer {
-        Err(ApiError(status)) => {
-            (Extension(endpoint), crate::error::render(&status, errors)).into_response()
-        }
+        Err(error) => (Extension(endpoint), error.respond(errors)).into_response(),
         Ok(answer) if gzip => (Extension(endpoint), gzip::large(answer).await).into_response(),
         Ok(answer) => (Extension(endpoint), answer).into_response(),
     }
@@ -274,7 +274,7 @@ async fn from_cache(
     shared: &Shared,
     read: CacheRead,
     parts: &Parts,
-    credential: &Credential,
+    caller: &Caller,
 ) -> Result<Answer, ApiError> {
     let CacheRead {
         cache,
@@ -302,11 +302,12 @@ async fn from_cache(
             )
         }
     };
-    let user = shared.authorize(credential, attributes).await?;
+    let user = shared.authorize(caller, attributes).await?;
+    let credential = &caller.credential;
     // kube-apiserver routes no HEAD: its router answers 405 once the
     // request is authorized.
     if parts.method == Method::HEAD {
-        return Err(ApiError(Status::method_not_allowed()));
+        return Err(ApiError::Status(Status::method_not_allowed()));
     }
     let rendering = rendering?;
     let peer = parts
@@ -391,25 +392,29 @@ fn owner(user: Option<&User>, credential: &Credential, peer: Option<IpAddr>) -> 
     }
 }
 
-/// Sends a request to the API server; after a successful write of a cached
-/// resource, records the resourceVersion written for the client before
-/// answering (see [`crate::served`]'s read-your-writes).
+/// Sends a request of `caller` to the API server (see
+/// [`Auth::forwarded`]); after a successful write of a cached resource,
+/// records the resourceVersion written for the client before answering
+/// (see [`crate::served`]'s read-your-writes).
 async fn pass_through(
-    upstream: &PassThrough,
+    shared: &Shared,
     mut parts: Parts,
     body: Body,
-    credential: &Credential,
+    caller: &Caller,
     path: &str,
     written: Option<Arc<Cache>>,
-    client: Option<ClientKey>,
 ) -> Result<Response, ApiError> {
-    let recorded = written.zip(client);
+    let credential = shared.auth.forwarded(caller).await?;
+    let recorded = written.zip(caller.client());
     if recorded.is_some() {
         // The answer is read for its resourceVersion: asked for as is, not
         // gzipped (the same content; clients take either).
         parts.headers.remove(header::ACCEPT_ENCODING);
     }
-    let response = upstream.forward(parts, body, credential, path).await?;
+    let response = shared
+        .upstream
+        .forward(parts, body, &credential, path)
+        .await?;
     let Some((cache, client)) = recorded else {
         return Ok(response);
     };

@@ -113,7 +113,7 @@ pub async fn serve(
 fn find<'c>(caches: &'c Caches, name: &str) -> Result<&'c Cache, ApiError> {
     caches.by_name(name).map(|c| &**c).ok_or_else(|| {
         let names: Vec<String> = caches.iter().map(|c| c.name()).collect();
-        ApiError(Status::failure(
+        ApiError::Status(Status::failure(
             404,
             "NotFound",
             format!(
@@ -179,7 +179,7 @@ fn lookup<'k>(cache: &'k Cache, index: &'k str, key: &'k str) -> Result<IndexLoo
                 .ok_or_else(|| {
                     let mut names: Vec<&str> = BUILTIN_INDEXES.to_vec();
                     names.extend(cache.indexes.iter().map(|i| i.name.as_str()));
-                    ApiError(Status::failure(
+                    ApiError::Status(Status::failure(
                         404,
                         "NotFound",
                         format!(

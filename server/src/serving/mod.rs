@@ -279,7 +279,7 @@ impl Connection {
             let refused = refused
                 .as_ref()
                 .filter(|_| !PROBES.contains(&request.uri().path()))
-                .map(|status| crate::error::ApiError(status.clone()).into_response());
+                .map(|status| crate::error::ApiError::Status(status.clone()).into_response());
             let router = router.clone();
             let answer_deadline = answer_deadline.clone();
             async move {

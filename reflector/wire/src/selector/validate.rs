@@ -203,7 +203,7 @@ pub(super) fn aggregate(messages: Vec<String>) -> Option<String> {
 /// characters, non-ASCII spaces, the common format characters (`Cf`), private
 /// use characters and the noncharacters are escaped; unassigned code points
 /// are not (Rust's standard library has no table of them).
-pub(crate) fn go_quote(s: &str) -> String {
+pub fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
