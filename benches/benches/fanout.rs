@@ -53,7 +53,7 @@ fn fanout(c: &mut Criterion) {
         let cache = Cache::new(upstream, reader, status, Default::default(), &settings);
         let router = kubecache_server::router(
             Arc::new(Caches::new(vec![cache], settings)),
-            kubecache_server::auth::Auth::None,
+            Arc::new(kubecache_server::auth::Auth::None),
             PassThrough::new(&upstream_config).unwrap(),
         );
         let received = Arc::new(AtomicU64::new(0));

@@ -41,6 +41,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 /// them. Dropping it stops the reflectors and the state saver.
 pub struct App {
     caches: Arc<Caches>,
+    auth: Arc<Auth>,
     router: Router,
     tls: Option<Tls>,
     limits: Limits,
@@ -112,7 +113,7 @@ impl App {
             caches.push(started.cache);
         }
         let caches = Arc::new(Caches::new(caches, config.serve));
-        let auth = if config.auth.enabled {
+        let auth = Arc::new(if config.auth.enabled {
             Auth::kubernetes(upstream, config.auth.settings).context("the review client")?
         } else {
             tracing::warn!(
@@ -121,7 +122,7 @@ impl App {
                 config.listen
             );
             Auth::None
-        };
+        });
         let saver = config.state.filter(|_| !persisted.is_empty()).map(|state| {
             tokio::spawn(warm_restart::save_periodically(
                 persisted,
@@ -131,8 +132,9 @@ impl App {
             ))
         });
         Ok(App {
-            router: crate::http::router(caches.clone(), auth, pass_through),
+            router: crate::http::router(caches.clone(), auth.clone(), pass_through),
             caches,
+            auth,
             tls: config.tls,
             limits: config.connections,
             write_stall: config.write_stall,
@@ -144,6 +146,12 @@ impl App {
     /// What is served.
     pub fn caches(&self) -> &Arc<Caches> {
         &self.caches
+    }
+
+    /// How requests are authenticated and authorized (see
+    /// [`Auth::forget`]).
+    pub fn auth(&self) -> &Arc<Auth> {
+        &self.auth
     }
 
     /// The server of the HTTP API on `listener`, with the configured TLS,

@@ -70,6 +70,8 @@ async fn main() -> anyhow::Result<()> {
         app.caches().clone(),
         std::io::stderr().is_terminal(),
     ));
+    #[cfg(unix)]
+    tokio::spawn(forget_on_hangup(app.auth().clone()));
     app.run(listener, stop_signal()).await;
     tracing::info!("stopped");
     Ok(())
@@ -184,6 +186,20 @@ async fn simulated(_pods: usize, _churn: f64, _url: &str) -> anyhow::Result<(kub
         "--simulate: this kubecache was built without the simulated API server; \
          build it with `cargo build -p kubecache-server --features simulate`"
     )
+}
+
+/// On every SIGHUP, forgets the kept review answers: an operator who
+/// revoked a token or a permission makes it take effect at once.
+#[cfg(unix)]
+async fn forget_on_hangup(auth: std::sync::Arc<kubecache_server::auth::Auth>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot listen for SIGHUP: kept review answers expire by their TTLs only");
+        return;
+    };
+    while hangups.recv().await.is_some() {
+        auth.forget();
+    }
 }
 
 /// SIGTERM (Kubernetes stopping the pod) or Ctrl-C.

@@ -424,6 +424,21 @@ async fn a_revoked_permission_stops_and_a_new_grant_starts_within_the_ttls() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revocation_takes_effect_at_once_when_the_kept_answers_are_forgotten() {
+    let served = served(AuthSettings::default()).await;
+    let path = format!("/api/v1/namespaces/{NAMESPACE}/pods");
+    assert_eq!(read(&served.url, &path, Some("alice-token")).await.0, 200);
+    let mut policy = Policy::demo();
+    policy.users.retain(|u| u.name != DEVELOPER);
+    served.sim.set_policy(Some(policy));
+    // Kept for the allowed TTL (a minute)...
+    assert_eq!(read(&served.url, &path, Some("alice-token")).await.0, 200);
+    // ...unless forgotten (SIGHUP).
+    served.forget_reviews();
+    assert_eq!(read(&served.url, &path, Some("alice-token")).await.0, 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn when_the_reviews_cannot_be_asked_requests_fail_closed_and_recover() {
     let served = served(AuthSettings::default()).await;
     let path = format!("/api/v1/namespaces/{NAMESPACE}/pods");

@@ -475,7 +475,7 @@ async fn big_bodies_upgrades_and_an_unreachable_api_server_get_a_status() {
     drop(closed);
     let upstream = PassThrough::new(&kube::Config::new(gone.parse().unwrap())).unwrap();
     let caches = Arc::new(Caches::new(Vec::new(), ServeSettings::default()));
-    let router = kubecache_server::router(caches, Auth::None, upstream);
+    let router = kubecache_server::router(caches, Arc::new(Auth::None), upstream);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });

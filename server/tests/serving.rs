@@ -62,7 +62,7 @@ fn kubecache_router() -> Router {
             Vec::new(),
             Default::default(),
         )),
-        kubecache_server::auth::Auth::None,
+        Arc::new(kubecache_server::auth::Auth::None),
         // Nothing passes through here: an upstream that is never asked.
         kubecache_server::PassThrough::new(&kube::Config::new(
             "http://127.0.0.1:9".parse().unwrap(),

@@ -55,6 +55,12 @@ impl<K: Hash + Eq + Clone, V: Clone> DecisionCache<K, V> {
         self.entries.lock().len()
     }
 
+    /// Forgets every kept answer; reviews in flight finish for their own
+    /// requests, and keep nothing.
+    pub fn clear(&self) {
+        self.entries.lock().clear();
+    }
+
     /// The answer for `key`: kept, or asked of `review` and kept for
     /// `ttl(answer)`.
     ///

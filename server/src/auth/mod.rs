@@ -338,6 +338,15 @@ impl Auth {
         }
     }
 
+    /// Forgets every kept answer (on `SIGHUP`): a revoked token or
+    /// permission stops being served at once, not within the allowed TTL.
+    pub fn forget(&self) {
+        if let Auth::Kubernetes(reviewer) = self {
+            reviewer.forget();
+            tracing::info!("forgot every kept authentication and authorization answer");
+        }
+    }
+
     /// Answers kept: `(tokens, access decisions)`.
     pub fn cached(&self) -> (usize, usize) {
         match self {

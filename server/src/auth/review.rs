@@ -136,6 +136,13 @@ impl Reviewer {
         Ok(decision)
     }
 
+    /// Forgets every kept answer: the next request of each token and user
+    /// is reviewed again.
+    pub fn forget(&self) {
+        self.tokens.clear();
+        self.access.clear();
+    }
+
     /// Keys held by each cache: `(tokens, access decisions)`.
     pub fn cached(&self) -> (usize, usize) {
         (self.tokens.len(), self.access.len())

@@ -69,10 +69,10 @@ impl Shared {
 
 /// The router of kubecache's HTTP API over `caches`, authorizing by
 /// `auth`, passing through to `upstream`.
-pub fn router(caches: Arc<Caches>, auth: Auth, upstream: PassThrough) -> Router {
+pub fn router(caches: Arc<Caches>, auth: Arc<Auth>, upstream: PassThrough) -> Router {
     let shared = Arc::new(Shared {
         caches,
-        auth: Arc::new(auth),
+        auth,
         upstream,
     });
     Router::new()

@@ -196,6 +196,11 @@ pub async fn front(upstream: kube::Config, setup: Setup) -> Front {
 }
 
 impl Served {
+    /// Forgets kubecache's kept review answers, as `SIGHUP` does.
+    pub fn forget_reviews(&self) {
+        self.front.app.auth().forget();
+    }
+
     /// Ends every reflector, as a panic outside their steps would, and
     /// waits until their stores have closed; kubecache goes on serving.
     pub async fn stop_reflectors(&mut self) {
