@@ -11,24 +11,31 @@ use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 /// Answers to reviews by key, each kept for the time-to-live its answer
-/// gives it. A review that fails is not kept: the next request asks again.
+/// gives it. A review that fails answers every request waiting for it
+/// with its error, at once, and is not kept: the next request asks again.
+/// (Were the error not shared, each waiter would retry in turn, and the
+/// k-th of many would wait k review timeouts.)
 #[derive(Debug)]
-pub struct DecisionCache<K, V> {
-    entries: Mutex<HashMap<K, Arc<Slot<V>>>>,
+pub struct DecisionCache<K, V, E> {
+    entries: Mutex<HashMap<K, Arc<Slot<V, E>>>>,
     capacity: usize,
 }
 
 /// One key's answer, or the review in flight for it.
 #[derive(Debug)]
-struct Slot<V> {
-    answer: OnceCell<(V, Instant)>,
+struct Slot<V, E> {
+    answer: OnceCell<Result<(V, Instant), E>>,
 }
 
-impl<V> Slot<V> {
+impl<V, E> Slot<V, E> {
+    /// Whether a new request must ask again: the answer expired, or the
+    /// review failed.
     fn expired(&self, now: Instant) -> bool {
-        self.answer
-            .get()
-            .is_some_and(|(_, expires)| *expires <= now)
+        match self.answer.get() {
+            Some(Ok((_, expires))) => *expires <= now,
+            Some(Err(_)) => true,
+            None => false,
+        }
     }
 }
 
@@ -41,7 +48,7 @@ pub enum Source {
     Reviewed,
 }
 
-impl<K: Hash + Eq + Clone, V: Clone> DecisionCache<K, V> {
+impl<K: Hash + Eq + Clone, V: Clone, E: Clone> DecisionCache<K, V, E> {
     /// A cache of at most `capacity` keys.
     pub fn new(capacity: usize) -> Self {
         DecisionCache {
@@ -66,8 +73,8 @@ impl<K: Hash + Eq + Clone, V: Clone> DecisionCache<K, V> {
     ///
     /// # Errors
     ///
-    /// The review's error, which is not kept.
-    pub async fn get_or_review<E, F>(
+    /// The error of the review this request waited for, which is not kept.
+    pub async fn get_or_review<F>(
         &self,
         key: &K,
         ttl: impl Fn(&V) -> Duration,
@@ -78,20 +85,23 @@ impl<K: Hash + Eq + Clone, V: Clone> DecisionCache<K, V> {
     {
         let slot = self.slot(key);
         let mut source = Source::Cached;
-        let (answer, _) = slot
+        let answer = slot
             .answer
-            .get_or_try_init(|| async {
+            .get_or_init(|| async {
                 source = Source::Reviewed;
                 let answer = review.await?;
                 let expires = Instant::now() + ttl(&answer);
                 Ok((answer, expires))
             })
-            .await?;
-        Ok((answer.clone(), source))
+            .await;
+        match answer {
+            Ok((answer, _)) => Ok((answer.clone(), source)),
+            Err(error) => Err(error.clone()),
+        }
     }
 
     /// The slot of `key`, a fresh one if it has none or its answer expired.
-    fn slot(&self, key: &K) -> Arc<Slot<V>> {
+    fn slot(&self, key: &K) -> Arc<Slot<V, E>> {
         let now = Instant::now();
         let mut entries = self.entries.lock();
         if let Some(slot) = entries.get(key)
@@ -113,8 +123,8 @@ impl<K: Hash + Eq + Clone, V: Clone> DecisionCache<K, V> {
 /// Drops the expired answers and, if that is not enough, an eighth of the
 /// rest (arbitrary ones), so that a full cache pays for a sweep only once
 /// per many insertions.
-fn make_room<K: Hash + Eq + Clone, V>(
-    entries: &mut HashMap<K, Arc<Slot<V>>>,
+fn make_room<K: Hash + Eq + Clone, V, E>(
+    entries: &mut HashMap<K, Arc<Slot<V, E>>>,
     capacity: usize,
     now: Instant,
 ) {
@@ -135,7 +145,7 @@ mod tests {
 
     const TTL: Duration = Duration::from_secs(10);
 
-    async fn ask(cache: &DecisionCache<u32, u32>, key: u32, reviews: &AtomicUsize) -> Source {
+    async fn ask(cache: &DecisionCache<u32, u32, ()>, key: u32, reviews: &AtomicUsize) -> Source {
         let (answer, source) = cache
             .get_or_review(&key, |_| TTL, async {
                 reviews.fetch_add(1, Ordering::SeqCst);
@@ -187,13 +197,29 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_review_is_not_kept() {
-        let cache = DecisionCache::<u32, u32>::new(10);
-        let failed = cache
-            .get_or_review(&1, |_| TTL, async { Err("down") })
-            .await;
-        assert_eq!(failed, Err("down"));
+        let cache = DecisionCache::<u32, u32, ()>::new(10);
+        let failed = cache.get_or_review(&1, |_| TTL, async { Err(()) }).await;
+        assert_eq!(failed, Err(()));
         let reviews = AtomicUsize::new(0);
         assert_eq!(ask(&cache, 1, &reviews).await, Source::Reviewed);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_failing_review_fails_every_waiter_at_once() {
+        let cache = DecisionCache::<u32, u32, &str>::new(10);
+        let reviews = AtomicUsize::new(0);
+        let started = Instant::now();
+        let waiters = (0..200).map(|_| {
+            cache.get_or_review(&1, |_| TTL, async {
+                reviews.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                Err("timed out")
+            })
+        });
+        let answers = futures::future::join_all(waiters).await;
+        assert!(answers.iter().all(|a| *a == Err("timed out")));
+        assert_eq!(reviews.load(Ordering::SeqCst), 1, "one review for all");
+        assert_eq!(started.elapsed(), Duration::from_secs(10), "not 200 × 10 s");
     }
 
     #[tokio::test(start_paused = true)]

@@ -50,7 +50,7 @@ pub enum Decision {
 }
 
 /// The API server could not be asked, or did not answer.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("{0}")]
 pub struct ReviewError(String);
 
@@ -58,8 +58,8 @@ pub struct ReviewError(String);
 pub struct Reviewer {
     client: kube::Client,
     settings: AuthSettings,
-    tokens: DecisionCache<[u8; 32], Authenticated>,
-    access: DecisionCache<AccessRequest, Decision>,
+    tokens: DecisionCache<[u8; 32], Authenticated, ReviewError>,
+    access: DecisionCache<AccessRequest, Decision, ReviewError>,
     decisions: OnceLock<Decisions>,
 }
 
