@@ -503,3 +503,96 @@ fn without_managed_fields(body: &[u8]) -> Value {
     }
     value
 }
+
+/// A chunk of a request body the test sends.
+type Chunk = Result<hyper::body::Frame<bytes::Bytes>, std::io::Error>;
+
+/// A POST of config maps in `namespace` as `token` whose body is what is
+/// sent on the returned channel.
+fn streamed_post(
+    namespace: &str,
+    token: Option<&str>,
+) -> (
+    http::Request<http_body_util::StreamBody<futures::channel::mpsc::Receiver<Chunk>>>,
+    futures::channel::mpsc::Sender<Chunk>,
+) {
+    let (sender, receiver) = futures::channel::mpsc::channel(4);
+    let mut request = http::Request::post(format!("/api/v1/namespaces/{namespace}/configmaps"))
+        .header("content-type", "application/json");
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let request = request
+        .body(http_body_util::StreamBody::new(receiver))
+        .unwrap();
+    (request, sender)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_streams_to_the_api_server_which_refuses_before_it_is_whole() {
+    use futures::SinkExt;
+    use hyper::body::Frame;
+    use kubecache_loadtest::sim::Policy;
+    use kubecache_loadtest::sim::auth::demo::NAMESPACE;
+    let served = serve(Setup {
+        sim: SimConfig {
+            pods: 10,
+            namespaces: 3,
+            policy: Some(Policy::demo()),
+            ..SimConfig::default()
+        },
+        auth: Some(Default::default()),
+        ..Setup::default()
+    })
+    .await;
+    let chunk = |text: &str| Ok(Frame::data(bytes::Bytes::from(text.to_string())));
+
+    // Anonymous, with a body that never ends: the API server's 403 comes
+    // at once (kubecache used to wait for the whole body first, holding it).
+    let (request, mut body) = streamed_post(NAMESPACE, None);
+    body.send(chunk("{\"apiVersion\":\"v1\",")).await.unwrap();
+    let answer = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        common::exchange(&served.url, request),
+    )
+    .await
+    .expect("answered while the body is still open");
+    assert_eq!(answer.status(), 403);
+    drop(body);
+
+    // A chunked body of alice's arrives whole, as it was sent.
+    let (request, mut body) = streamed_post(NAMESPACE, Some("alice-token"));
+    let url = served.url.clone();
+    let created = tokio::spawn(async move { common::exchange(&url, request).await });
+    for part in [
+        "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",",
+        "\"metadata\":{\"name\":\"streamed\"},",
+        "\"data\":{\"step\":\"streamed\"}}",
+    ] {
+        body.send(chunk(part)).await.unwrap();
+    }
+    drop(body);
+    assert_eq!(created.await.unwrap().status(), 201);
+    let state = served.sim.state(ids::CONFIGMAPS);
+    assert!(
+        state
+            .iter()
+            .any(|o| o.namespace == NAMESPACE && o.name == "streamed")
+    );
+
+    // A chunked body (no Content-Length) past the limit is cut: 413.
+    let (request, mut body) = streamed_post(NAMESPACE, Some("alice-token"));
+    let url = served.url.clone();
+    let refused = tokio::spawn(async move { common::exchange(&url, request).await });
+    let mib = " ".repeat(1024 * 1024);
+    for _ in 0..4 {
+        if body.send(chunk(&mib)).await.is_err() {
+            break;
+        }
+    }
+    drop(body);
+    let refused = refused.await.unwrap();
+    assert_eq!(refused.status(), 413);
+    let status: Value = serde_json::from_slice(refused.body()).unwrap();
+    assert_eq!(status["reason"], "RequestEntityTooLarge");
+}

@@ -14,13 +14,17 @@
 //! - No credential is forwarded as none (`system:anonymous`).
 //!
 //! Forwarded: the method, the path (without a `/predicates/` prefix) and
-//! query, the headers minus hop-by-hop ones, and the body, up to 3 MiB as
-//! kube-apiserver takes it (413 beyond). Returned: the code, the headers
+//! query, the headers minus hop-by-hop ones, and the body as it comes
+//! ([`upload`]: streamed, so the API server authenticates and authorizes
+//! before it is read; up to 3 MiB as kube-apiserver takes it, 413 beyond;
+//! whole within a minute, 408 after). Returned: the code, the headers
 //! minus hop-by-hop ones, and the body as it streams, so a watch or a
 //! `follow` log flows for as long as the API server sends it. The response
 //! head must come within [`HEAD_TIMEOUT`] (504 otherwise); an API server
 //! that cannot be reached gets 503. Connection upgrades (exec, attach,
 //! port-forward) get 501: send them to the API server directly.
+
+mod upload;
 
 use std::time::{Duration, Instant};
 
@@ -31,15 +35,17 @@ use axum::http::{Method, Request, Uri};
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
-use kube::client::{ClientBuilder, ConfigExt};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use kube::client::ConfigExt;
 use kubecache_wire::{Encoding, Status};
+use tower::util::BoxCloneSyncService;
+use tower::{BoxError, ServiceExt};
+use upload::Upload;
+
+pub use upload::{BODY_DEADLINE, MAX_BODY};
 
 use crate::auth::{Credential, UserInfo};
-
-/// Largest request body forwarded: kube-apiserver's limit
-/// (`MaxRequestBodyBytes`, 3 MiB).
-pub const MAX_BODY: usize = 3 * 1024 * 1024;
 
 /// Longest wait for the API server's response head. kube-apiserver answers
 /// every request that is not a watch or a stream within its
@@ -65,10 +71,13 @@ const HOP_BY_HOP: [HeaderName; 9] = [
 pub struct PassThrough {
     /// Sends with no credentials: the caller's own, if any, are in the
     /// request.
-    bare: kube::Client,
+    bare: Client,
     /// Sends with kubecache's credentials, for impersonation.
-    own: kube::Client,
+    own: Client,
 }
+
+/// A client of the API server that streams a request's body.
+type Client = BoxCloneSyncService<Request<Upload>, Response<Incoming>, BoxError>;
 
 impl std::fmt::Debug for PassThrough {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -109,7 +118,8 @@ impl PassThrough {
     /// # Errors
     ///
     /// A Status for what is not forwarded: an upgrade (501), a body over
-    /// [`MAX_BODY`] (413), an API server that cannot be reached (503) or
+    /// [`MAX_BODY`] (413) or not whole within [`BODY_DEADLINE`] (408), an
+    /// API server that cannot be reached (503) or
     /// does not answer in time (504).
     pub(crate) async fn forward(
         &self,
@@ -142,12 +152,15 @@ impl PassThrough {
         if is_upgrade(&parts.headers) {
             return Err(upgrade_refused());
         }
+        if declared_length(&parts.headers).is_some_and(|length| length > MAX_BODY as u64) {
+            return Err(upload::too_large());
+        }
         let (headers, sender) = upstream_headers(&parts.headers, credential)?;
-        let body = read_body(body).await?;
         let uri: Uri = path
             .parse()
             .map_err(|e| Status::bad_request(format!("invalid request path: {e}")))?;
-        let mut request = Request::new(kube::client::Body::from(body));
+        let (body, cut) = Upload::new(body);
+        let mut request = Request::new(body);
         *request.method_mut() = parts.method;
         *request.uri_mut() = uri;
         *request.headers_mut() = headers;
@@ -155,10 +168,14 @@ impl PassThrough {
             Sender::Bare => &self.bare,
             Sender::Own => &self.own,
         };
-        let response = tokio::time::timeout(HEAD_TIMEOUT, client.send(request))
-            .await
+        let answer = tokio::time::timeout(HEAD_TIMEOUT, client.clone().oneshot(request)).await;
+        // A body cut short, not the API server, is why the exchange ended.
+        if let Some(cut) = cut.get() {
+            return Err(cut.status());
+        }
+        let response = answer
             .map_err(|_| unanswered())?
-            .map_err(|e| unreachable(&e))?;
+            .map_err(|e| unreachable(&*e))?;
         let (mut parts, body) = response.into_parts();
         remove_hop_by_hop(&mut parts.headers);
         Ok(Response::from_parts(parts, Body::new(body)))
@@ -166,18 +183,29 @@ impl PassThrough {
 }
 
 /// A client of the API server of `config` with its credentials, without
-/// kube's retries and read timeout: the answer must come back as the API
-/// server gave it, and a quiet watch may last.
-fn client(config: &kube::Config) -> Result<kube::Client, kube::Error> {
+/// kube's retries and read timeout (the answer must come back as the API
+/// server gave it, and a quiet watch may last), built from kube's layers
+/// rather than as a `kube::Client`, whose requests carry whole bodies.
+fn client(config: &kube::Config) -> Result<Client, kube::Error> {
     let connector = config.rustls_https_connector()?;
     let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build(connector);
     let service = tower::ServiceBuilder::new()
         .layer(config.base_uri_layer())
         .option_layer(config.auth_layer()?)
-        .map_err(tower::BoxError::from)
+        .map_err(BoxError::from)
         .service(http);
-    Ok(ClientBuilder::new(service, config.default_namespace.clone()).build())
+    Ok(BoxCloneSyncService::new(service))
+}
+
+/// The `Content-Length` a request declares, if any.
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
 }
 
 /// The headers to send upstream for a request with `headers` from a caller
@@ -289,21 +317,6 @@ fn is_upgrade(headers: &HeaderMap) -> bool {
             .any(|token| token.trim().eq_ignore_ascii_case("upgrade"))
 }
 
-/// The whole body, if it is within [`MAX_BODY`].
-async fn read_body(body: Body) -> Result<Bytes, Status> {
-    match Limited::new(body, MAX_BODY).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.is::<LengthLimitError>() => Err(Status::failure(
-            413,
-            "RequestEntityTooLarge",
-            format!("Request entity too large: limit is {MAX_BODY}"),
-        )),
-        Err(error) => Err(Status::bad_request(format!(
-            "the request body could not be read: {error}"
-        ))),
-    }
-}
-
 /// 501 for a connection upgrade.
 fn upgrade_refused() -> Status {
     Status::failure(
@@ -314,7 +327,7 @@ fn upgrade_refused() -> Status {
 }
 
 /// 503 when the API server cannot be reached.
-fn unreachable(error: &kube::Error) -> Status {
+fn unreachable(error: &(dyn std::error::Error + Send + Sync)) -> Status {
     Status::service_unavailable(format!("kubecache could not reach the API server: {error}"))
 }
 

@@ -1,0 +1,158 @@
+//! The body of a request passed through, streamed to the API server as the
+//! client sends it, never held whole.
+//!
+//! kube-apiserver authenticates and authorizes a request before it reads
+//! its body, and answers a refusal without reading it. Streamed, a body
+//! keeps that order through kubecache: a caller the API server refuses
+//! costs kubecache the bytes in flight between two sockets, not a buffer
+//! of up to [`MAX_BODY`] held for as long as the caller takes to send it.
+//! A body is cut at [`MAX_BODY`] (413) and when it is not whole within
+//! [`BODY_DEADLINE`] (408).
+
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use axum::body::Body;
+use bytes::Bytes;
+use hyper::body::{Frame, SizeHint};
+use kubecache_wire::Status;
+use tokio::time::Sleep;
+use tower::BoxError;
+
+/// Largest request body forwarded: kube-apiserver's limit
+/// (`MaxRequestBodyBytes`, 3 MiB).
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// Longest a request body may take to arrive whole: kube-apiserver's
+/// `--request-timeout` (60 s), which bounds a write and its body alike.
+pub const BODY_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Why an upload was cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// Over [`MAX_BODY`].
+    TooLarge,
+    /// Not whole within [`BODY_DEADLINE`].
+    TooSlow,
+}
+
+impl Cut {
+    /// The Status kubecache answers for it.
+    pub fn status(self) -> Status {
+        match self {
+            Cut::TooLarge => too_large(),
+            Cut::TooSlow => Status::failure(
+                408,
+                "Timeout",
+                format!(
+                    "the request body did not arrive within {}s",
+                    BODY_DEADLINE.as_secs()
+                ),
+            ),
+        }
+    }
+}
+
+/// 413, worded as kube-apiserver words it.
+pub fn too_large() -> Status {
+    Status::failure(
+        413,
+        "RequestEntityTooLarge",
+        format!("Request entity too large: limit is {MAX_BODY}"),
+    )
+}
+
+/// A client's body on its way upstream, with the [`Cut`] that ended it, if
+/// any, readable after the exchange.
+pub struct Upload {
+    body: Body,
+    sent: usize,
+    deadline: Pin<Box<Sleep>>,
+    cut: Arc<OnceLock<Cut>>,
+}
+
+impl Upload {
+    /// `body`, and where to read why it was cut.
+    pub fn new(body: Body) -> (Upload, Arc<OnceLock<Cut>>) {
+        let cut = Arc::new(OnceLock::new());
+        let upload = Upload {
+            body,
+            sent: 0,
+            deadline: Box::pin(tokio::time::sleep(BODY_DEADLINE)),
+            cut: cut.clone(),
+        };
+        (upload, cut)
+    }
+
+    fn cut(&mut self, why: Cut) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let _ = self.cut.set(why);
+        Poll::Ready(Some(Err(why.status().message.into())))
+    }
+}
+
+impl hyper::body::Body for Upload {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        if this.cut.get().is_some() {
+            return Poll::Ready(None);
+        }
+        match Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Pending => {
+                ready!(this.deadline.as_mut().poll(cx));
+                this.cut(Cut::TooSlow)
+            }
+            Poll::Ready(Some(Ok(frame))) => {
+                this.sent += frame.data_ref().map_or(0, Bytes::len);
+                if this.sent > MAX_BODY {
+                    return this.cut(Cut::TooLarge);
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(error))) => Poll::Ready(Some(Err(error.into()))),
+            Poll::Ready(None) => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_is_cut_past_the_limit() {
+        let (upload, cut) = Upload::new(Body::from(vec![0u8; MAX_BODY + 1]));
+        assert!(upload.collect().await.is_err());
+        assert_eq!(cut.get(), Some(&Cut::TooLarge));
+        let (upload, cut) = Upload::new(Body::from(vec![0u8; MAX_BODY]));
+        assert_eq!(upload.collect().await.unwrap().to_bytes().len(), MAX_BODY);
+        assert_eq!(cut.get(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_never_ends_is_cut_at_the_deadline() {
+        let (_sender, stream) = futures::channel::mpsc::channel::<Result<Bytes, BoxError>>(1);
+        let (upload, cut) = Upload::new(Body::from_stream(stream));
+        let started = tokio::time::Instant::now();
+        assert!(upload.collect().await.is_err());
+        assert_eq!(cut.get(), Some(&Cut::TooSlow));
+        assert_eq!(started.elapsed(), BODY_DEADLINE);
+    }
+}
