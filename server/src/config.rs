@@ -255,6 +255,9 @@ settings! {
         simulate: Option<usize>, unset "off", flag "simulate" N;
         /// pod writes per second of that simulated server
         simulate_churn: f64 = 50.0, flag "simulate-churn" R;
+        /// log lines: `text` (coloured when stderr is a terminal) or `json`
+        /// (one object per line, for log collectors)
+        log_format: String = "text".into(), flag "log-format" F, env "KUBECACHE_LOG_FORMAT";
     }
 
     /// The configuration file.

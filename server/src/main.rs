@@ -33,13 +33,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    log(&cli.log_format)?;
     let file = match &cli.config {
         Some(path) => FileConfig::read(path)?,
         None => FileConfig::default(),
@@ -96,6 +91,28 @@ async fn upstream(cli: &Cli, url: &str) -> anyhow::Result<(kube::Config, Option<
             .context("no kubeconfig and not in a cluster: pass --kubeconfig, or --simulate N")?,
     };
     Ok((config, None))
+}
+
+/// Logs to stderr at `RUST_LOG`'s levels in `format`: `text`, coloured
+/// only on a terminal, or `json`. Without `RUST_LOG`: `info`, but rustls's
+/// warnings about a client's server name (one per connection from a client
+/// that sends an IP address as its name, as curl and wrk to
+/// `https://127.0.0.1` do: harmless) are left out.
+fn log(format: &str) -> anyhow::Result<()> {
+    let filter = || {
+        tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| "info,rustls::msgs::handshake=error".into())
+    };
+    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr);
+    match format {
+        "text" => builder
+            .with_env_filter(filter())
+            .with_ansi(std::io::stderr().is_terminal())
+            .init(),
+        "json" => builder.json().with_env_filter(filter()).init(),
+        other => anyhow::bail!("--log-format {other:?}: expected text or json"),
+    }
+    Ok(())
 }
 
 /// Raises the open-file limit and lowers `limits` to fit in it.

@@ -432,3 +432,41 @@ async fn on_sigterm_the_binary_ends_its_watches_cleanly_and_exits_zero() {
     let status = kubecache.process.exited().await;
     assert!(status.success(), "{status}\n{}", kubecache.process.output());
 }
+
+#[tokio::test]
+async fn logs_are_plain_text_off_a_terminal_or_json_lines_when_asked() {
+    // stderr is a pipe here, as under a log collector.
+    let text = Kubecache::start(&["--simulate", "20", "--simulate-churn", "0"]);
+    let json = Kubecache::start(&[
+        "--simulate",
+        "20",
+        "--simulate-churn",
+        "0",
+        "--log-format",
+        "json",
+    ]);
+    text.ready().await;
+    json.ready().await;
+    let output = text.process.output();
+    assert!(output.contains("INFO"), "{output}");
+    assert!(!output.contains('\u{1b}'), "no colour codes: {output:?}");
+    let output = json.process.output();
+    let lines: Vec<&str> = output.lines().filter(|l| !l.is_empty()).collect();
+    assert!(!lines.is_empty());
+    for line in lines {
+        let event: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line:?}"));
+        assert!(
+            event["level"].is_string() && event["fields"].is_object(),
+            "{line}"
+        );
+    }
+    let refused = common::process::kubecache(&["--log-format", "xml"], &[]).0;
+    let status = refused.exited().await;
+    assert!(!status.success());
+    assert!(
+        refused.output().contains("--log-format \"xml\""),
+        "{}",
+        refused.output()
+    );
+}
