@@ -6,6 +6,7 @@
 
 mod attributes;
 pub mod demo;
+pub mod edges;
 mod impersonation;
 mod policy;
 
