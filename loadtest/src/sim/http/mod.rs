@@ -106,6 +106,10 @@ pub fn router(ctx: Arc<Context>) -> Router {
             any(reviews::token_review),
         )
         .route(
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            any(reviews::self_subject_review),
+        )
+        .route(
             "/apis/authorization.k8s.io/v1/subjectaccessreviews",
             any(reviews::subject_access_review),
         )
