@@ -13,5 +13,5 @@ mod policy;
 pub use attributes::{
     ANONYMOUS, AUTHENTICATED, Attributes, ResourceAttributes, UNAUTHENTICATED, UserInfo,
 };
-pub use impersonation::impersonate;
+pub use impersonation::{Refusal, impersonate};
 pub use policy::{Binding, Decision, Policy, Role, RoleRef, Rule, Subject, User};
