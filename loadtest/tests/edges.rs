@@ -27,10 +27,6 @@ const DIFFERENT: &[(&str, &str)] = &[
         "hyper, not Go's net/http, refuses the header: its 400 has no body",
     ),
     (
-        "req-200-headers-alice",
-        "hyper takes at most 100 headers (431); Go counts only their bytes",
-    ),
-    (
         "req-request-line-100k-alice",
         "the http crate's URI holds at most 64 KiB: hyper answers 414",
     ),
