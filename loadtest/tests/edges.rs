@@ -57,10 +57,6 @@ const DIFFERENT: &[(&str, &str)] = &[
         "the sim writes no YAML: its errors are JSON",
     ),
     (
-        "req-double-slash-alice",
-        "the sim routes //api/... as /api/...; kube-apiserver's mux answers 404 page not found",
-    ),
-    (
         "req-labelselector-10k-longvalue-bob",
         "a too long label value's message is not the field error kube-apiserver words",
     ),

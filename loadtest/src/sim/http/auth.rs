@@ -9,7 +9,6 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -17,7 +16,7 @@ use axum::response::Response;
 use kubecache_wire::Status;
 
 use super::request_info::RequestInfo;
-use super::{Context, status_response};
+use super::{Context, plain_text, status_response};
 use crate::sim::auth::{Attributes, Policy, Refusal, UserInfo, impersonate};
 use crate::sim::encoding;
 
@@ -125,18 +124,7 @@ fn internal_error(uri: &str, error: &str) -> Response {
         .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;");
-    let mut response = Response::new(Body::from(text + "\n"));
-    *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    response
+    plain_text(StatusCode::INTERNAL_SERVER_ERROR, &text)
 }
 
 /// What `Authorization` holds for the bearer-token authenticator.

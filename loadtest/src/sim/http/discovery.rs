@@ -77,7 +77,7 @@ const REVIEWS: &[(&str, &str, &str, &str)] = &[
 ];
 
 /// The non-core groups and their one version.
-fn groups() -> Vec<(String, String)> {
+pub fn groups() -> Vec<(String, String)> {
     let mut groups: Vec<(String, String)> = Vec::new();
     let served = RESOURCES.iter().map(|r| (r.group, r.version));
     for (group, version) in served

@@ -218,6 +218,9 @@ async fn dispatch(
     {
         return response;
     }
+    if !routed(&path) {
+        return plain_text(StatusCode::NOT_FOUND, "404 page not found");
+    }
     let Some(target) = Target::of(&info) else {
         return status_response(&faults::not_found(), Encoding::Json);
     };
@@ -278,6 +281,39 @@ async fn dispatch(
         (Some(_), _, _) => status_response(&faults::not_found(), Encoding::Json),
         (None, _, _) => method_not_allowed(wire),
     }
+}
+
+/// Whether kube-apiserver's director hands `path` to one of its web
+/// services, which answer a path they do not serve with a 404 Status: the
+/// path is a root (`/api`, `/apis/{group}` of a served group) or goes on
+/// after it with a `/`. Any other path (`//api/v1/pods`) is left to the mux
+/// of plain paths, which answers Go's `404 page not found`.
+fn routed(path: &str) -> bool {
+    let under = |root: &str| {
+        path.strip_prefix(root)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    path == "/apis/"
+        || under("/api")
+        || discovery::groups()
+            .iter()
+            .any(|(group, _)| under(&format!("/apis/{group}")))
+}
+
+/// A plain-text answer as Go's `http.Error` writes it.
+pub fn plain_text(code: StatusCode, text: &str) -> Response {
+    let mut response = Response::new(Body::from(format!("{text}\n")));
+    *response.status_mut() = code;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
 }
 
 /// 405 for a method the path does not take.
@@ -392,6 +428,26 @@ pub fn body_response(code: StatusCode, wire: Encoding, watch: bool, body: Body) 
 mod tests {
     use super::*;
     use crate::sim::resources::ids;
+
+    #[test]
+    fn only_paths_under_a_web_service_root_are_routed() {
+        for path in [
+            "/api",
+            "/api/v2/x",
+            "/api/v1/pods",
+            "/apis/example.com/v1/widgets",
+        ] {
+            assert!(routed(path), "{path}");
+        }
+        for path in [
+            "//api/v1/pods",
+            "/metrics",
+            "/apiary",
+            "/apis/unknown.io/v1/x",
+        ] {
+            assert!(!routed(path), "{path}");
+        }
+    }
 
     #[test]
     fn paths_resolve_to_resources_scopes_names_and_subresources() {
