@@ -16,9 +16,8 @@ use axum::response::Response;
 use kubecache_wire::Status;
 
 use super::request_info::RequestInfo;
-use super::{Context, plain_text, status_response};
+use super::{Context, error_response, plain_text};
 use crate::sim::auth::{Attributes, Policy, Refusal, UserInfo, impersonate};
-use crate::sim::encoding;
 
 /// Who a request runs as: `None` when no policy is enforced.
 #[derive(Debug, Clone)]
@@ -70,12 +69,12 @@ async fn admit(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let wire = encoding::for_status(
-        request
-            .headers()
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok()),
-    );
+    let accept = request
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let refuse = |status: &Status| error_response(status, accept.as_deref());
     let uri = request.uri().to_string();
     let info = match RequestInfo::parse(
         request.method(),
@@ -91,21 +90,20 @@ async fn admit(
                 Bearer::Token(token) => match policy.authenticate(&token) {
                     Some(user) => user,
                     None => {
-                        let status = Status::failure(401, "Unauthorized", "Unauthorized");
-                        return status_response(&status, wire);
+                        return refuse(&Status::failure(401, "Unauthorized", "Unauthorized"));
                     }
                 },
                 Bearer::None | Bearer::ExtraSpace => UserInfo::anonymous(),
             };
             let user = match impersonate(policy, &user, request.headers()) {
                 Ok(impersonated) => impersonated.unwrap_or(user),
-                Err(Refusal::Forbidden(status)) => return status_response(&status, wire),
+                Err(Refusal::Forbidden(status)) => return refuse(&status),
                 Err(Refusal::Invalid(error)) => return internal_error(&uri, &error),
             };
             let attributes = info.attributes(user);
             let decision = policy.authorize(&attributes);
             if !decision.allowed {
-                return status_response(&attributes.forbidden(&decision.reason), wire);
+                return refuse(&attributes.forbidden(&decision.reason));
             }
             Caller(Some(attributes.user))
         }

@@ -26,7 +26,8 @@ use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
-use kubecache_wire::Status;
+use kubecache_wire::media::{JSON, PROTOBUF, PROTOBUF_WATCH};
+use kubecache_wire::{Status, StatusDetails};
 use parking_lot::RwLock;
 
 pub use auth::Caller;
@@ -230,15 +231,21 @@ async fn dispatch(
     if method == Method::HEAD {
         return method_not_allowed(Encoding::Json);
     }
-    let (wire, form) =
-        match encoding::negotiate(header_str(request.headers(), header::ACCEPT), resource) {
-            Ok(negotiated) => negotiated,
-            // A log is text whatever the client accepts; only its errors are JSON.
-            Err(_) if target.subresource.as_deref() == Some("log") => {
-                (Encoding::Json, encoding::Form::Whole)
-            }
-            Err((status, wire)) => return status_response(&status, wire),
-        };
+    let accept = header_str(request.headers(), header::ACCEPT);
+    if method == Method::GET
+        && resource.builtin
+        && let Some(status) = restful_not_acceptable(accept, &target)
+    {
+        return error_response(&status, accept);
+    }
+    let (wire, form) = match encoding::negotiate(accept, resource) {
+        Ok(negotiated) => negotiated,
+        // A log is text whatever the client accepts; only its errors are JSON.
+        Err(_) if target.subresource.as_deref() == Some("log") => {
+            (Encoding::Json, encoding::Form::Whole)
+        }
+        Err((status, wire)) => return status_response(&status, wire),
+    };
     let headers = request.headers().clone();
     let body = match axum::body::to_bytes(request.into_body(), MAX_BODY).await {
         Ok(body) => body,
@@ -298,6 +305,37 @@ fn routed(path: &str) -> bool {
         || discovery::groups()
             .iter()
             .any(|(group, _)| under(&format!("/apis/{group}")))
+}
+
+/// The 406 of go-restful's route selection, before any handler: a GET of a
+/// built-in resource whose `Accept` names neither `*/*` nor any media type
+/// its route produces, compared exactly (in case too) before a `;`. A
+/// collection's (and a watch's) route also produces the watch streams, a
+/// log's plain text.
+fn restful_not_acceptable(accept: Option<&str>, target: &Target) -> Option<Status> {
+    let accept = accept.filter(|a| !a.is_empty())?;
+    let mut produces = Vec::new();
+    if target.subresource.as_deref() == Some("log") {
+        produces.push("text/plain");
+    }
+    produces.extend([JSON, encoding::YAML, PROTOBUF]);
+    if target.name.is_none() || target.watch {
+        produces.extend(["application/json;stream=watch", PROTOBUF_WATCH]);
+    }
+    let acceptable = accept.split(',').any(|part| {
+        let media = part.split(';').next().unwrap_or_default().trim_matches(' ');
+        media == "*/*" || produces.contains(&media)
+    });
+    if acceptable {
+        return None;
+    }
+    let message = format!(
+        "406: Not Acceptable\n\nAvailable representations: {}",
+        produces.join(", ")
+    );
+    let mut status = Status::failure(406, "NotAcceptable", message);
+    status.details = Some(StatusDetails::default());
+    Some(status)
 }
 
 /// A plain-text answer as Go's `http.Error` writes it.
@@ -407,6 +445,22 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
+/// An error as kube-apiserver's `ErrorNegotiated` writes it for `accept`:
+/// in the encoding asked for, or indented JSON when none can carry it.
+pub fn error_response(status: &Status, accept: Option<&str>) -> Response {
+    match encoding::for_status(accept) {
+        encoding::ErrorForm::Encoded(wire) => status_response(status, wire),
+        encoding::ErrorForm::Indented => {
+            let value: serde_json::Value =
+                serde_json::from_slice(&status.to_json()).expect("a Status is JSON");
+            let code =
+                StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let body = super::go_json::to_vec_indented(&value);
+            body_response(code, Encoding::Json, false, body.into())
+        }
+    }
+}
+
 /// A Status error response.
 pub fn status_response(status: &Status, wire: Encoding) -> Response {
     let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -447,6 +501,37 @@ mod tests {
         ] {
             assert!(!routed(path), "{path}");
         }
+    }
+
+    #[test]
+    fn go_restful_refuses_an_accept_naming_none_of_the_routes_media_types() {
+        let target = |path: &str| Target::of(&RequestInfo::parse(&Method::GET, path, "").unwrap());
+        let pod = target("/api/v1/namespaces/ns/pods/p").unwrap();
+        let refused = |accept: &str, target: &Target| {
+            restful_not_acceptable(Some(accept), target).map(|s| s.message)
+        };
+        for accept in [
+            "*/*",
+            "text/html, application/json;as=Table",
+            " application/yaml ",
+        ] {
+            assert_eq!(refused(accept, &pod), None, "{accept}");
+        }
+        for accept in ["Application/JSON", "application/*", "text/plain"] {
+            assert_eq!(
+                refused(accept, &pod).as_deref(),
+                Some(
+                    "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+                ),
+                "{accept}"
+            );
+        }
+        let log = target("/api/v1/namespaces/ns/pods/p/log").unwrap();
+        assert_eq!(refused("text/plain", &log), None);
+        let pods = target("/api/v1/namespaces/ns/pods").unwrap();
+        assert!(refused("text/html", &pods).unwrap().ends_with(
+            "application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
+        ));
     }
 
     #[test]
