@@ -53,9 +53,8 @@ const SELF_SUBJECT_REVIEWS: &str = "/apis/authentication.k8s.io/v1/selfsubjectre
 /// The groups replayed.
 const GROUPS: &[&str] = &["impersonation", "authorization-header", "request-edges"];
 
-/// A sim with the corpus's policy and the objects its cases name: pod X
-/// in `payments-prod`, the three pods of `team-a` and the 28 configmaps of
-/// `payments-prod`, as recorded.
+/// A sim with the corpus's policy and the objects its cases name
+/// ([`golden::edge_objects`]).
 async fn edges_sim() -> (String, Sim) {
     let (url, sim) = Sim::start(SimConfig {
         policy: Some(Policy::edges()),
@@ -63,17 +62,16 @@ async fn edges_sim() -> (String, Sim) {
     })
     .await
     .expect("sim starts");
-    let items = |file: &str| golden::json(&format!("edges/bodies/{file}"))["items"].clone();
-    let pod_x = golden::json("edges/bodies/imp-admin-as-alice-get.json");
+    let (pods, configmaps) = golden::edge_objects();
     assert_eq!(
-        (&pod_x["metadata"]["namespace"], &pod_x["metadata"]["name"]),
+        (
+            &pods[0]["metadata"]["namespace"],
+            &pods[0]["metadata"]["name"]
+        ),
         (&Value::from(PAYMENTS), &Value::from(POD_X))
     );
-    let team_a = items("imp-admin-as-alice-masters-list-team-a.json");
-    let pods = std::iter::once(pod_x).chain(team_a.as_array().unwrap().iter().cloned());
     sim.seed(ids::PODS, pods).expect("pods seeded");
-    let configmaps = items("req-watch-0-alice.json");
-    sim.seed(ids::CONFIGMAPS, configmaps.as_array().unwrap().clone())
+    sim.seed(ids::CONFIGMAPS, configmaps)
         .expect("configmaps seeded");
     (url, sim)
 }
