@@ -3,6 +3,10 @@
 //! users (by token), roles and bindings decides every request; requests
 //! without a token run as `system:anonymous`. The HTTP side (401, 403,
 //! impersonation headers, the review APIs) is `sim::http`'s.
+//!
+//! Two policies come ready: [`Policy::demo`] (the README demo's users) and
+//! [`Policy::edges`] (the identities of the `edges` golden corpus, to
+//! replay its requests).
 
 mod attributes;
 pub mod demo;

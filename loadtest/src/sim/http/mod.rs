@@ -293,8 +293,9 @@ async fn dispatch(
 /// Whether kube-apiserver's director hands `path` to one of its web
 /// services, which answer a path they do not serve with a 404 Status: the
 /// path is a root (`/api`, `/apis/{group}` of a served group) or goes on
-/// after it with a `/`. Any other path (`//api/v1/pods`) is left to the mux
-/// of plain paths, which answers Go's `404 page not found`.
+/// after it with a `/`, or is discovery's `/apis/`. Any other path
+/// (`//api/v1/pods`) is left to the mux of plain paths, which answers Go's
+/// `404 page not found`.
 fn routed(path: &str) -> bool {
     let under = |root: &str| {
         path.strip_prefix(root)
