@@ -3,6 +3,9 @@
 
 use bytes::Bytes;
 use kubecache_wire::media::{JSON, PROTOBUF};
+
+/// YAML, which kube-apiserver also serves.
+pub const YAML: &str = "application/yaml";
 use kubecache_wire::{Encoding, Status, protobuf};
 
 use super::resources::Resource;
@@ -123,23 +126,47 @@ pub fn wrong_metadata_shape(resource: &Resource, list: bool) -> Status {
     Status::failure(406, "NotAcceptable", message)
 }
 
-/// The encoding of a Status answered before a resource is known
-/// (authentication, authorization): protobuf when `Accept` lists it before
-/// JSON, as kube-apiserver negotiates its errors; JSON otherwise.
-pub fn for_status(accept: Option<&str>) -> Encoding {
-    for entry in accept.unwrap_or_default().split(',') {
-        let media = entry.split(';').next().unwrap_or_default().trim();
-        if media.eq_ignore_ascii_case(PROTOBUF) {
-            return Encoding::Protobuf;
-        }
-        if [JSON, "application/*", "*/*"]
-            .iter()
-            .any(|m| media.eq_ignore_ascii_case(m))
-        {
-            return Encoding::Json;
+/// How kube-apiserver writes an error Status for an `Accept`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorForm {
+    /// In an encoding `Accept` asks for: JSON (also for YAML, which the
+    /// sim does not write) or protobuf.
+    Encoded(Encoding),
+    /// In no encoding `Accept` asks for (`text/html`, a Table): Go's
+    /// indented JSON without a final newline (`WriteRawJSON`).
+    Indented,
+}
+
+/// How an error is written for `Accept`, as kube-apiserver's
+/// `ErrorNegotiated` negotiates it (`NegotiateOutputMediaType` with the
+/// default endpoint restrictions): the first media type listed (q=0
+/// refuses one) of JSON, YAML, protobuf or a wildcard whose parameters
+/// ask for no conversion (`as`, `g`, `v`) and no stream but `watch`.
+pub fn for_status(accept: Option<&str>) -> ErrorForm {
+    let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
+        return ErrorForm::Encoded(Encoding::Json);
+    };
+    for entry in accept.split(',') {
+        let mut parts = entry.split(';');
+        let media = parts.next().unwrap_or_default().trim().to_ascii_lowercase();
+        let params: Vec<(String, &str)> = parts
+            .filter_map(|p| p.split_once('='))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim()))
+            .collect();
+        let allowed = params.iter().all(|(k, v)| match k.as_str() {
+            "as" | "g" | "v" => false,
+            "stream" => v.is_empty() || (*v == "watch" && media != YAML),
+            "q" => v.parse::<f32>().map_or(true, |q| q > 0.0),
+            _ => true,
+        });
+        match media.as_str() {
+            _ if !allowed => {}
+            PROTOBUF => return ErrorForm::Encoded(Encoding::Protobuf),
+            JSON | YAML | "application/*" | "*/*" => return ErrorForm::Encoded(Encoding::Json),
+            _ => {}
         }
     }
-    Encoding::Json
+    ErrorForm::Indented
 }
 
 /// The protobuf message of a stored JSON object.
@@ -179,21 +206,39 @@ mod tests {
     }
 
     #[test]
-    fn errors_before_the_resource_is_known_follow_the_first_known_type() {
-        assert_eq!(for_status(None), Encoding::Json);
+    fn errors_follow_the_first_type_that_can_carry_a_status() {
+        let encoded = |wire| ErrorForm::Encoded(wire);
+        assert_eq!(for_status(None), encoded(Encoding::Json));
         assert_eq!(
             for_status(Some(
                 "application/vnd.kubernetes.protobuf, application/json"
             )),
-            Encoding::Protobuf
+            encoded(Encoding::Protobuf)
         );
         assert_eq!(
             for_status(Some(
                 "application/json, application/vnd.kubernetes.protobuf"
             )),
-            Encoding::Json
+            encoded(Encoding::Json)
         );
-        assert_eq!(for_status(Some("text/html")), Encoding::Json);
+        assert_eq!(
+            for_status(Some(
+                "application/json;as=Table;v=v1;g=meta.k8s.io, application/vnd.kubernetes.protobuf;stream=watch"
+            )),
+            encoded(Encoding::Protobuf)
+        );
+        assert_eq!(
+            for_status(Some("application/json;q=0, */*")),
+            encoded(Encoding::Json)
+        );
+        for accept in [
+            "text/html",
+            "application/json;as=Table;v=v1;g=meta.k8s.io",
+            "application/yaml;stream=watch",
+            "application/json;q=0",
+        ] {
+            assert_eq!(for_status(Some(accept)), ErrorForm::Indented, "{accept}");
+        }
     }
 
     #[test]

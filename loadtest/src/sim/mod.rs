@@ -200,18 +200,7 @@ impl Sim {
             .await
             .with_context(|| format!("binding {}", config.listen))?;
         let url = format!("http://{}", listener.local_addr()?);
-        let app = http::router(ctx.clone());
-        let server = tokio::spawn(async move {
-            // Go's net package turns Nagle's algorithm off on every TCP
-            // connection, kube-apiserver's included; without it, a paced
-            // body's second small write would wait ~40 ms for a delayed ACK.
-            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            if let Err(e) = axum::serve(listener, app).await {
-                tracing::error!("simulated API server stopped: {e}");
-            }
-        });
+        let server = tokio::spawn(serve(listener, http::router(ctx.clone())));
         let (churn, churn_rx) = watch::channel(config.churn_per_sec);
         let tasks = vec![
             server,
@@ -452,6 +441,43 @@ impl Drop for Sim {
         for task in &self.tasks {
             task.abort();
         }
+    }
+}
+
+/// What Go's net/http takes of a request's head, as kube-apiserver keeps
+/// it: `DefaultMaxHeaderBytes` (1 MiB) and the 4 KiB it allows over;
+/// larger gets 431.
+const MAX_HEAD: usize = (1 << 20) + 4096;
+
+/// How many headers a request may have. Go counts none, only their bytes;
+/// hyper needs a number (100 unless told), so a generous one.
+const MAX_HEADERS: usize = 1024;
+
+/// Serves `app` over HTTP/1.1 with Go's limits on a request's head.
+async fn serve(listener: tokio::net::TcpListener, app: axum::Router) {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.max_buf_size(MAX_HEAD)
+        .max_header_size(MAX_HEAD)
+        .max_headers(MAX_HEADERS);
+    loop {
+        let tcp = match listener.accept().await {
+            Ok((tcp, _)) => tcp,
+            Err(e) => {
+                // Out of file descriptors, most likely: wait for some.
+                tracing::warn!("simulated API server: accept: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        // Go's net package turns Nagle's algorithm off on every TCP
+        // connection, kube-apiserver's included; without it, a paced
+        // body's second small write would wait ~40 ms for a delayed ACK.
+        let _ = tcp.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let connection = http
+            .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+            .with_upgrades();
+        tokio::spawn(connection);
     }
 }
 

@@ -163,9 +163,7 @@ impl Parser {
                 ));
             }
         };
-        for value in &values {
-            validate_value(value)?;
-        }
+        validate_values(&key, &values)?;
         Ok(Requirement { key, op, values })
     }
 
@@ -243,24 +241,48 @@ fn validate_key(key: &str) -> Result<(), String> {
     }
 }
 
-fn validate_value(value: &str) -> Result<(), String> {
-    if is_label_value(value) {
-        Ok(())
-    } else {
-        Err(format!(
-            "invalid label value: \"{value}\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
-        ))
+/// `NewRequirement`'s check of the values, in their set's (sorted)
+/// order: a field error `values[i][key]: Invalid value: "v": ...` for each
+/// invalid one, aggregated as Go aggregates (`[a, b]` for several).
+fn validate_values(key: &str, values: &[String]) -> Result<(), String> {
+    let mut sorted: Vec<&String> = values.iter().collect();
+    sorted.sort();
+    sorted.dedup();
+    let errors: Vec<String> = sorted
+        .iter()
+        .enumerate()
+        .filter_map(|(i, value)| {
+            let mut why = Vec::new();
+            if value.len() > 63 {
+                why.push("must be no more than 63 characters");
+            }
+            if !label_value_shape(value) {
+                why.push("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')");
+            }
+            (!why.is_empty()).then(|| {
+                format!("values[{i}][{key}]: Invalid value: {value:?}: {}", why.join("; "))
+            })
+        })
+        .collect();
+    match errors.as_slice() {
+        [] => Ok(()),
+        [one] => Err(one.clone()),
+        many => Err(format!("[{}]", many.join(", "))),
     }
 }
 
-/// At most 63 characters of `[A-Za-z0-9_.-]`, alphanumeric at both ends.
+/// At most 63 characters of [`label_value_shape`].
 fn is_label_value(value: &str) -> bool {
+    value.len() <= 63 && label_value_shape(value)
+}
+
+/// Empty, or `[A-Za-z0-9_.-]` with alphanumerics at both ends.
+fn label_value_shape(value: &str) -> bool {
     let alnum = |b: u8| b.is_ascii_alphanumeric();
     value.is_empty()
-        || (value.len() <= 63
-            && value
-                .bytes()
-                .all(|b| alnum(b) || matches!(b, b'-' | b'_' | b'.'))
+        || (value
+            .bytes()
+            .all(|b| alnum(b) || matches!(b, b'-' | b'_' | b'.'))
             && value.bytes().next().is_some_and(alnum)
             && value.bytes().last().is_some_and(alnum))
 }
@@ -510,6 +532,10 @@ mod tests {
                 "unable to parse requirement: found 'b' expected: '('",
             ),
             ("a=b c", "found 'c', expected: ',' or 'end of string'"),
+            (
+                "a in (x-,ok,-y)",
+                "unable to parse requirement: [values[0][a]: Invalid value: \"-y\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?'), values[2][a]: Invalid value: \"x-\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')]",
+            ),
         ] {
             assert_eq!(
                 LabelSelector::parse(selector),

@@ -90,6 +90,20 @@ pub fn edge_body(case: &Value) -> Vec<u8> {
         .map_or_else(Vec::new, |file| read(&format!("edges/{file}")))
 }
 
+/// The objects the edge-case corpus's requests name, as it recorded them:
+/// pod X (`payments-admin-df4vlxxh7l-2hlk4`) in `payments-prod`, the three
+/// pods of `team-a`, then (second) the 28 configmaps of `payments-prod`.
+/// What a server must hold to answer the cases as the real one did.
+pub fn edge_objects() -> (Vec<Value>, Vec<Value>) {
+    let items = |file: &str| match &json(&format!("edges/bodies/{file}"))["items"] {
+        Value::Array(items) => items.clone(),
+        other => panic!("edges/bodies/{file} is not a list: {other}"),
+    };
+    let mut pods = vec![json("edges/bodies/imp-admin-as-alice-get.json")];
+    pods.extend(items("imp-admin-as-alice-masters-list-team-a.json"));
+    (pods, items("req-watch-0-alice.json"))
+}
+
 /// `bytes` gunzipped.
 pub fn gunzip(bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();

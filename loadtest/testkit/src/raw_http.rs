@@ -75,7 +75,7 @@ fn exchange(
 }
 
 /// A chunked body's data; `None` if it is not whole (no last chunk).
-fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {
+pub fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     loop {
         let line_end = body.windows(2).position(|w| w == b"\r\n")?;

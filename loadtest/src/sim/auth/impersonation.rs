@@ -73,16 +73,23 @@ impl Request {
     }
 }
 
+/// Why a request may not run as the user its headers describe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The requester may not impersonate something asked for: the 403.
+    Forbidden(Box<Status>),
+    /// Groups, extras or a UID without a user: the error kube-apiserver
+    /// answers with its plain-text 500.
+    Invalid(String),
+}
+
 /// The user a request runs as after its impersonation headers: `None` when
-/// it has none, a 403 when the requester may not impersonate what they
-/// ask for, a 500 when they ask for groups, extras or a UID without a
-/// user (kube-apiserver answers that with a plain-text 500).
+/// it has none.
 pub fn impersonate(
     policy: &Policy,
     requester: &UserInfo,
     headers: &HeaderMap,
-    uri: &str,
-) -> Result<Option<UserInfo>, Status> {
+) -> Result<Option<UserInfo>, Refusal> {
     let requests = requests(headers);
     if requests.is_empty() {
         return Ok(None);
@@ -92,8 +99,8 @@ pub fn impersonate(
         .any(|r| matches!(r, Request::User(_) | Request::ServiceAccount { .. }))
     {
         let listed: Vec<String> = requests.iter().map(Request::go_format).collect();
-        return Err(Status::internal(format!(
-            "Internal Server Error: {uri:?}: requested [{}] without impersonating a user",
+        return Err(Refusal::Invalid(format!(
+            "requested [{}] without impersonating a user",
             listed.join(" ")
         )));
     }
@@ -108,7 +115,9 @@ pub fn impersonate(
         };
         let decision = policy.authorize(&check);
         if !decision.allowed {
-            return Err(check.forbidden(&decision.reason));
+            return Err(Refusal::Forbidden(Box::new(
+                check.forbidden(&decision.reason),
+            )));
         }
         match request {
             Request::User(name) => user.username = name.clone(),
@@ -151,15 +160,16 @@ pub fn impersonate(
     Ok(Some(user))
 }
 
-/// What the headers ask for, in kube-apiserver's order: the user, the
-/// groups, the extras (one request per value), the UID.
+/// What the headers ask for, in kube-apiserver's order: the user (the
+/// first header), the groups, the extras (one request per value; by key,
+/// where Go takes them in a map's random order), the UID (the first
+/// header). Values are Go's strings of the header's bytes.
 fn requests(headers: &HeaderMap) -> Vec<Request> {
     let values = |name: &str| -> Vec<String> {
         headers
             .get_all(name)
             .iter()
-            .filter_map(|v| v.to_str().ok())
-            .map(str::to_string)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
             .collect()
     };
     let mut requests = Vec::new();
@@ -188,16 +198,25 @@ fn requests(headers: &HeaderMap) -> Vec<Request> {
     requests
 }
 
-/// `system:serviceaccount:{namespace}:{name}`, split.
+/// `system:serviceaccount:{namespace}:{name}`, split, when the namespace
+/// is a DNS label and the name a DNS subdomain (`serviceaccount.SplitUsername`).
 fn service_account(user: &str) -> Option<(String, String)> {
     let rest = user.strip_prefix("system:serviceaccount:")?;
     let (namespace, name) = rest.split_once(':')?;
-    (!namespace.is_empty() && !name.is_empty() && !name.contains(':'))
+    let label = |s: &str| {
+        let alphanumeric =
+            |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+        alphanumeric(s.chars().next())
+            && alphanumeric(s.chars().last())
+            && s.chars().all(|c| c == '-' || alphanumeric(Some(c)))
+    };
+    (namespace.len() <= 63 && label(namespace) && name.len() <= 253 && name.split('.').all(label))
         .then(|| (namespace.to_string(), name.to_string()))
 }
 
 /// Percent-decoding of an extra's key (header names cannot carry every
-/// character); an invalid escape leaves the key as it came.
+/// character), as Go's `url.PathUnescape`; an invalid escape leaves the key
+/// as it came.
 fn unescape(key: &str) -> String {
     let bytes = key.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -218,7 +237,7 @@ fn unescape(key: &str) -> String {
             i += 1;
         }
     }
-    String::from_utf8(out).unwrap_or_else(|_| key.to_string())
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -268,15 +287,23 @@ mod tests {
             ("Impersonate-Extra-Scopes", "view"),
             ("Impersonate-Uid", "u-1"),
         ]);
-        let user = impersonate(&p, &requester(), &h, "/api").unwrap().unwrap();
+        let user = impersonate(&p, &requester(), &h).unwrap().unwrap();
         assert_eq!(user.username, "alice");
         assert_eq!(user.groups, ["devs", "ops", AUTHENTICATED]);
         assert_eq!(user.extra["scopes"], ["view"]);
         assert_eq!(user.uid, "u-1");
-        assert_eq!(
-            impersonate(&p, &requester(), &HeaderMap::new(), "/api"),
-            Ok(None)
-        );
+        assert_eq!(impersonate(&p, &requester(), &HeaderMap::new()), Ok(None));
+    }
+
+    /// The 403's message, for a refused impersonation.
+    fn forbidden(p: &Policy, h: &HeaderMap) -> String {
+        match impersonate(p, &requester(), h) {
+            Err(Refusal::Forbidden(status)) => {
+                assert_eq!(status.code, 403);
+                status.message
+            }
+            other => panic!("not a 403: {other:?}"),
+        }
     }
 
     #[test]
@@ -286,38 +313,50 @@ mod tests {
             ("Impersonate-User", "alice"),
             ("Impersonate-Group", "admins"),
         ]);
-        let status = impersonate(&p, &requester(), &h, "/api").unwrap_err();
-        assert_eq!(status.code, 403);
         assert_eq!(
-            status.message,
+            forbidden(&p, &h),
             r#"groups "admins" is forbidden: User "proxy" cannot impersonate resource "groups" in API group "" at the cluster scope"#
         );
         let h = headers(&[("Impersonate-User", "alice"), ("Impersonate-Uid", "u-1")]);
         assert_eq!(
-            impersonate(&p, &requester(), &h, "/api")
-                .unwrap_err()
-                .message,
+            forbidden(&p, &h),
             r#"uids.authentication.k8s.io "u-1" is forbidden: User "proxy" cannot impersonate resource "uids" in API group "authentication.k8s.io" at the cluster scope"#
         );
         let h = headers(&[("Impersonate-User", "system:serviceaccount:ns:bot")]);
         assert_eq!(
-            impersonate(&p, &requester(), &h, "/api")
-                .unwrap_err()
-                .message,
+            forbidden(&p, &h),
             r#"serviceaccounts "bot" is forbidden: User "proxy" cannot impersonate resource "serviceaccounts" in API group "" in the namespace "ns""#
         );
     }
 
     #[test]
-    fn groups_without_a_user_are_refused() {
+    fn groups_without_a_user_are_invalid() {
         let p = policy(&["*"]);
         let h = headers(&[("Impersonate-Group", "devs")]);
-        let status = impersonate(&p, &requester(), &h, "/api/v1/pods").unwrap_err();
-        assert_eq!(status.code, 500);
         assert_eq!(
-            status.message,
-            r#"Internal Server Error: "/api/v1/pods": requested [{Group  devs    }] without impersonating a user"#
+            impersonate(&p, &requester(), &h),
+            Err(Refusal::Invalid(
+                "requested [{Group  devs    }] without impersonating a user".into()
+            ))
         );
+    }
+
+    #[test]
+    fn only_valid_service_account_names_are_service_accounts() {
+        assert_eq!(
+            service_account("system:serviceaccount:team-a:ns.reader-1"),
+            Some(("team-a".into(), "ns.reader-1".into()))
+        );
+        for user in [
+            "system:serviceaccount:Team:bot",
+            "system:serviceaccount:ns:bot:x",
+            "system:serviceaccount:ns:-bot",
+            "system:serviceaccount:ns.x:bot",
+            "system:serviceaccount::bot",
+            "system:serviceaccount:ns:",
+        ] {
+            assert_eq!(service_account(user), None, "{user}");
+        }
     }
 
     #[test]
@@ -329,7 +368,7 @@ mod tests {
             ("Impersonate-User", "system:serviceaccount:ns:bot"),
             ("Impersonate-Extra-example.com%2fteam", "a"),
         ]);
-        let user = impersonate(&p, &requester(), &h, "/").unwrap().unwrap();
+        let user = impersonate(&p, &requester(), &h).unwrap().unwrap();
         assert_eq!(
             user.groups,
             [

@@ -3,14 +3,19 @@
 //! users (by token), roles and bindings decides every request; requests
 //! without a token run as `system:anonymous`. The HTTP side (401, 403,
 //! impersonation headers, the review APIs) is `sim::http`'s.
+//!
+//! Two policies come ready: [`Policy::demo`] (the README demo's users) and
+//! [`Policy::edges`] (the identities of the `edges` golden corpus, to
+//! replay its requests).
 
 mod attributes;
 pub mod demo;
+pub mod edges;
 mod impersonation;
 mod policy;
 
 pub use attributes::{
     ANONYMOUS, AUTHENTICATED, Attributes, ResourceAttributes, UNAUTHENTICATED, UserInfo,
 };
-pub use impersonation::impersonate;
+pub use impersonation::{Refusal, impersonate};
 pub use policy::{Binding, Decision, Policy, Role, RoleRef, Rule, Subject, User};

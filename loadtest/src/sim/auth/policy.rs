@@ -34,6 +34,23 @@ impl User {
         }
     }
 
+    /// A service account as its token authenticates it:
+    /// `system:serviceaccount:{namespace}:{name}` with its uid, in
+    /// `system:serviceaccounts` and `system:serviceaccounts:{namespace}`.
+    pub fn service_account(namespace: &str, name: &str, uid: &str, token: &str) -> User {
+        let groups = [
+            "system:serviceaccounts".to_string(),
+            format!("system:serviceaccounts:{namespace}"),
+        ];
+        User {
+            name: format!("system:serviceaccount:{namespace}:{name}"),
+            uid: uid.into(),
+            groups: groups.into(),
+            extra: Default::default(),
+            token: token.into(),
+        }
+    }
+
     /// The same user in these groups.
     pub fn in_groups(mut self, groups: &[&str]) -> User {
         self.groups = strings(groups);
@@ -217,8 +234,10 @@ impl Default for Policy {
 
 impl Policy {
     /// No users, and the bootstrap policy every cluster starts with:
-    /// discovery (`system:discovery`) for authenticated users, health and
-    /// version (`system:public-info-viewer`) for everyone.
+    /// discovery (`system:discovery`) and the reviews of oneself
+    /// (`system:basic-user`: SelfSubjectReviews, SelfSubjectAccessReviews,
+    /// SelfSubjectRulesReviews) for authenticated users, health and version
+    /// (`system:public-info-viewer`) for everyone.
     pub fn new() -> Policy {
         const PUBLIC: &[&str] = &["/healthz", "/livez", "/readyz", "/version", "/version/"];
         let discovery: Vec<&str> = [
@@ -239,12 +258,32 @@ impl Policy {
         }
         .cluster_role("system:discovery", vec![Rule::urls(&["get"], &discovery)])
         .cluster_role(
+            "system:basic-user",
+            vec![
+                Rule::resources(
+                    &["create"],
+                    &["authorization.k8s.io"],
+                    &["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+                ),
+                Rule::resources(
+                    &["create"],
+                    &["authentication.k8s.io"],
+                    &["selfsubjectreviews"],
+                ),
+            ],
+        )
+        .cluster_role(
             "system:public-info-viewer",
             vec![Rule::urls(&["get"], PUBLIC)],
         )
         .cluster_binding(
             "system:discovery",
             "system:discovery",
+            vec![Subject::Group(AUTHENTICATED.into())],
+        )
+        .cluster_binding(
+            "system:basic-user",
+            "system:basic-user",
             vec![Subject::Group(AUTHENTICATED.into())],
         )
         .cluster_binding(

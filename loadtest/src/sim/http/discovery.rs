@@ -57,9 +57,16 @@ pub fn group_documents(path: &str) -> Option<Response> {
     Some(Json(doc).into_response())
 }
 
-/// The review APIs (`tokenreviews`, `subjectaccessreviews`): group,
-/// version, plural, kind. They are created, never stored.
+/// The review APIs (`selfsubjectreviews`, `tokenreviews`,
+/// `subjectaccessreviews`): group, version, plural, kind. They are created,
+/// never stored.
 const REVIEWS: &[(&str, &str, &str, &str)] = &[
+    (
+        "authentication.k8s.io",
+        "v1",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+    ),
     ("authentication.k8s.io", "v1", "tokenreviews", "TokenReview"),
     (
         "authorization.k8s.io",
@@ -70,7 +77,7 @@ const REVIEWS: &[(&str, &str, &str, &str)] = &[
 ];
 
 /// The non-core groups and their one version.
-fn groups() -> Vec<(String, String)> {
+pub fn groups() -> Vec<(String, String)> {
     let mut groups: Vec<(String, String)> = Vec::new();
     let served = RESOURCES.iter().map(|r| (r.group, r.version));
     for (group, version) in served

@@ -26,7 +26,8 @@ use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
-use kubecache_wire::Status;
+use kubecache_wire::media::{JSON, PROTOBUF, PROTOBUF_WATCH};
+use kubecache_wire::{Status, StatusDetails};
 use parking_lot::RwLock;
 
 pub use auth::Caller;
@@ -104,6 +105,10 @@ pub fn router(ctx: Arc<Context>) -> Router {
         .route(
             "/apis/authentication.k8s.io/v1/tokenreviews",
             any(reviews::token_review),
+        )
+        .route(
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            any(reviews::self_subject_review),
         )
         .route(
             "/apis/authorization.k8s.io/v1/subjectaccessreviews",
@@ -214,6 +219,9 @@ async fn dispatch(
     {
         return response;
     }
+    if !routed(&path) {
+        return plain_text(StatusCode::NOT_FOUND, "404 page not found");
+    }
     let Some(target) = Target::of(&info) else {
         return status_response(&faults::not_found(), Encoding::Json);
     };
@@ -223,15 +231,21 @@ async fn dispatch(
     if method == Method::HEAD {
         return method_not_allowed(Encoding::Json);
     }
-    let (wire, form) =
-        match encoding::negotiate(header_str(request.headers(), header::ACCEPT), resource) {
-            Ok(negotiated) => negotiated,
-            // A log is text whatever the client accepts; only its errors are JSON.
-            Err(_) if target.subresource.as_deref() == Some("log") => {
-                (Encoding::Json, encoding::Form::Whole)
-            }
-            Err((status, wire)) => return status_response(&status, wire),
-        };
+    let accept = header_str(request.headers(), header::ACCEPT);
+    if method == Method::GET
+        && resource.builtin
+        && let Some(status) = restful_not_acceptable(accept, &target)
+    {
+        return error_response(&status, accept);
+    }
+    let (wire, form) = match encoding::negotiate(accept, resource) {
+        Ok(negotiated) => negotiated,
+        // A log is text whatever the client accepts; only its errors are JSON.
+        Err(_) if target.subresource.as_deref() == Some("log") => {
+            (Encoding::Json, encoding::Form::Whole)
+        }
+        Err((status, wire)) => return status_response(&status, wire),
+    };
     let headers = request.headers().clone();
     let body = match axum::body::to_bytes(request.into_body(), MAX_BODY).await {
         Ok(body) => body,
@@ -274,6 +288,71 @@ async fn dispatch(
         (Some(_), _, _) => status_response(&faults::not_found(), Encoding::Json),
         (None, _, _) => method_not_allowed(wire),
     }
+}
+
+/// Whether kube-apiserver's director hands `path` to one of its web
+/// services, which answer a path they do not serve with a 404 Status: the
+/// path is a root (`/api`, `/apis/{group}` of a served group) or goes on
+/// after it with a `/`, or is discovery's `/apis/`. Any other path
+/// (`//api/v1/pods`) is left to the mux of plain paths, which answers Go's
+/// `404 page not found`.
+fn routed(path: &str) -> bool {
+    let under = |root: &str| {
+        path.strip_prefix(root)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    path == "/apis/"
+        || under("/api")
+        || discovery::groups()
+            .iter()
+            .any(|(group, _)| under(&format!("/apis/{group}")))
+}
+
+/// The 406 of go-restful's route selection, before any handler: a GET of a
+/// built-in resource whose `Accept` names neither `*/*` nor any media type
+/// its route produces, compared exactly (in case too) before a `;`. A
+/// collection's (and a watch's) route also produces the watch streams, a
+/// log's plain text.
+fn restful_not_acceptable(accept: Option<&str>, target: &Target) -> Option<Status> {
+    let accept = accept.filter(|a| !a.is_empty())?;
+    let mut produces = Vec::new();
+    if target.subresource.as_deref() == Some("log") {
+        produces.push("text/plain");
+    }
+    produces.extend([JSON, encoding::YAML, PROTOBUF]);
+    if target.name.is_none() || target.watch {
+        produces.extend(["application/json;stream=watch", PROTOBUF_WATCH]);
+    }
+    let acceptable = accept.split(',').any(|part| {
+        let media = part.split(';').next().unwrap_or_default().trim_matches(' ');
+        media == "*/*" || produces.contains(&media)
+    });
+    if acceptable {
+        return None;
+    }
+    let message = format!(
+        "406: Not Acceptable\n\nAvailable representations: {}",
+        produces.join(", ")
+    );
+    let mut status = Status::failure(406, "NotAcceptable", message);
+    status.details = Some(StatusDetails::default());
+    Some(status)
+}
+
+/// A plain-text answer as Go's `http.Error` writes it.
+pub fn plain_text(code: StatusCode, text: &str) -> Response {
+    let mut response = Response::new(Body::from(format!("{text}\n")));
+    *response.status_mut() = code;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
 }
 
 /// 405 for a method the path does not take.
@@ -367,6 +446,22 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
+/// An error as kube-apiserver's `ErrorNegotiated` writes it for `accept`:
+/// in the encoding asked for, or indented JSON when none can carry it.
+pub fn error_response(status: &Status, accept: Option<&str>) -> Response {
+    match encoding::for_status(accept) {
+        encoding::ErrorForm::Encoded(wire) => status_response(status, wire),
+        encoding::ErrorForm::Indented => {
+            let value: serde_json::Value =
+                serde_json::from_slice(&status.to_json()).expect("a Status is JSON");
+            let code =
+                StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let body = super::go_json::to_vec_indented(&value);
+            body_response(code, Encoding::Json, false, body.into())
+        }
+    }
+}
+
 /// A Status error response.
 pub fn status_response(status: &Status, wire: Encoding) -> Response {
     let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -388,6 +483,57 @@ pub fn body_response(code: StatusCode, wire: Encoding, watch: bool, body: Body) 
 mod tests {
     use super::*;
     use crate::sim::resources::ids;
+
+    #[test]
+    fn only_paths_under_a_web_service_root_are_routed() {
+        for path in [
+            "/api",
+            "/api/v2/x",
+            "/api/v1/pods",
+            "/apis/example.com/v1/widgets",
+        ] {
+            assert!(routed(path), "{path}");
+        }
+        for path in [
+            "//api/v1/pods",
+            "/metrics",
+            "/apiary",
+            "/apis/unknown.io/v1/x",
+        ] {
+            assert!(!routed(path), "{path}");
+        }
+    }
+
+    #[test]
+    fn go_restful_refuses_an_accept_naming_none_of_the_routes_media_types() {
+        let target = |path: &str| Target::of(&RequestInfo::parse(&Method::GET, path, "").unwrap());
+        let pod = target("/api/v1/namespaces/ns/pods/p").unwrap();
+        let refused = |accept: &str, target: &Target| {
+            restful_not_acceptable(Some(accept), target).map(|s| s.message)
+        };
+        for accept in [
+            "*/*",
+            "text/html, application/json;as=Table",
+            " application/yaml ",
+        ] {
+            assert_eq!(refused(accept, &pod), None, "{accept}");
+        }
+        for accept in ["Application/JSON", "application/*", "text/plain"] {
+            assert_eq!(
+                refused(accept, &pod).as_deref(),
+                Some(
+                    "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+                ),
+                "{accept}"
+            );
+        }
+        let log = target("/api/v1/namespaces/ns/pods/p/log").unwrap();
+        assert_eq!(refused("text/plain", &log), None);
+        let pods = target("/api/v1/namespaces/ns/pods").unwrap();
+        assert!(refused("text/html", &pods).unwrap().ends_with(
+            "application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
+        ));
+    }
 
     #[test]
     fn paths_resolve_to_resources_scopes_names_and_subresources() {

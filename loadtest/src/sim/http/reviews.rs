@@ -1,6 +1,5 @@
-//! The review APIs a cache in front of the API server asks on behalf of
-//! its clients, JSON in and out, shaped as the real ones (201, the review
-//! echoed with its `status` filled in):
+//! The review APIs, JSON in and out, shaped as the real ones (201, the
+//! review with its `status` filled in):
 //!
 //! - `POST /apis/authentication.k8s.io/v1/tokenreviews`: who a bearer token
 //!   is (`status.authenticated`, `status.user`), for the API server's
@@ -9,28 +8,33 @@
 //! - `POST /apis/authorization.k8s.io/v1/subjectaccessreviews`: whether a
 //!   user (exactly the `spec.user`, `groups`, `uid` and `extra` given) may
 //!   do what `spec.resourceAttributes` or `spec.nonResourceAttributes`
-//!   describe (`status.allowed`, `status.reason`).
+//!   describe (`status.allowed`, `status.reason`);
+//! - `POST /apis/authentication.k8s.io/v1/selfsubjectreviews` (`kubectl
+//!   auth whoami`): who the caller is, after impersonation.
 //!
-//! Without a policy no token is known and everything is allowed. Faults
-//! armed for `tokenReview` or `subjectAccessReview` hit them (after the
-//! caller's own authorization, which needs `create` on the review).
+//! Without a policy no token is known, everything is allowed and the caller
+//! is `system:anonymous`. Faults armed for `tokenReview` or
+//! `subjectAccessReview` hit them (after the caller's own authorization,
+//! which needs `create` on the review).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{Extension, Request, State};
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use kubecache_wire::Status;
 use serde_json::{Map, Value, json};
 
 use super::{
-    Context, MAX_BODY, body, body_response, fault_for, method_not_allowed, status_response,
+    Caller, Context, MAX_BODY, body, body_response, fault_for, method_not_allowed, status_response,
 };
 use crate::sim::auth::{Attributes, ResourceAttributes, UserInfo};
 use crate::sim::faults::{self, RequestKind};
+use crate::sim::go_json;
 use crate::sim::patch::unsupported_media_type;
+use crate::sim::store::now_rfc3339;
 use kubecache_wire::Encoding;
 use kubecache_wire::media::JSON;
 
@@ -78,53 +82,79 @@ async fn review(
     if let Err(response) = fault_for(ctx, kind, wire, forbidden).await {
         return response;
     }
-    if body::content_type(request.headers()).is_some_and(|c| c != JSON) {
-        return status_response(&unsupported_media_type(&[JSON]), wire);
-    }
-    let Ok(bytes) = axum::body::to_bytes(request.into_body(), MAX_BODY).await else {
-        return status_response(
-            &Status::bad_request("the request body could not be read"),
-            wire,
-        );
+    let review = match read(request, kind_name).await {
+        Ok(review) => review,
+        Err(status) => return status_response(&status, wire),
     };
     let group_version = match kind {
         RequestKind::TokenReview => "authentication.k8s.io/v1",
         _ => "authorization.k8s.io/v1",
     };
-    let answer = parse(&bytes, kind_name).and_then(|review| {
-        let spec = review
-            .get("spec")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
-        let status = decide(&spec)?;
-        let mut metadata = review
-            .get("metadata")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
-        metadata.entry("creationTimestamp").or_insert(Value::Null);
-        Ok(json!({
-            "kind": kind_name,
-            "apiVersion": group_version,
-            "metadata": metadata,
-            "spec": spec,
-            "status": status,
-        }))
+    let spec = review
+        .get("spec")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let status = match decide(&spec) {
+        Ok(status) => status,
+        Err(status) => return status_response(&status, wire),
+    };
+    let mut metadata = review
+        .get("metadata")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    metadata.entry("creationTimestamp").or_insert(Value::Null);
+    let answer = json!({
+        "kind": kind_name,
+        "apiVersion": group_version,
+        "metadata": metadata,
+        "spec": spec,
+        "status": status,
     });
-    match answer {
-        Ok(answer) => body_response(
-            StatusCode::CREATED,
-            wire,
-            false,
-            Body::from(answer.to_string()),
-        ),
-        Err(status) => status_response(&status, wire),
-    }
+    body_response(
+        StatusCode::CREATED,
+        wire,
+        false,
+        Body::from(answer.to_string()),
+    )
 }
 
-fn parse(bytes: &[u8], kind: &str) -> Result<Map<String, Value>, Status> {
-    let review: Map<String, Value> = serde_json::from_slice(bytes).map_err(|e| {
+/// `POST .../selfsubjectreviews`: the caller's user as kube-apiserver's
+/// `selfsubjectreview` REST answers it (`status.userInfo`, stamped with the
+/// time of asking), in Go's JSON.
+pub async fn self_subject_review(
+    Extension(caller): Extension<Caller>,
+    request: Request,
+) -> Response {
+    let wire = Encoding::Json;
+    if request.method() != Method::POST {
+        return method_not_allowed(wire);
+    }
+    if let Err(status) = read(request, "SelfSubjectReview").await {
+        return status_response(&status, wire);
+    }
+    let user = caller.0.unwrap_or_else(UserInfo::anonymous);
+    let answer = json!({
+        "kind": "SelfSubjectReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"creationTimestamp": now_rfc3339()},
+        "status": {"userInfo": user_json(&user)},
+    });
+    let mut bytes = go_json::to_vec(&answer);
+    bytes.push(b'\n');
+    body_response(StatusCode::CREATED, wire, false, Body::from(bytes))
+}
+
+/// The review a request posts: a JSON body of the review's kind.
+async fn read(request: Request, kind: &str) -> Result<Map<String, Value>, Status> {
+    if body::content_type(request.headers()).is_some_and(|c| c != JSON) {
+        return Err(unsupported_media_type(&[JSON]));
+    }
+    let Ok(bytes) = axum::body::to_bytes(request.into_body(), MAX_BODY).await else {
+        return Err(Status::bad_request("the request body could not be read"));
+    };
+    let review: Map<String, Value> = serde_json::from_slice(&bytes).map_err(|e| {
         Status::bad_request(format!("the body of the request is not a {kind}: {e}"))
     })?;
     match review.get("kind").and_then(Value::as_str) {
