@@ -4,7 +4,7 @@
 //! The one reader of `Accept` for lists, gets and watches.
 //!
 //! `Accept` is a comma-separated list of media ranges with parameters.
-//! Media types match case-insensitively; a range with `q=0` (or a `q` that
+//! In the negotiation, media types match case-insensitively; a range with `q=0` (or a `q` that
 //! does not parse, which Go reads as 0) is refused, and JSON refused so is
 //! not served for a wildcard either (RFC 9110's "not acceptable": the
 //! wildcard means protobuf then); the others are tried highest `q` first,
@@ -30,13 +30,21 @@
 //! events are single objects; the API server would send full objects
 //! encoded as metadata, which no client can read).
 //!
+//! For built-in kinds, kube-apiserver's router (go-restful) picks a route
+//! before any handler negotiates, and refuses with a 406 of its own an
+//! `Accept` none of whose ranges is `*/*` or, exactly (in case too) and
+//! without its parameters, a type the route produces ([`router_refusal`]):
+//! `Application/JSON` is refused there. Custom resources are served by
+//! another handler, which has no such step. kubecache tells built-in kinds
+//! by their protobuf schema.
+//!
 //! Errors are encoded apart ([`error_encoding`]): in the first range without
 //! `as` that is JSON or protobuf, as the API server negotiates its Status;
 //! with none, as the API server writes what it cannot negotiate (indented
 //! JSON: a Table asked for in protobuf only gets that 406).
 
-use kubecache_wire::Status;
 use kubecache_wire::protobuf::MessageType;
+use kubecache_wire::{Status, StatusDetails};
 
 use super::table::{self, IncludeObject};
 use crate::served::encoding::Shape;
@@ -180,6 +188,11 @@ pub(crate) fn negotiate(
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
         return Ok(Rendering::Encoded(Shape::Object, Encoding::Json));
     };
+    if served.protobuf.is_some()
+        && let Some(refusal) = router_refusal(accept, read)
+    {
+        return Err(refusal);
+    }
     let ranges = ranges(accept);
     for range in &ranges.accepted {
         let Some(wire) = range.wire(ranges.json_refused) else {
@@ -238,6 +251,41 @@ fn metadata(as_list: bool, read: Read, served: Served<'_>) -> Result<(), Status>
         ),
     };
     Err(Status::failure(406, "NotAcceptable", message))
+}
+
+/// go-restful's 406 for a route of `read` (see the module doc), worded as
+/// it words it: `None` when a range of `accept` names `*/*` or, exactly, a
+/// type the route produces.
+fn router_refusal(accept: &str, read: Read) -> Option<Status> {
+    let mut produces = vec![
+        "application/json",
+        "application/yaml",
+        "application/vnd.kubernetes.protobuf",
+    ];
+    if read != Read::Get {
+        produces.extend([
+            "application/json;stream=watch",
+            "application/vnd.kubernetes.protobuf;stream=watch",
+        ]);
+    }
+    let routed = accept.split(',').any(|range| {
+        let media = range
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim_matches(' ');
+        media == "*/*" || produces.contains(&media)
+    });
+    if routed {
+        return None;
+    }
+    let message = format!(
+        "406: Not Acceptable\n\nAvailable representations: {}",
+        produces.join(", ")
+    );
+    let mut status = Status::failure(406, "NotAcceptable", message);
+    status.details = Some(StatusDetails::default());
+    Some(status)
 }
 
 /// 406: nothing in `Accept` is served; worded as the API server words it.
@@ -387,8 +435,24 @@ mod tests {
 
     #[test]
     fn media_types_match_case_insensitively_and_q_0_refuses() {
+        // A custom resource's handler has no router step before it.
         assert_eq!(
-            list("Application/Vnd.Kubernetes.Protobuf", pods()),
+            list("Application/JSON", widgets()),
+            Ok(Rendering::Encoded(Shape::Object, Encoding::Json))
+        );
+        // A built-in kind's route is picked by exact media type first.
+        let refused = list("Application/Vnd.Kubernetes.Protobuf", pods()).unwrap_err();
+        assert_eq!(refused.code, 406);
+        assert!(
+            refused.message.starts_with(
+                "406: Not Acceptable\n\nAvailable representations: application/json, "
+            )
+        );
+        assert_eq!(
+            list(
+                "application/vnd.kubernetes.protobuf;q=1, Application/JSON",
+                pods()
+            ),
             Ok(Rendering::Encoded(Shape::Object, Encoding::Protobuf))
         );
         assert_eq!(
