@@ -255,6 +255,14 @@ settings! {
         simulate: Option<usize>, unset "off", flag "simulate" N;
         /// pod writes per second of that simulated server
         simulate_churn: f64 = 50.0, flag "simulate-churn" R;
+        /// `--simulate`: where to write the kubeconfig with a context per
+        /// demo user (its CA and kubecache's serving certificate go in a
+        /// directory beside it, `<name>-pki`)
+        kubeconfig_out: Option<PathBuf>, unset "`$TMPDIR/kubecache-demo.kubeconfig`",
+            flag "kubeconfig-out" PATH;
+        /// `--simulate` without TLS files: `https` with a certificate made
+        /// at start, or `http` (kubectl then sends no credentials)
+        simulate_scheme: String = "https".into(), flag "simulate-scheme" S;
         /// log lines: `text` (coloured when stderr is a terminal) or `json`
         /// (one object per line, for log collectors)
         log_format: String = "text".into(), flag "log-format" F, env "KUBECACHE_LOG_FORMAT";

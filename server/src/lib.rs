@@ -9,6 +9,8 @@
 mod app;
 pub mod auth;
 pub mod config;
+#[cfg(feature = "simulate")]
+pub mod demo;
 pub mod error;
 #[cfg(test)]
 mod golden;

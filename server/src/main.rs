@@ -41,6 +41,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let mut config = Config::resolve(&cli, file)?;
     config.connections = fit_open_files(config.connections);
+    let demo_ca = demo_https(&cli, &mut config)?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listen (--listen): binding {}", config.listen))?;
@@ -50,7 +51,7 @@ async fn main() -> anyhow::Result<()> {
         "http"
     };
     let url = format!("{scheme}://{}", demo_address(config.listen));
-    let (upstream, _sim) = upstream(&cli, &url).await?;
+    let (upstream, _demo) = upstream(&cli, &url, demo_ca.as_deref()).await?;
     match &config.tls {
         Some(tls) => tracing::info!(
             listen = %config.listen,
@@ -73,12 +74,17 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// The API server's configuration: the in-process simulated API server
-/// with `--simulate` (kept alive by the returned guard; kubecache at `url`),
-/// otherwise from the kubeconfig or the service account.
-async fn upstream(cli: &Cli, url: &str) -> anyhow::Result<(kube::Config, Option<impl Sized>)> {
+/// with `--simulate` (kept alive by the returned guard; kubecache at `url`,
+/// trusted through `ca`), otherwise from the kubeconfig or the service
+/// account.
+async fn upstream(
+    cli: &Cli,
+    url: &str,
+    ca: Option<&std::path::Path>,
+) -> anyhow::Result<(kube::Config, Option<impl Sized>)> {
     if let Some(pods) = cli.simulate {
-        let (config, sim) = simulated(pods, cli.simulate_churn, url).await?;
-        return Ok((config, Some(sim)));
+        let (config, demo) = simulated(cli, pods, url, ca).await?;
+        return Ok((config, Some(demo)));
     }
     let config = match &cli.kubeconfig {
         Some(path) => {
@@ -144,61 +150,61 @@ fn demo_address(listen: std::net::SocketAddr) -> std::net::SocketAddr {
     }
 }
 
-/// Starts the simulated API server with `pods` pods, 500 config maps and
-/// 100 widgets, `churn` pod writes per second, and the demo RBAC policy;
-/// kubecache reads it as its own service account. Writes a kubeconfig with
-/// a context per demo user for kubecache at `url`, and says where.
+/// The demo of `--simulate` (see [`kubecache_server::demo`]) for
+/// kubecache at `url`, its CA `ca` when it serves HTTPS: kubecache's
+/// configuration for the simulated API server, and the demo to keep.
 #[cfg(feature = "simulate")]
 async fn simulated(
+    cli: &Cli,
     pods: usize,
-    churn: f64,
     url: &str,
-) -> anyhow::Result<(kube::Config, kubecache_loadtest::sim::Sim)> {
-    use kubecache_loadtest::sim::auth::demo;
-    use kubecache_loadtest::sim::{HistoryWindow, Policy, Sim, SimConfig};
-    let config = SimConfig {
-        pods,
-        widgets: 100,
-        configmaps: 500,
-        churn_per_sec: churn,
-        policy: Some(Policy::demo()),
-        // Five minutes of watch history, not the 100k events of
-        // kube-apiserver's watch cache (33 minutes at 50 writes/s): in one
-        // process with kubecache, the sim's memory would keep rising long
-        // after kubecache's levelled off.
-        watch_cache: HistoryWindow::ETCD,
-        ..SimConfig::default()
-    };
-    let (sim_url, sim) = Sim::start(config)
-        .await
-        .context("starting the simulated API server")?;
-    tracing::info!(url = %sim_url, pods, "simulated API server started");
-    let own = sim
-        .kubeconfig_for(demo::KUBECACHE)
-        .context("the demo policy has kubecache's service account")?;
-    let own = kube::config::Kubeconfig::from_yaml(&own)?;
-    let config = kube::Config::from_custom_kubeconfig(own, &Default::default()).await?;
-    let users = sim.kubeconfig().replace(&sim_url, url);
-    let path = std::env::temp_dir().join("kubecache-demo.kubeconfig");
-    std::fs::write(&path, users).with_context(|| format!("writing {}", path.display()))?;
-    tracing::info!(
-        kubeconfig = %path.display(),
-        "demo users (contexts): {} (everything), {} (pods, configmaps, widgets in {}), \
-         {} (pods everywhere), {} (nothing); e.g. curl -H 'Authorization: Bearer alice-token' \
-         {url}/api/v1/namespaces/{}/pods",
-        demo::ADMIN,
-        demo::DEVELOPER,
-        demo::NAMESPACE,
-        demo::POD_READER,
-        demo::NOBODY,
-        demo::NAMESPACE,
-    );
-    Ok((config, sim))
+    ca: Option<&std::path::Path>,
+) -> anyhow::Result<(kube::Config, kubecache_server::demo::Demo)> {
+    use kubecache_server::demo::{self, Demo};
+    let kubeconfig = cli
+        .kubeconfig_out
+        .clone()
+        .unwrap_or_else(demo::default_kubeconfig);
+    let demo = Demo::start(pods, cli.simulate_churn, url, ca, &kubeconfig).await?;
+    Ok((demo.upstream.clone(), demo))
+}
+
+/// With `--simulate`, no TLS files and `--simulate-scheme https`: serves
+/// HTTPS with a certificate made for the demo; the CA to trust.
+#[cfg(feature = "simulate")]
+fn demo_https(cli: &Cli, config: &mut Config) -> anyhow::Result<Option<std::path::PathBuf>> {
+    use kubecache_server::demo;
+    match cli.simulate_scheme.as_str() {
+        "https" => {}
+        "http" => return Ok(None),
+        other => anyhow::bail!("--simulate-scheme {other:?}: expected https or http"),
+    }
+    if cli.simulate.is_none() || config.tls.is_some() {
+        return Ok(None);
+    }
+    let kubeconfig = cli
+        .kubeconfig_out
+        .clone()
+        .unwrap_or_else(demo::default_kubeconfig);
+    let (files, ca) = demo::make_pki(&kubeconfig)?;
+    config.tls = Some(kubecache_server::serving::Tls::load(files)?);
+    Ok(Some(ca))
+}
+
+/// This build has no demo: nothing to serve HTTPS for.
+#[cfg(not(feature = "simulate"))]
+fn demo_https(_: &Cli, _: &mut Config) -> anyhow::Result<Option<std::path::PathBuf>> {
+    Ok(None)
 }
 
 /// This build has no simulated API server (the image leaves it out).
 #[cfg(not(feature = "simulate"))]
-async fn simulated(_pods: usize, _churn: f64, _url: &str) -> anyhow::Result<(kube::Config, ())> {
+async fn simulated(
+    _: &Cli,
+    _: usize,
+    _: &str,
+    _: Option<&std::path::Path>,
+) -> anyhow::Result<(kube::Config, ())> {
     anyhow::bail!(
         "--simulate: this kubecache was built without the simulated API server; \
          build it with `cargo build -p kubecache-server --features simulate`"

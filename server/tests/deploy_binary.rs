@@ -227,7 +227,7 @@ async fn the_dashboard_names_only_metrics_that_the_binary_exports() {
         assert!(targets > 0, "panel {} has no query", panel["title"]);
     }
 
-    let kubecache = Kubecache::start(&["--simulate", "300"]);
+    let kubecache = Kubecache::start(&["--simulate", "300", "--simulate-scheme", "http"]);
     kubecache.ready().await;
     // Authorization is on by default, under --simulate too.
     let (code, _) = raw_http::get(kubecache.addr, None, "/api/v1/pods", None).expect("an answer");
@@ -395,7 +395,14 @@ async fn on_sigterm_the_binary_ends_its_watches_cleanly_and_exits_zero() {
     // What a rolling upgrade relies on: watchers see their stream end (and
     // resume on another replica), and the pod stops well within the grace
     // period.
-    let kubecache = Kubecache::start(&["--simulate", "300", "--simulate-churn", "0"]);
+    let kubecache = Kubecache::start(&[
+        "--simulate",
+        "300",
+        "--simulate-churn",
+        "0",
+        "--simulate-scheme",
+        "http",
+    ]);
     kubecache.ready().await;
     // The watch asks for 600 s: it ends within the test only because the
     // shutdown ends it.
@@ -436,12 +443,21 @@ async fn on_sigterm_the_binary_ends_its_watches_cleanly_and_exits_zero() {
 #[tokio::test]
 async fn logs_are_plain_text_off_a_terminal_or_json_lines_when_asked() {
     // stderr is a pipe here, as under a log collector.
-    let text = Kubecache::start(&["--simulate", "20", "--simulate-churn", "0"]);
+    let text = Kubecache::start(&[
+        "--simulate",
+        "20",
+        "--simulate-churn",
+        "0",
+        "--simulate-scheme",
+        "http",
+    ]);
     let json = Kubecache::start(&[
         "--simulate",
         "20",
         "--simulate-churn",
         "0",
+        "--simulate-scheme",
+        "http",
         "--log-format",
         "json",
     ]);
@@ -468,5 +484,76 @@ async fn logs_are_plain_text_off_a_terminal_or_json_lines_when_asked() {
         refused.output().contains("--log-format \"xml\""),
         "{}",
         refused.output()
+    );
+}
+
+#[tokio::test]
+async fn the_demo_serves_https_and_kubectl_works_with_the_kubeconfig_it_writes() {
+    use kubecache_testkit::kubectl::{self, Kubectl};
+    if !kubectl::available() {
+        return;
+    }
+    // The README's first command, with a kubeconfig of the test's own.
+    let dir = std::env::temp_dir().join(format!("kubecache-demo-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("demo.kubeconfig");
+    let (process, addr) = common::process::kubecache(
+        &[
+            "--simulate",
+            "300",
+            "--simulate-churn",
+            "0",
+            "--kubeconfig-out",
+            kubeconfig.to_str().unwrap(),
+        ],
+        &[],
+    );
+    // Its CA is written before it, beside it.
+    process
+        .until("the demo's kubeconfig is written", async || {
+            kubeconfig.exists()
+        })
+        .await;
+    let ca = std::fs::read_to_string(dir.join("demo-pki/ca.crt")).unwrap();
+    let kubecache = Kubecache {
+        process,
+        addr,
+        tls: Some(Arc::new(pki::client_config(&ca, None))),
+    };
+    kubecache.ready().await;
+    assert!(
+        kubecache
+            .process
+            .output()
+            .contains(&format!("kubectl --kubeconfig {}", kubeconfig.display())),
+        "the log says how: {}",
+        kubecache.process.output()
+    );
+    let kubectl = Kubectl::with(kubeconfig, dir.join("cache"));
+    let all = kubectl.ok(&["get", "pods", "-A", "--no-headers"]).await;
+    assert_eq!(all.lines().count(), 300, "{all}");
+    let hers = kubectl
+        .ok(&[
+            "--context",
+            "alice",
+            "get",
+            "pods",
+            "-n",
+            "payments-prod",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert!(
+        hers.lines().count() > 0 && hers.lines().all(|l| l.starts_with("pod/")),
+        "{hers}"
+    );
+    let refused = kubectl
+        .fails(&["--context", "alice", "get", "pods", "-A"])
+        .await;
+    assert!(
+        refused.contains(r#"pods is forbidden: User "alice" cannot list resource "pods" in API group "" at the cluster scope"#),
+        "{refused}"
     );
 }

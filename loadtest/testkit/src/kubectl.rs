@@ -76,6 +76,12 @@ pub struct Kubectl {
 }
 
 impl Kubectl {
+    /// kubectl with the kubeconfig at `kubeconfig` (as written by someone
+    /// else), its discovery cache in `cache`.
+    pub fn with(kubeconfig: PathBuf, cache: PathBuf) -> Kubectl {
+        Kubectl { kubeconfig, cache }
+    }
+
     /// Writes the kubeconfig into `dir`, named after `user`.
     pub fn new(
         dir: &Path,
