@@ -11,15 +11,12 @@
 //! with why: the test fails when the set that differs changes, for better or
 //! worse.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use kubecache_loadtest::sim::auth::edges::{PAYMENTS, POD_X};
 use kubecache_loadtest::sim::{Policy, Sim, SimConfig, ids};
-use kubecache_testkit::golden;
-use kubecache_testkit::raw_http::dechunk;
+use kubecache_testkit::{edges, golden};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The cases the sim answers otherwise, and why.
 const DIFFERENT: &[(&str, &str)] = &[
@@ -47,9 +44,6 @@ const DIFFERENT: &[(&str, &str)] = &[
     ),
 ];
 
-/// Where `kubectl auth whoami` posts its SelfSubjectReview.
-const SELF_SUBJECT_REVIEWS: &str = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
-
 /// The groups replayed.
 const GROUPS: &[&str] = &["impersonation", "authorization-header", "request-edges"];
 
@@ -76,155 +70,6 @@ async fn edges_sim() -> (String, Sim) {
     (url, sim)
 }
 
-/// A case's request as the recorder wrote it (Latin-1), to `addr`: the
-/// recorded headers but `Host` and `Connection`, which name this server
-/// and close the connection after the answer.
-fn request_bytes(case: &Value, addr: SocketAddr) -> Vec<u8> {
-    let text = |v: &Value| v.as_str().expect("a string").to_string();
-    let mut path = text(&case["path"]);
-    if let Some(cut) = path.strip_suffix("...(truncated, see request_generator)") {
-        // "path = '...pad=' + 'a'*102400 (request line ...)"
-        let generator = text(&case["request_generator"]);
-        let count: usize = generator
-            .split("'a'*")
-            .nth(1)
-            .and_then(|rest| rest.split(' ').next())
-            .and_then(|n| n.parse().ok())
-            .expect("a generator of 'a's");
-        path = cut.trim_end_matches('a').to_string() + &"a".repeat(count);
-    }
-    let mut head = format!(
-        "{} {path} HTTP/1.1\r\nHost: {addr}\r\n",
-        text(&case["method"])
-    );
-    for header in case["request_headers"].as_array().unwrap() {
-        let (name, value) = (text(&header[0]), text(&header[1]));
-        if !matches!(name.as_str(), "Host" | "Connection") {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-    }
-    head.push_str("Connection: close\r\n\r\n");
-    let mut bytes: Vec<u8> = head
-        .chars()
-        .map(|c| u8::try_from(c).expect("a Latin-1 request"))
-        .collect();
-    if let Some(file) = case["request_body_file"].as_str() {
-        bytes.extend(golden::read(&format!("edges/{file}")));
-    }
-    bytes
-}
-
-/// An HTTP answer: status, headers and (de-chunked) body.
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Answer {
-    /// The values of a header, in order.
-    fn values(&self, name: &str) -> Vec<&str> {
-        self.headers
-            .iter()
-            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-            .collect()
-    }
-}
-
-/// Sends `request` on a connection of its own and reads the answer until
-/// the server closes it. The request is written while the answer is read,
-/// and the connection is not half-closed, as the recorder did.
-async fn exchange(addr: SocketAddr, request: Vec<u8>) -> Answer {
-    let stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .expect("connects");
-    let (mut reader, mut writer) = stream.into_split();
-    let writing = tokio::spawn(async move {
-        // A server that answers before reading everything may reset.
-        let _ = writer.write_all(&request).await;
-        writer
-    });
-    let mut bytes = Vec::new();
-    let _ = reader.read_to_end(&mut bytes).await;
-    drop(writing.await);
-    let end = bytes
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no answer: {:?}", String::from_utf8_lossy(&bytes)));
-    let head = String::from_utf8_lossy(&bytes[..end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|code| code.parse().ok())
-        .expect("a status line");
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.to_string(), v.trim().to_string()))
-        .collect();
-    let mut answer = Answer {
-        status,
-        headers,
-        body: bytes[end + 4..].to_vec(),
-    };
-    if answer.values("transfer-encoding").contains(&"chunked") {
-        answer.body = dechunk(&answer.body).expect("a whole chunked body");
-    }
-    answer
-}
-
-/// How the answer differs from the recorded one, if it does.
-fn difference(case: &Value, answer: &Answer) -> Option<String> {
-    let status = case["status"].as_u64().expect("a recorded status");
-    if u64::from(answer.status) != status {
-        return Some(format!(
-            "status {}, recorded {status}: {}",
-            answer.status,
-            String::from_utf8_lossy(&answer.body)
-        ));
-    }
-    let mut recorded = golden::edge_body(case);
-    if case["path"] == SELF_SUBJECT_REVIEWS && status == 201 {
-        // The review is stamped with the time it was asked.
-        let stamp = |body: &[u8]| {
-            let review: Value = serde_json::from_slice(body).unwrap_or_default();
-            review["metadata"]["creationTimestamp"]
-                .as_str()
-                .map(str::to_string)
-        };
-        if let (Some(then), Some(now)) = (stamp(&recorded), stamp(&answer.body)) {
-            recorded = String::from_utf8(recorded)
-                .expect("a UTF-8 review")
-                .replace(&then, &now)
-                .into_bytes();
-        }
-    } else if status < 400 {
-        return None;
-    }
-    if answer.body != recorded {
-        return Some(format!(
-            "body {:?}, recorded {:?}",
-            String::from_utf8_lossy(&answer.body),
-            String::from_utf8_lossy(&recorded)
-        ));
-    }
-    let warnings: Vec<&str> = case["response_headers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|h| h[0] == "Warning")
-        .map(|h| h[1].as_str().unwrap())
-        .collect();
-    (answer.values("warning") != warnings).then(|| {
-        format!(
-            "Warning {:?}, recorded {warnings:?}",
-            answer.values("warning")
-        )
-    })
-}
-
 #[tokio::test(start_paused = true)]
 async fn the_sim_answers_the_recorded_edge_cases_as_kube_apiserver_did() {
     let (url, _sim) = edges_sim().await;
@@ -232,38 +77,12 @@ async fn the_sim_answers_the_recorded_edge_cases_as_kube_apiserver_did() {
         .strip_prefix("http://")
         .and_then(|a| a.parse().ok())
         .expect("an address");
-    let Value::Array(cases) = golden::json("edges/manifest.json") else {
-        panic!("edges/manifest.json is not a list");
-    };
-    let mut replayed = 0;
-    let mut differing = BTreeMap::new();
-    for case in &cases {
-        let group = case["group"].as_str().unwrap_or_default();
-        let caller = case["caller"].as_str().unwrap_or_default();
-        if !GROUPS.contains(&group) || caller.contains("cert:") {
-            continue;
-        }
-        replayed += 1;
-        let answer = exchange(addr, request_bytes(case, addr)).await;
-        if let Some(difference) = difference(case, &answer) {
-            differing.insert(case["id"].as_str().unwrap().to_string(), difference);
-        }
-    }
+    let cases = edges::cases(GROUPS);
     assert_eq!(
-        replayed, 129,
+        cases.len(),
+        129,
         "every case of the three groups (none by certificate)"
     );
-    let known: Vec<&str> = DIFFERENT.iter().map(|(id, _)| *id).collect();
-    let unexpected: BTreeMap<_, _> = differing
-        .iter()
-        .filter(|(id, _)| !known.contains(&id.as_str()))
-        .collect();
-    let matching: Vec<&&str> = known
-        .iter()
-        .filter(|id| !differing.contains_key(**id))
-        .collect();
-    assert!(
-        unexpected.is_empty() && matching.is_empty(),
-        "differ unexpectedly: {unexpected:#?}\nlisted as different, but match: {matching:?}"
-    );
+    let differing = edges::replay(addr, &cases).await;
+    edges::assert_differ_exactly(&differing, DIFFERENT);
 }

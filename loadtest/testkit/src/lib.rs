@@ -1,12 +1,13 @@
 //! What kubecache's tests share, dev-only: the golden corpus of a real
-//! kube-apiserver ([`golden`]), condition waits ([`wait`]), test
-//! certificates ([`pki`]), a child process such as the real binary
+//! kube-apiserver ([`golden`]) and the replay of its edge cases
+//! ([`edges`]), condition waits ([`wait`]), test certificates ([`pki`]), a child process such as the real binary
 //! ([`process`]), kubectl and its policy ([`kubectl`]), a raw HTTP/1.0
 //! client ([`raw_http`]) and `/metrics` samples ([`scrape`]).
 //!
 //! It depends on no crate of the workspace, so that every crate's tests can
 //! use it.
 
+pub mod edges;
 pub mod golden;
 pub mod kubectl;
 pub mod pki;

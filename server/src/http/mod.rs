@@ -291,16 +291,24 @@ async fn from_cache(
             false,
             None,
         ),
-        What::Collection { watch, params } => {
-            let parsed = params.as_ref().ok();
-            Attributes::read(
-                &cache.resource,
-                namespace.as_deref(),
-                None,
-                *watch && parsed.is_some(),
-                parsed.map(|collection| &collection.params.fields),
-            )
-        }
+        // As kube-apiserver's request info: a watch even when the other
+        // parameters do not parse; the field selector's name only when they
+        // do and the verb came from the query.
+        What::Collection {
+            watch,
+            named_by_fields,
+            params,
+        } => Attributes::read(
+            &cache.resource,
+            namespace.as_deref(),
+            None,
+            *watch,
+            params
+                .as_ref()
+                .ok()
+                .filter(|_| *named_by_fields)
+                .map(|collection| &collection.params.fields),
+        ),
     };
     let user = shared.authorize(caller, attributes).await?;
     let credential = &caller.credential;

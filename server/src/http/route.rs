@@ -71,6 +71,12 @@ pub enum What {
     Collection {
         /// A watch (the query's `watch`, or a deprecated watch path).
         watch: bool,
+        /// Whether a field selector's `metadata.name` names the object the
+        /// read is authorized on: kube-apiserver's request info takes it
+        /// when the verb came from the query, not from a deprecated watch
+        /// path (whose own name, if any, is in the fields, see
+        /// [`collection`]).
+        named_by_fields: bool,
         /// Its parameters (400 or 422 when they do not parse, are not
         /// allowed together or select by too many requirements).
         params: Result<Collection, Status>,
@@ -178,10 +184,15 @@ fn cache_read(
                 Ok(params) => params.watch,
                 Err(_) => target.watch || list_options::is_watch(query),
             };
+            let named_by_fields = !target.watch || name.is_some();
             let max = caches.settings.max_selector_requirements;
             let params = params
                 .and_then(|params| collection(params, name.as_deref(), predicates, query, max));
-            What::Collection { watch, params }
+            What::Collection {
+                watch,
+                named_by_fields,
+                params,
+            }
         }
     };
     let accept = request

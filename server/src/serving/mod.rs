@@ -78,6 +78,12 @@ pub struct Server {
 /// server buffer.
 pub const MAX_HEADER_BYTES: usize = 256 * 1024;
 
+/// The most headers a request may have; beyond, hyper answers 431. Go's
+/// net/http (kube-apiserver) bounds only their bytes: a recorded request
+/// with 200 headers is served there (hyper's default is 100). The bytes
+/// stay bounded by [`MAX_HEADER_BYTES`].
+pub const MAX_HEADERS: usize = 1024;
+
 impl Server {
     /// The longest a TLS handshake may take before its connection is
     /// closed: Go's `http.Transport` default (`TLSHandshakeTimeout`, which
@@ -301,6 +307,7 @@ impl Connection {
             // Timed by `activity` instead (see there why).
             .header_read_timeout(None)
             .max_header_size(MAX_HEADER_BYTES)
+            .max_headers(MAX_HEADERS)
             .serve_connection(
                 TokioIo::new(WriteStall::new(
                     Watched::new(stream, activity.clone()),

@@ -40,44 +40,13 @@ const READ: &[&str] = &["get", "list", "watch"];
 impl Policy {
     /// The demo users and their grants (see the module documentation).
     pub fn demo() -> Policy {
-        let mut kubecache = User::new(KUBECACHE, "kubecache-token")
-            .in_groups(&["system:serviceaccounts", "system:serviceaccounts:kubecache"]);
-        kubecache.extra = [
-            ("authentication.kubernetes.io/pod-name", "kubecache-0"),
-            ("authentication.kubernetes.io/pod-uid", "uid-kubecache-0"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), vec![v.to_string()]))
-        .collect();
         Policy::new()
             .user(User::new(ADMIN, "admin-token").in_groups(&["system:masters"]))
-            .user(kubecache)
             .user(User::new(DEVELOPER, "alice-token").in_groups(&["payments-devs"]))
             .user(User::new(POD_READER, "bob-token"))
             .user(User::new(NOBODY, "eve-token"))
             .cluster_admin()
-            .cluster_role(
-                "kubecache",
-                vec![
-                    Rule::resources(READ, &["*"], &["*"]),
-                    Rule::resources(&["create"], &["authentication.k8s.io"], &["tokenreviews"]),
-                    Rule::resources(
-                        &["create"],
-                        &["authorization.k8s.io"],
-                        &["subjectaccessreviews"],
-                    ),
-                    Rule::resources(&["impersonate"], &[""], &["users", "groups"]),
-                    Rule::resources(&["impersonate"], &["authentication.k8s.io"], &["*"]),
-                ],
-            )
-            .cluster_binding(
-                "kubecache",
-                "kubecache",
-                vec![Subject::ServiceAccount {
-                    namespace: "kubecache".into(),
-                    name: "kubecache".into(),
-                }],
-            )
+            .with_kubecache()
             .role(
                 NAMESPACE,
                 "developer",
@@ -111,6 +80,45 @@ impl Policy {
                 "pod-readers",
                 "pod-reader",
                 vec![Subject::User(POD_READER.into())],
+            )
+    }
+
+    /// This policy and [`KUBECACHE`], kubecache's own service account (token
+    /// `kubecache-token`), with what `deploy/` grants it: get, list and
+    /// watch everything, TokenReviews and SubjectAccessReviews, and
+    /// impersonation.
+    pub fn with_kubecache(self) -> Policy {
+        let mut kubecache = User::new(KUBECACHE, "kubecache-token")
+            .in_groups(&["system:serviceaccounts", "system:serviceaccounts:kubecache"]);
+        kubecache.extra = [
+            ("authentication.kubernetes.io/pod-name", "kubecache-0"),
+            ("authentication.kubernetes.io/pod-uid", "uid-kubecache-0"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), vec![v.to_string()]))
+        .collect();
+        self.user(kubecache)
+            .cluster_role(
+                "kubecache",
+                vec![
+                    Rule::resources(READ, &["*"], &["*"]),
+                    Rule::resources(&["create"], &["authentication.k8s.io"], &["tokenreviews"]),
+                    Rule::resources(
+                        &["create"],
+                        &["authorization.k8s.io"],
+                        &["subjectaccessreviews"],
+                    ),
+                    Rule::resources(&["impersonate"], &[""], &["users", "groups"]),
+                    Rule::resources(&["impersonate"], &["authentication.k8s.io"], &["*"]),
+                ],
+            )
+            .cluster_binding(
+                "kubecache",
+                "kubecache",
+                vec![Subject::ServiceAccount {
+                    namespace: "kubecache".into(),
+                    name: "kubecache".into(),
+                }],
             )
     }
 }
