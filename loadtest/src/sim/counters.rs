@@ -33,6 +33,8 @@ pub struct Counts {
 #[derive(Debug)]
 pub struct Counters {
     by_resource: Vec<[AtomicU64; 5]>,
+    /// Discovery requests (`/version`, `/api...` and `/apis...` documents).
+    discovery: AtomicU64,
     /// List requests being answered, and the most at once, by resource.
     lists_in_flight: Vec<[AtomicU64; 2]>,
 }
@@ -65,12 +67,23 @@ impl Default for Counters {
     fn default() -> Self {
         Counters {
             by_resource: RESOURCES.iter().map(|_| Default::default()).collect(),
+            discovery: AtomicU64::new(0),
             lists_in_flight: RESOURCES.iter().map(|_| Default::default()).collect(),
         }
     }
 }
 
 impl Counters {
+    /// Counts one discovery request.
+    pub fn discovery(&self) {
+        self.discovery.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Discovery requests so far.
+    pub fn discovery_requests(&self) -> u64 {
+        self.discovery.load(Ordering::Relaxed)
+    }
+
     /// Counts one request of `resource`.
     pub fn count(&self, resource: ResourceId, asked: Asked) {
         self.by_resource[resource][asked as usize].fetch_add(1, Ordering::Relaxed);

@@ -256,6 +256,12 @@ impl Sim {
         self.ctx.counters.snapshot()
     }
 
+    /// The discovery requests answered so far (`/version`, `/api`,
+    /// `/apis` and their group and version documents).
+    pub fn discovery_requests(&self) -> u64 {
+        self.ctx.counters.discovery_requests()
+    }
+
     /// The most list requests of `resource` answered at once so far.
     pub fn peak_lists_in_flight(&self, resource: ResourceId) -> u64 {
         self.ctx.counters.peak_lists_in_flight(resource)

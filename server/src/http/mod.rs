@@ -1,7 +1,8 @@
 //! The HTTP API: the Kubernetes API (reads of cached resources answered
-//! from the caches, everything else passed through to the API server, see
-//! [`route`]), the query API under `/v1`, `/metrics` and the health
-//! endpoints.
+//! from the caches, discovery and OpenAPI documents from kubecache's own
+//! copies, see [`discovery`], everything else passed through to the API
+//! server, see [`route`]), the query API under `/v1`, `/metrics` and the
+//! health endpoints.
 //!
 //! Every error is a Kubernetes `Status` ([`ApiError`]), whatever the route.
 //! Large answers from the caches are gzipped for clients that accept it,
@@ -9,11 +10,13 @@
 //!
 //! What kubecache answers from its caches is authorized first (see
 //! [`crate::auth`]): resource reads as `get`/`list`/`watch` of the
-//! resource, query API lookups as a `list` of what they return, `/metrics`
-//! and `/v1/status` as non-resource paths (as kube-rbac-proxy does). The
+//! resource, query API lookups as a `list` of what they return, `/metrics`,
+//! `/v1/status` and the discovery documents as non-resource paths (as
+//! kube-rbac-proxy and kube-apiserver do). The
 //! health endpoints are open.
 
 mod bodies;
+mod discovery;
 mod error;
 mod get;
 mod gzip;
@@ -53,6 +56,7 @@ struct Shared {
     caches: Arc<Caches>,
     auth: Arc<Auth>,
     upstream: PassThrough,
+    documents: discovery::Documents,
 }
 
 impl Shared {
@@ -74,6 +78,7 @@ pub fn router(caches: Arc<Caches>, auth: Arc<Auth>, upstream: PassThrough) -> Ro
         caches,
         auth,
         upstream,
+        documents: discovery::Documents::default(),
     });
     Router::new()
         .route("/healthz", get(healthz))
@@ -217,6 +222,10 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
 async fn kubernetes(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let caller = Caller::of(&parts);
+    if discovery::is_document(&parts.method, parts.uri.path()) {
+        let answer = document(&shared, &parts, &caller).await;
+        return (Extension(Endpoint("discovery")), answer).into_response();
+    }
     let read = match route::decide(&shared.caches, &parts) {
         Ok(Route::Cache(read)) => read,
         Ok(Route::PassThrough { path, written }) => {
@@ -251,6 +260,24 @@ async fn kubernetes(State(shared): State<Arc<Shared>>, request: Request) -> Resp
         Ok(answer) if gzip => (Extension(endpoint), gzip::large(answer).await).into_response(),
         Ok(answer) => (Extension(endpoint), answer).into_response(),
     }
+}
+
+/// A discovery or OpenAPI document (see [`discovery`]), to a caller who
+/// may read it.
+async fn document(shared: &Shared, parts: &Parts, caller: &Caller) -> Result<Response, ApiError> {
+    shared
+        .authorize(caller, Attributes::path(parts.uri.path()))
+        .await?;
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let response = shared
+        .documents
+        .answer(&shared.upstream, path, &parts.headers)
+        .await?;
+    Ok(if gzip::accepted(&parts.headers) {
+        gzip::large(response).await
+    } else {
+        response
+    })
 }
 
 /// What a read of a cache came to.

@@ -168,18 +168,49 @@ impl PassThrough {
             Sender::Bare => &self.bare,
             Sender::Own => &self.own,
         };
-        let answer = tokio::time::timeout(HEAD_TIMEOUT, client.clone().oneshot(request)).await;
+        let answer = exchange(client, request).await;
         // A body cut short, not the API server, is why the exchange ended.
-        if let Some(cut) = cut.get() {
-            return Err(cut.status());
+        match cut.get() {
+            Some(cut) => Err(cut.status()),
+            None => answer,
         }
-        let response = answer
-            .map_err(|_| unanswered())?
-            .map_err(|e| unreachable(&*e))?;
-        let (mut parts, body) = response.into_parts();
-        remove_hop_by_hop(&mut parts.headers);
-        Ok(Response::from_parts(parts, Body::new(body)))
     }
+
+    /// A `GET` of `path_and_query` (`Accept`: `accept`) as kubecache
+    /// itself, with its own credentials, asked for uncompressed: the API
+    /// server's answer. For documents that every caller shares (see
+    /// [`crate::http`]'s discovery).
+    ///
+    /// # Errors
+    ///
+    /// An API server that cannot be reached (503) or does not answer in
+    /// time (504).
+    pub(crate) async fn fetch(
+        &self,
+        path_and_query: &str,
+        accept: Option<&HeaderValue>,
+    ) -> Result<Response, Status> {
+        let mut request = Request::new(Upload::new(Body::empty()).0);
+        *request.uri_mut() = path_and_query
+            .parse()
+            .map_err(|e| Status::bad_request(format!("invalid request path: {e}")))?;
+        if let Some(accept) = accept {
+            request.headers_mut().insert(header::ACCEPT, accept.clone());
+        }
+        exchange(&self.own, request).await
+    }
+}
+
+/// Sends `request` with `client`: the answer, its head within
+/// [`HEAD_TIMEOUT`], without hop-by-hop headers.
+async fn exchange(client: &Client, request: Request<Upload>) -> Result<Response, Status> {
+    let response = tokio::time::timeout(HEAD_TIMEOUT, client.clone().oneshot(request))
+        .await
+        .map_err(|_| unanswered())?
+        .map_err(|e| unreachable(&*e))?;
+    let (mut parts, body) = response.into_parts();
+    remove_hop_by_hop(&mut parts.headers);
+    Ok(Response::from_parts(parts, Body::new(body)))
 }
 
 /// A client of the API server of `config` with its credentials, without

@@ -50,6 +50,9 @@ pub async fn guard(State(ctx): State<Arc<Context>>, request: Request, next: Next
     if request.uri().path().starts_with("/sim/") {
         return next.run(request).await;
     }
+    if super::discovery::is_discovery(request.uri().path()) {
+        ctx.counters.discovery();
+    }
     let policy = ctx.policy();
     let bearer = policy.as_ref().map(|_| bearer_token(request.headers()));
     let mut response = admit(policy.as_deref(), bearer.clone(), request, next).await;

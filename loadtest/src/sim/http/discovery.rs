@@ -8,6 +8,16 @@ use serde_json::{Value, json};
 
 use crate::sim::resources::{RESOURCES, Resource};
 
+/// Whether `path` is one of the discovery documents (counted, see
+/// [`crate::sim::Sim::discovery_requests`]).
+pub fn is_discovery(path: &str) -> bool {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    matches!(
+        segments.as_slice(),
+        ["version"] | ["api"] | ["api", _] | ["apis"] | ["apis", _] | ["apis", _, _]
+    )
+}
+
 /// `GET /version`.
 pub async fn version() -> Json<Value> {
     Json(json!({
