@@ -38,16 +38,17 @@ use tokio::task::JoinHandle;
 // ---------------------------------------------------------------------------
 // Servers and clients
 
-/// Answers `/whoami` with the user of the request's client certificate:
-/// `alice team-a,system:authenticated`, or `anonymous`.
+/// Answers `/whoami` with what the request's client certificate proves:
+/// `alice team-a,system:authenticated`, `failed`, or `anonymous`.
 fn whoami() -> Router {
     Router::new().route(
         "/whoami",
         get(|request: Request| async move {
             match request.extensions().get::<PeerCertificate>() {
-                Some(PeerCertificate(user)) => {
+                Some(PeerCertificate::Verified(user)) => {
                     format!("{} {}", user.info().username, user.info().groups.join(","))
                 }
+                Some(PeerCertificate::Failed(_)) => "failed".to_string(),
                 None => "anonymous".to_string(),
             }
         }),

@@ -274,7 +274,7 @@ impl Connection {
             if let Some(user) = &user {
                 request
                     .extensions_mut()
-                    .insert(PeerCertificate(user.clone()));
+                    .insert(PeerCertificate::Verified(user.clone()));
             }
             let refused = refused
                 .as_ref()
