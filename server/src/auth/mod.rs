@@ -150,33 +150,43 @@ fn sha256(digest: ring::digest::Digest) -> [u8; 32] {
 /// what pass-through presents to the API server on its behalf.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Credential {
-    /// A client certificate the TLS layer verified against the client CA:
-    /// its user, read as kube-apiserver's x509 authenticator reads it (the
-    /// subject's common name, its organizations as groups). Forwarded as
+    /// A client certificate verified against the client CA: its user, read
+    /// as kube-apiserver's x509 authenticator reads it (the subject's
+    /// common name, its organizations as groups). Forwarded as
     /// impersonation of that user with kubecache's own credentials.
     Certificate(Arc<User>),
     /// A bearer token, checked with a `TokenReview`; forwarded as it came.
     Token(BearerToken),
+    /// A client certificate that does not verify (why), and no bearer
+    /// token: kube-apiserver answers 401, and so does kubecache, whether it
+    /// would answer from a cache or pass through.
+    FailedCertificate(Arc<str>),
     /// None: `system:anonymous` on the API server; forwarded without one.
     Anonymous,
 }
 
-/// The user of a verified client certificate, put on every request of its
-/// connection by the TLS layer.
+/// What the client certificate of a request's connection proves, put on
+/// every request by the TLS layer. Absent when the client sent none, or
+/// sent a verified one without a common name (kube-apiserver ignores it).
 #[derive(Debug, Clone)]
-pub struct PeerCertificate(pub Arc<User>);
+pub enum PeerCertificate {
+    /// Verified against the client CA: the user it names.
+    Verified(Arc<User>),
+    /// Does not verify (expired, unknown CA, wrong key usage ...): why.
+    Failed(Arc<str>),
+}
 
 impl Credential {
-    /// The credential of a request. A verified client certificate comes
-    /// first, then a bearer token, as in kube-apiserver's authenticator
-    /// chain.
+    /// The credential of a request, as kube-apiserver's authenticator chain
+    /// reads it: a verified client certificate first, then a bearer token;
+    /// a certificate that does not verify fails the request only when no
+    /// token is there to authenticate it.
     pub fn of(extensions: &Extensions, headers: &HeaderMap) -> Credential {
-        if let Some(PeerCertificate(user)) = extensions.get::<PeerCertificate>() {
-            return Credential::Certificate(user.clone());
-        }
-        match bearer(headers) {
-            Bearer::Token(token) => Credential::Token(BearerToken::new(&token)),
-            Bearer::None | Bearer::ExtraSpace => Credential::Anonymous,
+        match (extensions.get::<PeerCertificate>(), bearer(headers)) {
+            (Some(PeerCertificate::Verified(user)), _) => Credential::Certificate(user.clone()),
+            (_, Bearer::Token(token)) => Credential::Token(BearerToken::new(&token)),
+            (Some(PeerCertificate::Failed(why)), _) => Credential::FailedCertificate(why.clone()),
+            (None, Bearer::None | Bearer::ExtraSpace) => Credential::Anonymous,
         }
     }
 
@@ -186,7 +196,7 @@ impl Credential {
         match self {
             Credential::Token(token) => Some(ClientKey::digested(token.digest())),
             Credential::Certificate(user) => Some(user.client()),
-            Credential::Anonymous => None,
+            Credential::FailedCertificate(_) | Credential::Anonymous => None,
         }
     }
 }
@@ -362,10 +372,11 @@ impl Auth {
     ///
     /// # Errors
     ///
-    /// What to answer: 401 for a token the API server rejects, 403 (worded
-    /// as kube-apiserver words it) for a denied impersonation or request,
-    /// the plain-text 500 of a malformed impersonation, 503 when the API
-    /// server cannot be asked.
+    /// What to answer: 401 for a token the API server rejects or a client
+    /// certificate that does not verify, 403 (worded as kube-apiserver
+    /// words it) for a denied impersonation or request, the plain-text 500
+    /// of a malformed impersonation, 503 when the API server cannot be
+    /// asked.
     pub async fn authorize(
         &self,
         caller: &Caller,
@@ -378,7 +389,11 @@ impl Auth {
             if let ApiError::Status(status) = error
                 && status.code == 401
             {
-                tracing::info!(request = %attributes.describe(), "unauthorized: the API server rejects the token");
+                let request = attributes.describe();
+                match &caller.credential {
+                    Credential::FailedCertificate(why) => tracing::info!(%request, reason = %why, "unauthorized: the client certificate does not verify"),
+                    _ => tracing::info!(%request, "unauthorized: the API server rejects the token"),
+                }
             }
         })?;
         allow(reviewer, &user, attributes).await?;
@@ -424,6 +439,9 @@ async fn acting_user(reviewer: &Reviewer, caller: &Caller) -> Result<Arc<User>, 
             Ok(None) => return Err(Status::failure(401, "Unauthorized", "Unauthorized").into()),
             Err(error) => return Err(unavailable(&error).into()),
         },
+        Credential::FailedCertificate(_) => {
+            return Err(Status::failure(401, "Unauthorized", "Unauthorized").into());
+        }
         Credential::Anonymous => User::anonymous(),
     };
     match &caller.impersonation {
@@ -535,11 +553,27 @@ mod tests {
             username: "alice".into(),
             ..UserInfo::default()
         });
-        extensions.insert(PeerCertificate(user.clone()));
+        extensions.insert(PeerCertificate::Verified(user.clone()));
         assert_eq!(
             Credential::of(&extensions, &headers("Bearer abc")),
             Credential::Certificate(user)
         );
+    }
+
+    #[test]
+    fn a_failed_certificate_gives_way_to_a_token_and_fails_without_one() {
+        let mut extensions = Extensions::new();
+        extensions.insert(PeerCertificate::Failed("expired".into()));
+        assert_eq!(
+            Credential::of(&extensions, &headers("Bearer abc")),
+            Credential::Token(BearerToken::new("abc"))
+        );
+        let failed = Credential::FailedCertificate("expired".into());
+        for no_token in ["Bearer  abc", "Basic eDp5"] {
+            assert_eq!(Credential::of(&extensions, &headers(no_token)), failed);
+        }
+        assert_eq!(Credential::of(&extensions, &HeaderMap::new()), failed);
+        assert_eq!(failed.client(), None);
     }
 
     #[test]

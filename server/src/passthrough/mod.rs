@@ -254,6 +254,10 @@ fn upstream_headers(
     headers.remove(header::EXPECT);
     match credential {
         Credential::Token(_) => Ok((headers, Sender::Bare)),
+        // Nothing to present: kube-apiserver would answer 401.
+        Credential::FailedCertificate(_) => {
+            Err(Status::failure(401, "Unauthorized", "Unauthorized"))
+        }
         Credential::Anonymous => {
             headers.remove(header::AUTHORIZATION);
             Ok((headers, Sender::Bare))
@@ -533,6 +537,13 @@ mod tests {
         let (headers, sender) = upstream_headers(&basic, &Credential::Anonymous).unwrap();
         assert_eq!(sender, Sender::Bare);
         assert!(headers.get("authorization").is_none());
+    }
+
+    #[test]
+    fn a_client_certificate_that_does_not_verify_is_refused_not_forwarded() {
+        let failed = Credential::FailedCertificate("expired".into());
+        let status = upstream_headers(&caller_headers(), &failed).unwrap_err();
+        assert_eq!((status.code, status.reason.as_str()), (401, "Unauthorized"));
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! The loop only accepts: each connection is served in a task of its own,
 //! which does its TLS handshake (bounded by a timeout, so a client that
 //! never finishes it holds only its own socket, and only for that long),
-//! then serves the router, with the user of a verified client certificate
-//! on every request as [`PeerCertificate`]. Every accepted socket gets
+//! then serves the router, with what the connection's client certificate
+//! proves on every request as [`PeerCertificate`] (judged for each request,
+//! as kube-apiserver's authenticator judges it). Every accepted socket gets
 //! TCP_NODELAY: each watch event is its own small write, and Nagle's
 //! algorithm would hold it until the previous one is acknowledged (Go's
 //! net/http, and so kube-apiserver, sets it on every connection too).
@@ -34,6 +35,7 @@
 //! axum's `ConnectInfo<SocketAddr>`.
 
 mod activity;
+mod client_cert;
 mod limits;
 mod stall;
 mod tls;
@@ -60,7 +62,7 @@ pub use tls::{Tls, TlsError, TlsFile, TlsFiles};
 use activity::{Activity, Watched};
 use limits::{Gate, Refusal, Ticket};
 
-use crate::auth::{PeerCertificate, User};
+use client_cert::ClientCertificate;
 
 /// kubecache's HTTP server: a listener, the router it serves, and how.
 pub struct Server {
@@ -247,7 +249,9 @@ impl Connection {
             () = stopped(&mut stop) => return,
         };
         match established {
-            Ok(Ok((stream, user))) => self.http(stream, user, &accepted, &mut stop).await,
+            Ok(Ok((stream, certificate))) => {
+                self.http(stream, certificate, &accepted, &mut stop).await
+            }
             Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
             Err(_) => {
                 tracing::debug!(%peer, timeout = ?self.handshake_timeout, "TLS handshake timed out")
@@ -256,12 +260,13 @@ impl Connection {
     }
 
     /// HTTP/1 over an established stream (upgrades allowed, as
-    /// `axum::serve` allows them), `user` on every request; a refused
-    /// connection answers one request, a 429 but for [`PROBES`].
+    /// `axum::serve` allows them), what `certificate` proves on every
+    /// request; a refused connection answers one request, a 429 but for
+    /// [`PROBES`].
     async fn http<S>(
         &self,
         stream: S,
-        user: Option<Arc<User>>,
+        certificate: Option<ClientCertificate>,
         accepted: &Accepted,
         stop: &mut watch::Receiver<bool>,
     ) where
@@ -277,10 +282,8 @@ impl Connection {
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             let in_flight = requests.start();
             request.extensions_mut().insert(ConnectInfo(peer));
-            if let Some(user) = &user {
-                request
-                    .extensions_mut()
-                    .insert(PeerCertificate(user.clone()));
+            if let Some(proved) = certificate.as_ref().and_then(ClientCertificate::proves) {
+                request.extensions_mut().insert(proved);
             }
             let refused = refused
                 .as_ref()

@@ -1,6 +1,6 @@
 //! TLS serving: the certificate, its key and the optional client CA, read
 //! from files and reloaded when they change; the handshake of one
-//! connection; the user of a verified client certificate.
+//! connection, and the client certificate it brought (see `client_cert`).
 //!
 //! Rotation (cert-manager renews the Secret, the kubelet swaps the mounted
 //! files through a symlink) is seen by polling: every
@@ -19,13 +19,12 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
-use crate::auth::{User, UserInfo};
+use super::client_cert::{ClientCa, ClientCertificate};
 
 /// Where TLS serving reads its files from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,7 +66,7 @@ pub struct TlsError {
 #[derive(Clone)]
 pub struct Tls {
     files: Arc<TlsFiles>,
-    current: Arc<RwLock<Arc<ServerConfig>>>,
+    current: Arc<RwLock<Serving>>,
     /// What the files held at the last load attempt, good or bad: a change
     /// is tried once, and a broken file is logged once.
     seen: Arc<Mutex<Contents>>,
@@ -86,9 +85,17 @@ impl fmt::Debug for Tls {
 /// The three files' bytes, or why one could not be read.
 type Contents = [Result<Vec<u8>, String>; 3];
 
+/// What new connections get: the rustls configuration, and the client CA
+/// their certificates are verified against.
+#[derive(Clone)]
+struct Serving {
+    config: Arc<ServerConfig>,
+    client_ca: Option<Arc<ClientCa>>,
+}
+
 /// A configuration built from the files, and what to say about it.
 struct Loaded {
-    config: Arc<ServerConfig>,
+    serving: Serving,
     /// The serving certificate's notAfter, in Unix seconds.
     not_after: i64,
     subject: String,
@@ -111,7 +118,7 @@ impl Tls {
         register(&loaded);
         Ok(Tls {
             files: Arc::new(files),
-            current: Arc::new(RwLock::new(loaded.config)),
+            current: Arc::new(RwLock::new(loaded.serving)),
             seen: Arc::new(Mutex::new(contents)),
             reload_interval: Self::RELOAD_INTERVAL,
         })
@@ -161,7 +168,7 @@ impl Tls {
                 );
                 metrics::counter!("kubecache_tls_reloads_total", "result" => "loaded").increment(1);
                 register(&loaded);
-                *self.current.write() = loaded.config;
+                *self.current.write() = loaded.serving;
             }
             Err(error) => {
                 tracing::warn!(
@@ -174,13 +181,13 @@ impl Tls {
     }
 
     /// The handshake of one accepted connection, with the configuration of
-    /// the moment; the stream and the user of its verified client
-    /// certificate, if any. A plain HTTP request gets a 400 Status saying
-    /// to use HTTPS, as kube-apiserver answers one.
+    /// the moment; the stream and the client certificate chain it brought,
+    /// if any. A plain HTTP request gets a 400 Status saying to use HTTPS,
+    /// as kube-apiserver answers one.
     pub(super) async fn accept(
         &self,
         mut stream: TcpStream,
-    ) -> std::io::Result<(TlsStream<TcpStream>, Option<Arc<User>>)> {
+    ) -> std::io::Result<(TlsStream<TcpStream>, Option<ClientCertificate>)> {
         let mut first = [0u8; 1];
         let read = stream.peek(&mut first).await?;
         // Every TLS connection starts with a handshake record (type 22).
@@ -193,18 +200,19 @@ impl Tls {
                 "not a TLS handshake",
             ));
         }
-        let config = self.current.read().clone();
+        let Serving { config, client_ca } = self.current.read().clone();
         let stream = tokio_rustls::TlsAcceptor::from(config)
             .accept(stream)
             .await?;
-        let user = stream
+        let chain = stream
             .get_ref()
             .1
             .peer_certificates()
-            .and_then(<[_]>::first)
-            .and_then(certificate_user)
-            .map(User::new);
-        Ok((stream, user))
+            .filter(|chain| !chain.is_empty());
+        let certificate = client_ca
+            .zip(chain)
+            .map(|(ca, chain)| ClientCertificate::new(ca, chain.to_vec()));
+        Ok((stream, certificate))
     }
 }
 
@@ -234,33 +242,6 @@ async fn refuse_plain_http(stream: &mut TcpStream) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The user of a verified client certificate, as kube-apiserver's x509
-/// authenticator reads it: the subject's common name (the last, if
-/// several), its organizations as groups, plus `system:authenticated`. A
-/// certificate without a common name proves no user.
-fn certificate_user(der: &CertificateDer<'_>) -> Option<UserInfo> {
-    let (_, certificate) = x509_parser::parse_x509_certificate(der).ok()?;
-    let subject = certificate.subject();
-    let username = subject
-        .iter_common_name()
-        .filter_map(|cn| cn.as_str().ok())
-        .last()
-        .filter(|cn| !cn.is_empty())?;
-    let mut groups: Vec<String> = subject
-        .iter_organization()
-        .filter_map(|o| o.as_str().ok())
-        .map(str::to_string)
-        .collect();
-    if !groups.iter().any(|g| g == "system:authenticated") {
-        groups.push("system:authenticated".to_string());
-    }
-    Some(UserInfo {
-        username: username.to_string(),
-        groups,
-        ..UserInfo::default()
-    })
-}
-
 fn read(files: &TlsFiles) -> Contents {
     let read = |path: Option<&Path>| match path {
         Some(path) => std::fs::read(path).map_err(|e| e.to_string()),
@@ -274,8 +255,8 @@ fn read(files: &TlsFiles) -> Contents {
 }
 
 /// The rustls configuration of the files' contents: ring, TLS 1.2 and 1.3,
-/// ALPN `http/1.1`; client certificates verified against the client CA when
-/// presented, and not required (token clients send none).
+/// ALPN `http/1.1`; client certificates asked for when there is a client
+/// CA, as kube-apiserver asks for them (see `client_cert`).
 fn build(files: &TlsFiles, contents: &Contents) -> Result<Loaded, TlsError> {
     let [cert, key, client_ca] = contents;
     let error = |file: TlsFile, path: &Path, message: String| TlsError {
@@ -298,8 +279,8 @@ fn build(files: &TlsFiles, contents: &Contents) -> Result<Loaded, TlsError> {
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(rustls::DEFAULT_VERSIONS)
         .map_err(|e| cert_error(e.to_string()))?;
-    let builder = match &files.client_ca {
-        None => builder.with_no_client_auth(),
+    let (builder, client_ca) = match &files.client_ca {
+        None => (builder.with_no_client_auth(), None),
         Some(path) => {
             let ca_error = |m: String| error(TlsFile::ClientCa, path, m);
             let pem = client_ca.as_deref().map_err(|e| ca_error(e.clone()))?;
@@ -309,11 +290,11 @@ fn build(files: &TlsFiles, contents: &Contents) -> Result<Loaded, TlsError> {
                     .add(certificate)
                     .map_err(|e| ca_error(format!("not a CA certificate: {e}")))?;
             }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                .allow_unauthenticated()
-                .build()
-                .map_err(|e| ca_error(e.to_string()))?;
-            builder.with_client_cert_verifier(verifier)
+            let client_ca = Arc::new(ClientCa::new(roots, &provider));
+            (
+                builder.with_client_cert_verifier(client_ca.clone()),
+                Some(client_ca),
+            )
         }
     };
     let mut config = builder.with_single_cert(chain, key).map_err(|e| match e {
@@ -324,7 +305,10 @@ fn build(files: &TlsFiles, contents: &Contents) -> Result<Loaded, TlsError> {
     })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Loaded {
-        config: Arc::new(config),
+        serving: Serving {
+            config: Arc::new(config),
+            client_ca,
+        },
         not_after,
         subject,
     })
@@ -356,54 +340,4 @@ fn register(loaded: &Loaded) {
     }
     metrics::gauge!("kubecache_tls_certificate_expiration_timestamp_seconds")
         .set(loaded.not_after as f64);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn certificate(subject: &[(rcgen::DnType, &str)]) -> CertificateDer<'static> {
-        let mut params = rcgen::CertificateParams::default();
-        params.distinguished_name = rcgen::DistinguishedName::new();
-        for (kind, value) in subject {
-            params.distinguished_name.push(kind.clone(), *value);
-        }
-        let key = rcgen::KeyPair::generate().unwrap();
-        params.self_signed(&key).unwrap().der().clone()
-    }
-
-    #[test]
-    fn a_certificate_user_is_its_common_name_and_organizations() {
-        use rcgen::DnType::{CommonName, CustomDnType, OrganizationName};
-        // rcgen keeps one value per type: a second O or CN goes in under
-        // its OID as a custom type.
-        let (organization, common_name) = (vec![2, 5, 4, 10], vec![2, 5, 4, 3]);
-        let user = certificate_user(&certificate(&[
-            (OrganizationName, "system:masters"),
-            (CustomDnType(common_name), "not-this-one"),
-            (CommonName, "alice"),
-            (CustomDnType(organization), "team-a"),
-        ]))
-        .unwrap();
-        assert_eq!(
-            user.username, "alice",
-            "the last common name, as Go reads it"
-        );
-        assert_eq!(
-            user.groups,
-            ["system:masters", "team-a", "system:authenticated"]
-        );
-        assert!(user.uid.is_empty() && user.extra.is_empty());
-        let user = certificate_user(&certificate(&[
-            (CommonName, "bob"),
-            (OrganizationName, "system:authenticated"),
-        ]))
-        .unwrap();
-        assert_eq!(user.groups, ["system:authenticated"]);
-        assert_eq!(
-            certificate_user(&certificate(&[(OrganizationName, "team-a")])),
-            None,
-            "no common name, no user"
-        );
-    }
 }
