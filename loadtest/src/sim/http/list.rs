@@ -428,6 +428,7 @@ fn encode_proto_list(resource: &Resource, form: Form, page: Page) -> Bytes {
         resource_version: &revision,
         continue_token: page.continue_token.as_deref(),
         remaining_item_count: page.remaining.map(|n| n as i64),
+        shard_selector: None,
     };
     let mut raw =
         Vec::with_capacity(items.iter().map(Bytes::len).sum::<usize>() + items.len() * 4 + 64);
