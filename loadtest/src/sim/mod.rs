@@ -26,6 +26,7 @@ mod object;
 mod patch;
 pub mod resources;
 mod selector;
+mod shard;
 pub mod store;
 
 use std::net::SocketAddr;
