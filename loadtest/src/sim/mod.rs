@@ -47,6 +47,7 @@ pub use counters::Counts;
 pub use faults::{Fault, FaultSpec, Target as FaultTarget};
 pub use object::StoredObject;
 pub use resources::{RESOURCES, Resource, ResourceId, ids};
+pub(crate) use shard::ShardSelector;
 pub use store::{Event, HistoryWindow, Store};
 
 use data::{Generator, GeneratorConfig, Mutation};
