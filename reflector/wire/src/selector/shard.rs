@@ -136,6 +136,21 @@ impl ShardSelector {
         }
     }
 
+    /// The selectors of `count` contiguous ranges of equal width that
+    /// together cover the hash space: the shards of a controller with
+    /// `count` replicas, in order.
+    pub fn equal_split(field: ShardField, count: usize) -> Vec<Self> {
+        assert!(count > 0, "at least one shard");
+        let bound = |i: usize| FULL * i as u128 / count as u128;
+        (0..count)
+            .map(|i| {
+                let start = u64::try_from(bound(i)).expect("below 2^64");
+                let range = ShardRange::new(start, bound(i + 1)).expect("a range of the space");
+                ShardSelector::new(field, vec![range])
+            })
+            .collect()
+    }
+
     /// The field hashed.
     pub fn field(&self) -> ShardField {
         self.field

@@ -22,6 +22,26 @@ fn fnv1a_64_gives_go_hash_fnv_s_golden_values() {
 }
 
 #[test]
+fn an_equal_split_covers_the_hash_space_once_in_canonical_selectors() {
+    let shards = ShardSelector::equal_split(ShardField::Namespace, 3);
+    assert_eq!(
+        shards.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [
+            "shardRange(object.metadata.namespace, '0x0000000000000000', '0x5555555555555555')",
+            "shardRange(object.metadata.namespace, '0x5555555555555555', '0xaaaaaaaaaaaaaaaa')",
+            "shardRange(object.metadata.namespace, '0xaaaaaaaaaaaaaaaa', '0x10000000000000000')",
+        ]
+    );
+    for hash in [0, 0x5555_5555_5555_5554, 0x5555_5555_5555_5555, u64::MAX] {
+        assert_eq!(shards.iter().filter(|s| s.contains(hash)).count(), 1);
+    }
+    assert_eq!(
+        ShardSelector::equal_split(ShardField::Uid, 1)[0].ranges()[0].end(),
+        1 << 64
+    );
+}
+
+#[test]
 fn a_selector_is_echoed_in_its_canonical_form() {
     for text in [
         HALF,
