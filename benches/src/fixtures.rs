@@ -106,6 +106,7 @@ pub fn list_page_protobuf(pods: &[Arc<StoredObject>], resource_version: u64) -> 
         resource_version: &revision,
         continue_token: Some("eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MSwic3RhcnQiOiJ4XHUwMDAwIn0"),
         remaining_item_count: Some(1000),
+        shard_selector: None,
     };
     let mut out = Vec::new();
     protobuf::encode_list_unknown("v1", "PodList", &meta, &items, &mut out);

@@ -117,6 +117,7 @@ mod tests {
                 resource_version: "9",
                 continue_token: token,
                 remaining_item_count: token.map(|_| 3),
+                shard_selector: None,
             };
             let mut body = Vec::new();
             protobuf::encode_list_unknown::<&[u8]>(

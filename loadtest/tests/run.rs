@@ -1,7 +1,7 @@
 //! `kubecache-loadtest run` checks completeness for real: it passes against
 //! a server that delivers every event and fails against one that does not.
 
-use kubecache_loadtest::run::{Scenario, run};
+use kubecache_loadtest::run::{Scenario, ShardBy, run};
 use kubecache_loadtest::sim::{Sim, SimConfig};
 
 fn scenario(url: &str, upstream: &str) -> Scenario {
@@ -95,6 +95,37 @@ async fn watchers_cut_off_resume_on_the_next_server_from_their_last_resource_ver
     let watch = report.watch.as_ref().unwrap();
     assert!(watch.failovers >= watchers, "{report}");
     assert!(watch.reference_events > 0, "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_watchers_of_the_api_server_together_get_the_unsharded_stream() {
+    let (url, _sim) = Sim::start(sim_config()).await.unwrap();
+    for shard_by in [ShardBy::Uid, ShardBy::Namespace] {
+        let report = run(Scenario {
+            watchers: 0,
+            shards: 3,
+            shard_replicas: 2,
+            shard_by,
+            ..scenario(&url, &url)
+        })
+        .await
+        .unwrap();
+        assert!(report.ok(), "{report}");
+        let watch = report.watch.as_ref().unwrap();
+        assert_eq!(watch.watchers, 1 + 3 * 2, "{report}");
+        let sharding = watch.sharding.as_ref().unwrap();
+        assert_eq!(sharding.shards.len(), 3, "{report}");
+        assert!(sharding.unsharded_events > 0, "{report}");
+        let events: u64 = sharding.shards.iter().map(|s| s.events).sum();
+        assert_eq!(events, sharding.unsharded_events, "{report}");
+        assert!(
+            sharding
+                .shards
+                .iter()
+                .all(|s| s.replicas == 2 && s.bytes < sharding.unsharded_bytes),
+            "{report}"
+        );
+    }
 }
 
 #[tokio::test]

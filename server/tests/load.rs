@@ -6,7 +6,7 @@
 mod common;
 
 use common::{Setup, serve};
-use kubecache_loadtest::run::{Scenario, run};
+use kubecache_loadtest::run::{Scenario, ShardBy, run};
 use kubecache_loadtest::sim::SimConfig;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -48,6 +48,50 @@ async fn simulated_operators_get_every_event_and_answer_through_kubecache() {
                 .iter()
                 .any(|r| r.op == op && r.latency.count > 0 && r.errors == 0),
             "{op}: {report}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_replicas_through_kubecache_together_get_the_unsharded_stream() {
+    let served = serve(Setup {
+        sim: SimConfig {
+            pods: 2_000,
+            ..SimConfig::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    for (shard_by, shards) in [(ShardBy::Uid, 4), (ShardBy::Namespace, 3)] {
+        let report = run(Scenario {
+            url: served.url.clone(),
+            upstream: served.sim.url().to_string(),
+            duration_secs: 2,
+            settle_secs: 2,
+            concurrency: 1,
+            gets: 0.0,
+            shards,
+            shard_replicas: 2,
+            shard_by,
+            writes_per_sec: 100.0,
+            ..Scenario::default()
+        })
+        .await
+        .unwrap();
+        assert!(report.ok(), "{report}");
+        let sharding = report.watch.as_ref().unwrap().sharding.as_ref().unwrap();
+        let bytes: u64 = sharding.shards.iter().map(|s| s.bytes).sum();
+        // Each shard its own slice; together about the unsharded bytes.
+        assert!(
+            sharding
+                .shards
+                .iter()
+                .all(|s| s.bytes < sharding.unsharded_bytes),
+            "{report}"
+        );
+        assert!(
+            bytes.abs_diff(sharding.unsharded_bytes) < sharding.unsharded_bytes / 100,
+            "{report}"
         );
     }
 }

@@ -23,12 +23,18 @@
 //!    the same order. Delivery lag is the time from a write's acknowledgement
 //!    to a watcher's receipt of that resourceVersion.
 //!
+//! With `shards`, sharded watchers (KEP-5866's `shardSelector`) watch too,
+//! `shardReplicas` per shard, beside an unsharded one; the check then also
+//! holds the shards together to the unsharded stream (see `shards`), and
+//! the report puts each shard's bytes beside the unsharded watcher's.
+//!
 //! Any lost, duplicated or reordered event, and any failed request, makes
 //! the run fail (non-zero exit).
 
 mod report;
 pub(crate) use report::percentile_ms;
 mod requests;
+mod shards;
 mod targets;
 mod watchers;
 mod writes;
@@ -41,6 +47,7 @@ use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
 pub use report::{Latency, OpReport, OpStats, Report};
+pub use shards::{ShardBy, ShardRow, ShardingReport};
 use targets::Targets;
 use watchers::{WatchFilter, Watcher};
 
@@ -108,6 +115,17 @@ pub struct Scenario {
         default_value = "all,namespace,node,label"
     )]
     pub watch_filters: Vec<String>,
+    /// Shards of sharded watchers (`shardSelector`, equal ranges of the
+    /// hash space; 0: none). With shards, one unsharded watcher watches too,
+    /// to compare bytes with.
+    #[arg(long, default_value_t = 0)]
+    pub shards: usize,
+    /// Replicas watching each shard.
+    #[arg(long, default_value_t = 1)]
+    pub shard_replicas: usize,
+    /// What the shards hash: the object's uid or its namespace.
+    #[arg(long, value_enum, default_value_t = ShardBy::Uid)]
+    pub shard_by: ShardBy,
     /// Unfiltered watchers that never read their stream (stalled clients):
     /// kubecache must cut them without slowing the others.
     #[arg(long, default_value_t = 0)]
@@ -178,6 +196,9 @@ impl Scenario {
         if self.watchers > 0 && self.watch_filters.is_empty() {
             bail!("watchFilters: at least one kind is needed for watchers");
         }
+        if self.shards > 0 && self.shard_replicas == 0 {
+            bail!("shardReplicas: at least one replica is needed for each shard");
+        }
         Ok(())
     }
 }
@@ -215,10 +236,14 @@ pub async fn run(scenario: Scenario) -> anyhow::Result<Report> {
         targets.list_time.as_secs_f64() * 1e3
     );
     let reference = watchers::Reference::start(&ctx, &targets).await?;
-    let mut watchers = Vec::new();
+    let mut filters = Vec::new();
     for i in 0..ctx.scenario.watchers {
         let kind = &ctx.scenario.watch_filters[i % ctx.scenario.watch_filters.len()];
-        let filter = WatchFilter::pick(kind, &targets, i)?;
+        filters.push(WatchFilter::pick(kind, &targets, i)?);
+    }
+    filters.extend(shards::filters(&ctx.scenario));
+    let mut watchers = Vec::new();
+    for (i, filter) in filters.into_iter().enumerate() {
         let server = i % ctx.scenario.servers().len();
         watchers.push(Watcher::start(&ctx, filter, targets.resource_version, server).await?);
     }
@@ -257,6 +282,7 @@ pub async fn run(scenario: Scenario) -> anyhow::Result<Report> {
     }
     let watch = (!results.is_empty()).then(|| {
         report::watch_report(
+            &ctx.scenario,
             load_time.as_secs_f64(),
             &writes,
             &reference,

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::shards::{self, ShardingReport};
 use super::watchers::{ReferenceEvent, WatchResult};
 use super::writes::{Writes, Written};
 use super::{RunContext, Scenario};
@@ -153,7 +154,10 @@ pub struct WatchReport {
     /// Times a watcher lost its server (or could not reach one) and tried
     /// the next, all watchers together (only with several servers).
     pub failovers: u64,
-    /// Whether every watcher got exactly its events, in order.
+    /// The sharded watchers beside the unsharded ones (with shards).
+    pub sharding: Option<ShardingReport>,
+    /// Whether every watcher got exactly its events, in order (and the
+    /// shards together the whole history, each object in one shard).
     pub complete: bool,
     /// What went wrong, watcher by watcher (the first 20).
     pub failures: Vec<String>,
@@ -213,6 +217,7 @@ impl Report {
 /// Checks every watcher against the reference history up to `cutoff`
 /// and measures delivery.
 pub(super) fn watch_report(
+    scenario: &Scenario,
     seconds: f64,
     writes: &Writes,
     reference: &[ReferenceEvent],
@@ -256,6 +261,13 @@ pub(super) fn watch_report(
             ));
         }
     }
+    let sharding = shards::check(
+        scenario.shard_by,
+        &checked,
+        cutoff,
+        &watchers,
+        &mut failures,
+    );
     let complete = failures.is_empty();
     failures.truncate(20);
     WatchReport {
@@ -267,6 +279,7 @@ pub(super) fn watch_report(
         reference_events: checked.len(),
         reference_resumes,
         failovers,
+        sharding,
         complete,
         failures,
     }
@@ -340,6 +353,9 @@ impl fmt::Display for Report {
             )?;
             for failure in &w.failures {
                 writeln!(f, "  {failure}")?;
+            }
+            if let Some(sharding) = &w.sharding {
+                write!(f, "{sharding}")?;
             }
         }
         Ok(())

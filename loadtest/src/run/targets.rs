@@ -13,6 +13,8 @@ use super::RunContext;
 /// What the load needs to know about one object.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ObjectFacts {
+    /// `metadata.uid`.
+    pub uid: String,
     /// `metadata.namespace`.
     pub namespace: String,
     /// `metadata.name`.
@@ -61,6 +63,7 @@ pub struct Item {
 #[derive(Deserialize, Default)]
 #[serde(default, rename_all = "camelCase")]
 struct ItemMeta {
+    uid: String,
     namespace: String,
     name: String,
     labels: BTreeMap<String, String>,
@@ -75,6 +78,7 @@ struct ItemSpec {
 impl From<Item> for ObjectFacts {
     fn from(item: Item) -> Self {
         ObjectFacts {
+            uid: item.metadata.uid,
             namespace: item.metadata.namespace,
             name: item.metadata.name,
             node: item.spec.node_name,

@@ -10,6 +10,7 @@ use kubecache_wire::{WatchEventType, parse_watch_line};
 use tokio::task::JoinHandle;
 
 use super::RunContext;
+use super::shards::Shard;
 use super::targets::{ObjectFacts, Targets};
 
 /// What a watcher selects.
@@ -23,6 +24,8 @@ pub enum WatchFilter {
     Node(String),
     /// `labelSelector=key=value`.
     Label(String, String),
+    /// `shardSelector=…`: one replica of a sharded controller.
+    Shard(Shard),
 }
 
 impl WatchFilter {
@@ -61,6 +64,7 @@ impl WatchFilter {
             WatchFilter::Namespace(ns) => &object.namespace == ns,
             WatchFilter::Node(node) => &object.node == node,
             WatchFilter::Label(key, value) => object.labels.get(key) == Some(value),
+            WatchFilter::Shard(shard) => shard.matches(object),
         }
     }
 
@@ -83,6 +87,9 @@ impl WatchFilter {
                     "{path}?{base}&labelSelector={}",
                     encode(&format!("{key}={value}"))
                 )
+            }
+            WatchFilter::Shard(shard) => {
+                format!("{path}?{base}&shardSelector={}", encode(&shard.selector))
             }
         }
     }

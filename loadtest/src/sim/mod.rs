@@ -26,6 +26,7 @@ mod object;
 mod patch;
 pub mod resources;
 mod selector;
+mod shard;
 pub mod store;
 
 use std::net::SocketAddr;
@@ -46,6 +47,7 @@ pub use counters::Counts;
 pub use faults::{Fault, FaultSpec, Target as FaultTarget};
 pub use object::StoredObject;
 pub use resources::{RESOURCES, Resource, ResourceId, ids};
+pub(crate) use shard::ShardSelector;
 pub use store::{Event, HistoryWindow, Store};
 
 use data::{Generator, GeneratorConfig, Mutation};

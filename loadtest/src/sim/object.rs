@@ -20,6 +20,8 @@ pub struct StoredObject {
     pub namespace: String,
     /// The name.
     pub name: String,
+    /// `metadata.uid`.
+    pub uid: String,
     /// The revision that wrote this version (its `metadata.resourceVersion`).
     pub revision: u64,
     /// `metadata.generation`, if the resource keeps one.
@@ -54,6 +56,7 @@ impl StoredObject {
             .unwrap_or_default();
         let name = meta_str(&meta, "name");
         let namespace = meta_str(&meta, "namespace");
+        let uid = meta_str(&meta, "uid");
         let generation = meta.get("generation").and_then(Value::as_i64);
         let labels = meta
             .get("labels")
@@ -80,6 +83,7 @@ impl StoredObject {
             key,
             namespace,
             name,
+            uid,
             revision,
             generation,
             json,

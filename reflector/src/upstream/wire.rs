@@ -472,6 +472,7 @@ mod tests {
             resource_version: "184470",
             continue_token: Some("eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTg0NDcwfQ"),
             remaining_item_count: Some(7),
+            shard_selector: None,
         };
         let mut body = Vec::new();
         protobuf::encode_list_unknown("v1", "PodList", &meta, &[&pod, &pod, &pod], &mut body);

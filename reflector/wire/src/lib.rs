@@ -3,7 +3,7 @@
 //! What the reflector, the server and the simulated API server share, and
 //! nothing else: objects as bytes ([`CachedObject`], decoded from JSON by a
 //! scanner that copies what it does not read), list bodies and watch events,
-//! [`Status`], label and field selectors, the request options of list and
+//! [`Status`], label, field and shard selectors, the request options of list and
 //! watch with continue tokens, and the protobuf transcoder with its envelope.
 //! No I/O: no HTTP client, no server, no store.
 
@@ -30,6 +30,6 @@ pub use media::Encoding;
 pub use object::{CachedObject, ObjectKey, builtin_kind};
 pub use selector::{
     FieldOperator, FieldRequirement, FieldSelector, LabelOperator, LabelRequirement, LabelSelector,
-    SelectorError, go_quote,
+    SelectorError, ShardField, ShardRange, ShardSelector, fnv1a_64, go_quote,
 };
 pub use status::{Status, StatusCause, StatusDetails, StatusMetadata};

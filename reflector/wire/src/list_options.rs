@@ -18,7 +18,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::{Deserialize, Serialize};
 
 use crate::selector::go_quote;
-use crate::{FieldSelector, LabelSelector, Status};
+use crate::{FieldSelector, LabelSelector, ShardSelector, Status};
 
 /// How a list or watch wants its `resourceVersion` matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +40,9 @@ pub struct CollectionParams {
     pub labels: LabelSelector,
     /// `fieldSelector`.
     pub fields: FieldSelector,
+    /// `shardSelector` (KEP-5866); `None` when unset or empty, as
+    /// apimachinery's conversion leaves an empty one unparsed.
+    pub shards: Option<ShardSelector>,
     /// `limit` (0 = none).
     pub limit: usize,
     /// `continue`, decoded.
@@ -85,6 +88,7 @@ impl CollectionParams {
             watch: false,
             labels: LabelSelector::default(),
             fields: FieldSelector::default(),
+            shards: None,
             limit: 0,
             continue_token: None,
             resource_version: None,
@@ -106,6 +110,9 @@ impl CollectionParams {
                 "fieldSelector" => {
                     params.fields = FieldSelector::parse(&value)
                         .map_err(|e| Status::bad_request(e.to_string()))?
+                }
+                "shardSelector" if !value.is_empty() => {
+                    params.shards = Some(ShardSelector::parse(&value).map_err(Status::from)?)
                 }
                 "limit" => {
                     params.limit = usize::try_from(parse_int(&value)?.max(0)).unwrap_or(usize::MAX)
@@ -224,7 +231,7 @@ impl CollectionParams {
 
     /// Whether any selector filters objects.
     pub fn filters(&self) -> bool {
-        !self.labels.is_empty() || !self.fields.is_empty()
+        !self.labels.is_empty() || !self.fields.is_empty() || self.shards.is_some()
     }
 }
 
@@ -593,6 +600,25 @@ mod tests {
         // Validation comes first, the resourceVersion's parsing after.
         let status = parse("resourceVersion=abc&resourceVersionMatch=Bogus").unwrap_err();
         assert_eq!(status.code, 422);
+    }
+
+    #[test]
+    fn a_shard_selector_is_parsed_and_an_empty_one_ignored() {
+        let half = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
+        let query = format!(
+            "watch=1&shardSelector={}",
+            form_urlencoded::byte_serialize(half.as_bytes()).collect::<String>()
+        );
+        let params = parse(&query).unwrap();
+        assert_eq!(params.shards.unwrap().to_string(), half);
+        assert!(parse("shardSelector=").unwrap().shards.is_none());
+        let status = parse("shardSelector=%20").unwrap_err();
+        assert_eq!((status.code, status.reason.as_str()), (400, "BadRequest"));
+        assert!(
+            status
+                .message
+                .starts_with("invalid shard selector: empty shard selector")
+        );
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Label and field selectors: parsed, validated and matched as kube-apiserver does.
+//! Label, field and shard selectors: parsed, validated and matched as
+//! kube-apiserver does (shard selectors: see [`ShardSelector`]).
 //!
 //! kubecache's own: it refuses a malformed `labelSelector=` /
 //! `fieldSelector=` with the same 400 `BadRequest` Status as a real
@@ -42,10 +43,12 @@
 
 mod field;
 mod label;
+mod shard;
 mod validate;
 
 pub use field::{FieldOperator, FieldRequirement, FieldSelector};
 pub use label::{LabelOperator, LabelRequirement, LabelSelector};
+pub use shard::{ShardField, ShardRange, ShardSelector, fnv1a_64};
 pub use validate::go_quote;
 
 use crate::Status;

@@ -57,10 +57,14 @@ pub(crate) fn response(
 const CHUNK: usize = 256 * 1024;
 
 /// `metadata` of a list.
+#[derive(Default)]
 pub(crate) struct ListMeta {
     pub resource_version: u64,
     pub continue_token: Option<String>,
     pub remaining: Option<usize>,
+    /// `shardInfo.selector`: the canonical shard selector a sharded list
+    /// was answered under (only `[a-z0-9.,'() |]`: nothing JSON escapes).
+    pub shard_selector: Option<String>,
 }
 
 /// The body of one object.
@@ -148,6 +152,9 @@ fn typed_envelope(api_version: &str, kind: &str, meta: &ListMeta) -> (String, St
     if let Some(remaining) = meta.remaining {
         head.push_str(&format!(r#","remainingItemCount":{remaining}"#));
     }
+    if let Some(selector) = &meta.shard_selector {
+        head.push_str(&format!(r#","shardInfo":{{"selector":"{selector}"}}"#));
+    }
     head.push_str(r#"},"items":["#);
     (head, "]}\n".into())
 }
@@ -163,10 +170,13 @@ fn unstructured_envelope(api_version: &str, kind: &str, meta: &ListMeta) -> (Str
         tail.push_str(&format!(r#","remainingItemCount":{remaining}"#));
     }
     tail.push_str(&format!(
-        r#","resourceVersion":"{}"}}}}"#,
+        r#","resourceVersion":"{}""#,
         meta.resource_version
     ));
-    tail.push('\n');
+    if let Some(selector) = &meta.shard_selector {
+        tail.push_str(&format!(r#","shardInfo":{{"selector":"{selector}"}}"#));
+    }
+    tail.push_str("}}\n");
     (head, tail)
 }
 
@@ -209,6 +219,7 @@ fn protobuf_list(api_version: &str, kind: &str, meta: &ListMeta, messages: Vec<B
         resource_version: &resource_version,
         continue_token: meta.continue_token.as_deref(),
         remaining_item_count: meta.remaining.map(|n| n as i64),
+        shard_selector: meta.shard_selector.as_deref(),
     };
     let mut head = Vec::new();
     protobuf::encode_list_unknown_head(api_version, kind, &list_meta, &messages, &mut head);
@@ -277,8 +288,7 @@ mod tests {
     fn at(resource_version: u64) -> ListMeta {
         ListMeta {
             resource_version,
-            continue_token: None,
-            remaining: None,
+            ..ListMeta::default()
         }
     }
 
@@ -500,5 +510,42 @@ mod tests {
             .unwrap(),
         );
         assert_eq!(text(&got), text(&json));
+    }
+
+    /// Go's `ListMeta` order, or the sorted keys of an unstructured list,
+    /// with `shardInfo` last of both; in protobuf, `ListMeta` field 5.
+    #[test]
+    fn a_sharded_list_echoes_its_selector_in_every_encoding() {
+        let selector =
+            "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
+        let meta = ListMeta {
+            resource_version: 7,
+            continue_token: Some("t".into()),
+            shard_selector: Some(selector.into()),
+            ..ListMeta::default()
+        };
+        let pods = kind("v1", "Pod");
+        let got = body(list(&pods, &meta, Vec::new(), Shape::Object, Encoding::Json).unwrap());
+        assert_eq!(
+            text(&got),
+            format!(
+                r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"7","continue":"t","shardInfo":{{"selector":"{selector}"}}}},"items":[]}}"#
+            ) + "\n"
+        );
+        let widgets = kind("golden.example.com/v1", "Widget");
+        let got = body(list(&widgets, &meta, Vec::new(), Shape::Object, Encoding::Json).unwrap());
+        assert!(
+            text(&got).ends_with(&format!(
+                "\"metadata\":{{\"continue\":\"t\",\"resourceVersion\":\"7\",\"shardInfo\":{{\"selector\":\"{selector}\"}}}}}}\n"
+            )),
+            "{}",
+            text(&got)
+        );
+        for shape in [Shape::Object, Shape::Metadata] {
+            let got = body(list(&pods, &meta, Vec::new(), shape, Encoding::Protobuf).unwrap());
+            let unknown = protobuf::decode_unknown(&got).unwrap();
+            let parts = protobuf::decode_list(unknown.raw).unwrap();
+            assert_eq!(parts.meta.shard_selector, Some(selector));
+        }
     }
 }

@@ -184,8 +184,8 @@ impl Page {
         drop(selected);
         let mut meta = ListMeta {
             resource_version: self.resource_version,
-            continue_token: None,
-            remaining: None,
+            shard_selector: filter.shards.as_ref().map(ToString::to_string),
+            ..ListMeta::default()
         };
         if more && let Some(last) = items.last() {
             let served = self.before.map(|n| n + items.len());
@@ -227,6 +227,7 @@ fn render(
                 resource_version: Some(resource_version),
                 continue_token: meta.continue_token,
                 remaining: meta.remaining,
+                shard_selector: meta.shard_selector,
             };
             let table = table::render(
                 &cache.resource,

@@ -382,7 +382,8 @@ async fn from_cache(
                 std::mem::take(&mut params.labels),
                 fields,
                 cache.indexes.clone(),
-            );
+            )
+            .with_shards(params.shards.take());
             let answer = if params.watch {
                 watch::serve(caches, &cache, filter, params, predicates, rendering, owner).await
             } else {

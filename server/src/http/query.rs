@@ -16,6 +16,11 @@
 //! otherwise; the status documents are the non-resource paths they are.
 //! `/v1/status` says how requests are authorized (`"auth"`).
 //!
+//! Counts and lookups take `?shardSelector=` as a list does (KEP-5866, see
+//! [`kubecache_wire::ShardSelector`]): only the objects in its hash ranges
+//! are counted or listed, and a lookup's list echoes it in
+//! `metadata.shardInfo.selector`.
+//!
 //! Lookups read the store as it is (like `resourceVersion=0`); with
 //! `?resourceVersion=N` they first wait until the store has reached `N`
 //! (504 after the read-wait timeout, 400 when `N` is not a number). A
@@ -26,7 +31,7 @@
 use axum::body::Body;
 use axum::response::{IntoResponse, Json, Response};
 use kubecache_reflector::{IndexLookup, Readiness};
-use kubecache_wire::Status;
+use kubecache_wire::{CachedObject, ShardSelector, Status};
 use serde_json::{Value, json};
 
 use super::bodies::{ListMeta, json_response};
@@ -79,9 +84,17 @@ pub async fn serve(
         ["v1", resource, "status"] => Ok(Json(status(find(caches, resource)?)).into_response()),
         ["v1", resource, "count"] => {
             let cache = ready(caches, resource)?;
+            let shards = shards(query)?;
             wait(caches, cache, query, client).await?;
             let snapshot = cache.reader.snapshot();
-            Ok(count(snapshot.len(), snapshot.resource_version()))
+            let rv = snapshot.resource_version();
+            Ok(match &shards {
+                None => count(snapshot.len(), rv),
+                Some(shards) => {
+                    let selected = snapshot.range(None, None).filter(|o| within(shards, o));
+                    count(selected.count(), rv)
+                }
+            })
         }
         ["v1", resource, "index", index, key, rest @ ..] => {
             let cache = ready(caches, resource)?;
@@ -91,17 +104,30 @@ pub async fn serve(
                 ["count"] => true,
                 _ => return Err(super::error::no_such_path()),
             };
+            let shards = shards(query)?;
             wait(caches, cache, query, client).await?;
             let snapshot = cache.reader.snapshot();
             let rv = snapshot.resource_version();
+            let Some(shards) = shards else {
+                if count_only {
+                    return Ok(count(snapshot.index_len(lookup), rv));
+                }
+                let items = snapshot.index(lookup).cloned().collect();
+                let meta = ListMeta {
+                    resource_version: rv,
+                    ..ListMeta::default()
+                };
+                return Ok(list_response(cache, meta, items));
+            };
+            let selected = snapshot.index(lookup).filter(|o| within(&shards, o));
             if count_only {
-                return Ok(count(snapshot.index_len(lookup), rv));
+                return Ok(count(selected.count(), rv));
             }
-            let items = snapshot.index(lookup).cloned().collect();
+            let items = selected.cloned().collect();
             let meta = ListMeta {
                 resource_version: rv,
-                continue_token: None,
-                remaining: None,
+                shard_selector: Some(shards.to_string()),
+                ..ListMeta::default()
             };
             Ok(list_response(cache, meta, items))
         }
@@ -201,6 +227,19 @@ fn lookup<'k>(cache: &'k Cache, index: &'k str, key: &'k str) -> Result<IndexLoo
 fn count(count: usize, resource_version: u64) -> Response {
     let body = json!({"count": count, "resourceVersion": resource_version.to_string()});
     json_response(Body::from(body.to_string()), resource_version)
+}
+
+/// The query's `shardSelector` (none when absent or empty).
+fn shards(query: &str) -> Result<Option<ShardSelector>, Status> {
+    kubecache_wire::list_options::first_values(query)
+        .find(|(key, value)| key == "shardSelector" && !value.is_empty())
+        .map(|(_, value)| ShardSelector::parse(&value).map_err(Status::from))
+        .transpose()
+}
+
+/// Whether `object` is in `shards`' hash ranges.
+fn within(shards: &ShardSelector, object: &CachedObject) -> bool {
+    shards.matches(&object.uid, object.key.namespace())
 }
 
 /// The status document of one resource.

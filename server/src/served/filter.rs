@@ -1,10 +1,11 @@
-//! What a list or watch selects: a namespace, a label selector and a field
-//! selector, and how to find the matching objects through the indexes.
+//! What a list or watch selects: a namespace, a label selector, a field
+//! selector and a shard selector, and how to find the matching objects
+//! through the indexes.
 
 use std::sync::Arc;
 
 use kubecache_reflector::{IndexLookup, IndexSpec, Snapshot};
-use kubecache_wire::{CachedObject, FieldSelector, LabelSelector, ObjectKey};
+use kubecache_wire::{CachedObject, FieldSelector, LabelSelector, ObjectKey, ShardSelector};
 
 /// The objects a request selects.
 ///
@@ -20,6 +21,8 @@ pub struct Filter {
     pub labels: LabelSelector,
     /// `fieldSelector`.
     pub fields: FieldSelector,
+    /// `shardSelector`: the hash ranges of the objects' uid or namespace.
+    pub shards: Option<ShardSelector>,
     /// The configured field indexes, in the order of `CachedObject::fields`.
     indexes: Arc<[IndexSpec]>,
 }
@@ -45,8 +48,14 @@ impl Filter {
             namespace,
             labels,
             fields,
+            shards: None,
             indexes,
         }
+    }
+
+    /// This filter, selecting only the objects in `shards` too.
+    pub fn with_shards(self, shards: Option<ShardSelector>) -> Self {
+        Filter { shards, ..self }
     }
 
     /// The field paths a field selector may name for a store with these
@@ -57,10 +66,10 @@ impl Filter {
         fields
     }
 
-    /// Whether label or field requirements filter objects (beyond the
-    /// namespace of the path).
+    /// Whether label, field or shard requirements filter objects (beyond
+    /// the namespace of the path).
     pub fn requires(&self) -> bool {
-        !self.labels.is_empty() || !self.fields.is_empty()
+        !self.labels.is_empty() || !self.fields.is_empty() || self.shards.is_some()
     }
 
     /// Whether `object` is selected.
@@ -70,7 +79,10 @@ impl Filter {
         {
             return false;
         }
-        self.labels.matches(|key| object.label(key))
+        self.shards
+            .as_ref()
+            .is_none_or(|shards| shards.matches(&object.uid, object.key.namespace()))
+            && self.labels.matches(|key| object.label(key))
             && self.fields.matches(|path| self.field(object, path))
     }
 

@@ -14,7 +14,7 @@ use kubecache_reflector::upstream::{
 use kubecache_reflector::{StoreConfig, StoreReader, store};
 use serde::{Deserialize, Serialize};
 
-use crate::procstat;
+use kubecache_benches::procstat;
 
 /// Objects per list page for every contender (client-go, kube-runtime and
 /// kubecache all default to 500).

@@ -9,7 +9,6 @@
 
 mod contender;
 mod orchestrate;
-mod procstat;
 mod report;
 
 use std::path::PathBuf;

@@ -117,6 +117,8 @@ pub struct Page {
     pub continue_token: Option<String>,
     /// `remainingItemCount`, when known.
     pub remaining: Option<usize>,
+    /// `shardInfo.selector`: the shard selector applied, echoed.
+    pub shard_info: Option<String>,
 }
 
 async fn list(
@@ -211,6 +213,7 @@ async fn list(
         items: page.items,
         continue_token,
         remaining,
+        shard_info: params.shards.as_ref().map(|shards| shards.echo()),
     };
     let source = if from_etcd {
         Source::Etcd
@@ -347,8 +350,11 @@ impl JsonListChunks {
             if let Some(remaining) = page.remaining {
                 tail.push_str(&format!(r#","remainingItemCount":{remaining}"#));
             }
-            tail.push_str(&format!(r#","resourceVersion":"{}"}}}}"#, page.revision));
-            tail.push('\n');
+            tail.push_str(&format!(r#","resourceVersion":"{}""#, page.revision));
+            if let Some(selector) = &page.shard_info {
+                tail.push_str(&format!(r#","shardInfo":{{"selector":"{selector}"}}"#));
+            }
+            tail.push_str("}}\n");
             (format!(r#"{{"apiVersion":"{api_version}","items":["#), tail)
         } else {
             let mut head = format!(
@@ -360,6 +366,9 @@ impl JsonListChunks {
             }
             if let Some(remaining) = page.remaining {
                 head.push_str(&format!(r#","remainingItemCount":{remaining}"#));
+            }
+            if let Some(selector) = &page.shard_info {
+                head.push_str(&format!(r#","shardInfo":{{"selector":"{selector}"}}"#));
             }
             head.push_str(r#"},"items":["#);
             (head, "]}\n".to_string())
@@ -428,6 +437,7 @@ fn encode_proto_list(resource: &Resource, form: Form, page: Page) -> Bytes {
         resource_version: &revision,
         continue_token: page.continue_token.as_deref(),
         remaining_item_count: page.remaining.map(|n| n as i64),
+        shard_selector: page.shard_info.as_deref(),
     };
     let mut raw =
         Vec::with_capacity(items.iter().map(Bytes::len).sum::<usize>() + items.len() * 4 + 64);

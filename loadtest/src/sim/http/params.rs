@@ -26,6 +26,7 @@ use super::continue_token::ContinueToken;
 use crate::sim::object::StoredObject;
 use crate::sim::resources::Resource;
 use crate::sim::selector::{FieldSelector, LabelSelector};
+use crate::sim::shard::ShardSelector;
 
 /// `resourceVersionMatch`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +60,8 @@ pub struct CollectionParams {
     pub labels: LabelSelector,
     /// `fieldSelector`.
     pub fields: FieldSelector,
+    /// `shardSelector`, when given and not empty.
+    pub shards: Option<ShardSelector>,
 }
 
 impl CollectionParams {
@@ -108,6 +111,12 @@ impl CollectionParams {
         let flag = |key: &str| get(key).map(|v| v != "0" && !v.eq_ignore_ascii_case("false"));
         let labels = LabelSelector::parse(get("labelSelector").unwrap_or_default())
             .map_err(Status::bad_request)?;
+        // apimachinery's conversion parses it with the other parameters,
+        // before validation: a bad one is a 400.
+        let shards = match get("shardSelector").unwrap_or_default() {
+            "" => None,
+            value => Some(ShardSelector::parse(value).map_err(Status::bad_request)?),
+        };
         let limit = integer(get("limit"))?;
         let timeout = integer(get("timeoutSeconds"))?;
         let rv = get("resourceVersion").unwrap_or_default();
@@ -169,18 +178,22 @@ impl CollectionParams {
             },
             labels,
             fields,
+            shards,
         })
     }
 
     /// Whether a selector narrows the collection (lists then carry no
     /// `remainingItemCount`).
     pub fn filtered(&self) -> bool {
-        !self.labels.is_empty() || !self.fields.is_empty()
+        !self.labels.is_empty() || !self.fields.is_empty() || self.shards.is_some()
     }
 
     /// Whether an object passes the selectors.
     pub fn matches(&self, resource: &Resource, object: &StoredObject) -> bool {
-        self.labels.matches(|k| object.label(k))
+        self.shards
+            .as_ref()
+            .is_none_or(|shards| shards.matches(&object.uid, &object.namespace))
+            && self.labels.matches(|k| object.label(k))
             && self.fields.matches(|f| object.field(resource, f))
     }
 }

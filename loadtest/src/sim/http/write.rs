@@ -230,6 +230,7 @@ impl Call<'_> {
             items: listed.items,
             continue_token: None,
             remaining: None,
+            shard_info: None,
         };
         let chunks: Vec<Bytes> = encode_list(resource, self.wire, Form::Whole, page).collect();
         body_response(

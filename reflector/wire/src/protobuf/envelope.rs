@@ -161,6 +161,9 @@ pub struct ListMeta<'a> {
     pub continue_token: Option<&'a str>,
     /// Objects after this page, when more pages follow.
     pub remaining_item_count: Option<i64>,
+    /// `shardInfo.selector`: the shard selector a filtered list was
+    /// answered under (KEP-5866), echoed.
+    pub shard_selector: Option<&'a str>,
 }
 
 impl ListMeta<'_> {
@@ -171,10 +174,14 @@ impl ListMeta<'_> {
             + self
                 .remaining_item_count
                 .map_or(0, |n| 1 + varint_len(n as u64))
+            + self
+                .shard_selector
+                .map_or(0, |s| bytes_field_len(5, bytes_field_len(1, s.len())))
     }
 
     /// As Go writes it: `selfLink` and `continue` even when empty, the
-    /// pointer `remainingItemCount` only when set.
+    /// pointers `remainingItemCount` and `shardInfo` only when set (and
+    /// `shardInfo`'s `selector=1` always).
     fn write(&self, out: &mut Vec<u8>) {
         put_bytes_field(out, 1, b"");
         put_bytes_field(out, 2, self.resource_version.as_bytes());
@@ -182,6 +189,11 @@ impl ListMeta<'_> {
         if let Some(n) = self.remaining_item_count {
             put_key(out, 4, VARINT);
             put_varint(out, n as u64);
+        }
+        if let Some(selector) = self.shard_selector {
+            put_key(out, 5, LEN);
+            put_varint(out, bytes_field_len(1, selector.len()) as u64);
+            put_bytes_field(out, 1, selector.as_bytes());
         }
     }
 }
@@ -204,7 +216,7 @@ pub struct ListParts<'a> {
 ///
 /// `ListMeta` fields, from `k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto`:
 /// `selfLink=1` (ignored), `resourceVersion=2`, `continue=3`,
-/// `remainingItemCount=4`.
+/// `remainingItemCount=4`, `shardInfo=5` (`ShardInfo`: `selector=1`).
 pub fn decode_list(raw: &[u8]) -> Result<ListParts<'_>, ProtoError> {
     let mut parts = ListParts {
         meta: ListMeta::default(),
@@ -228,6 +240,16 @@ pub fn decode_list(raw: &[u8]) -> Result<ListParts<'_>, ProtoError> {
                         }
                         (4, WireValue::Varint(n)) => {
                             parts.meta.remaining_item_count = Some(n as i64);
+                        }
+                        (5, WireValue::Len(info)) => {
+                            for item in Fields::new(info) {
+                                if let (1, value) =
+                                    item.map_err(|e| malformed_at("metadata.shardInfo", e))?
+                                {
+                                    parts.meta.shard_selector =
+                                        Some(str_field(value, "metadata.shardInfo.selector")?);
+                                }
+                            }
                         }
                         (tag, _) => {
                             return Err(ProtoError::UnknownTag {

@@ -589,6 +589,9 @@ fn envelope_round_trips_and_matches_runtime_unknown() {
     assert_eq!(&into[2..], body.as_slice());
 }
 
+/// A shard selector, as a sharded list echoes it.
+const HALF: &str = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
+
 #[test]
 fn list_bodies_are_built_from_encoded_items() {
     let pod = json_to_proto(ty("v1", "Pod"), POD.as_bytes()).unwrap();
@@ -598,6 +601,7 @@ fn list_bodies_are_built_from_encoded_items() {
         resource_version: "24000",
         continue_token: Some("eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ"),
         remaining_item_count: Some(1234),
+        shard_selector: Some(HALF),
     };
     let mut body = Vec::new();
     encode_list_unknown("v1", "PodList", &meta, &items, &mut body);
@@ -650,7 +654,7 @@ fn list_bodies_are_built_from_encoded_items() {
     assert_eq!(json["kind"], "PodList");
     assert_eq!(
         json["metadata"],
-        json!({"resourceVersion": "24000", "continue": "eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ", "remainingItemCount": 1234})
+        json!({"resourceVersion": "24000", "continue": "eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ", "remainingItemCount": 1234, "shardInfo": {"selector": HALF}})
     );
     assert_eq!(
         normalize(json["items"][2].clone()),

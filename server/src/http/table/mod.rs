@@ -74,6 +74,8 @@ pub(crate) struct TableMeta {
     pub resource_version: Option<u64>,
     pub continue_token: Option<String>,
     pub remaining: Option<usize>,
+    /// A sharded list's `shardInfo.selector`.
+    pub shard_selector: Option<String>,
 }
 
 /// A `Table` of `objects` of `resource`, ages relative to `now`, with the
@@ -99,6 +101,9 @@ pub(crate) fn render(
     }
     if let Some(remaining) = meta.remaining {
         fields.push(("remainingItemCount", Value::from(remaining)));
+    }
+    if let Some(selector) = &meta.shard_selector {
+        fields.push(("shardInfo", serde_json::json!({ "selector": selector })));
     }
     for (i, (key, value)) in fields.iter().enumerate() {
         if i > 0 {

@@ -3,9 +3,11 @@
 //! One dispatcher task per cached resource reads the store's event log
 //! once (a [`Subscription`]) and routes each event to the watchers it may
 //! concern: the watchers of the object's namespace, of its values of the
-//! configured field indexes, of its labels (equality selectors), and the
-//! unrouted ones, looked up for both the object's new and previous state so
-//! that a watcher sees an object leave its filter. Each candidate's full
+//! configured field indexes, of its labels (equality selectors), the
+//! sharded watchers without an equality whose hash ranges contain the hash
+//! of its uid or namespace (see [`ranges`]), and the unrouted ones, looked
+//! up for both the object's new and previous state so that a watcher sees
+//! an object leave its filter. Each candidate's full
 //! filter and change predicates are then evaluated, and the event, encoded
 //! once per outcome ([`Frame`]), is queued to the watcher.
 //!
@@ -28,6 +30,7 @@
 //! subscription), or skips for that watcher the ones it has already had.
 
 pub(crate) mod frame;
+mod ranges;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -37,11 +40,12 @@ use std::time::Duration;
 use kubecache_reflector::{
     Event, IndexLookup, IndexSpec, RecvError, StoreReader, Subscription, TryRecvError,
 };
-use kubecache_wire::CachedObject;
+use kubecache_wire::{CachedObject, ShardField, ShardSelector};
 use tokio::sync::mpsc;
 
 use super::{Filter, Predicates};
 use frame::{Frame, decide};
+use ranges::RangeIndex;
 
 /// How often the dispatcher publishes the position bookmarks may carry
 /// while no event arrives.
@@ -197,18 +201,20 @@ impl Watcher {
     }
 }
 
-/// Where a watcher is filed: the narrowest equality its filter has.
+/// Where a watcher is filed: the narrowest equality its filter has, else
+/// its shard selector's hash ranges.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum RouteKey {
     All,
     Namespace(Box<str>),
     Label(Box<str>, Box<str>),
     Field(usize, Box<str>),
+    Shards(ShardSelector),
 }
 
 impl RouteKey {
     /// A configured field index first (one node's pods), then a label,
-    /// then the namespace.
+    /// then the namespace, then the shard ranges.
     fn of(filter: &Filter, indexes: &[IndexSpec]) -> RouteKey {
         let lookups = filter.lookups();
         let field = lookups.iter().find_map(|l| match *l {
@@ -232,9 +238,11 @@ impl RouteKey {
                 _ => None,
             })
         };
+        let shards = || filter.shards.clone().map(RouteKey::Shards);
         field
             .or_else(label)
             .or_else(namespace)
+            .or_else(shards)
             .unwrap_or(RouteKey::All)
     }
 }
@@ -243,6 +251,9 @@ impl RouteKey {
 struct Routes {
     indexes: Arc<[IndexSpec]>,
     by_key: HashMap<RouteKey, Vec<usize>>,
+    /// The watchers routed by shard ranges, of the uid and of the namespace.
+    by_uid: RangeIndex,
+    by_namespace: RangeIndex,
 }
 
 impl Routes {
@@ -250,14 +261,37 @@ impl Routes {
         Routes {
             indexes,
             by_key: HashMap::new(),
+            by_uid: RangeIndex::default(),
+            by_namespace: RangeIndex::default(),
+        }
+    }
+
+    fn ranges(&mut self, field: ShardField) -> &mut RangeIndex {
+        match field {
+            ShardField::Uid => &mut self.by_uid,
+            ShardField::Namespace => &mut self.by_namespace,
         }
     }
 
     fn add(&mut self, key: RouteKey, id: usize) {
+        if let RouteKey::Shards(shards) = &key {
+            let index = self.ranges(shards.field());
+            for range in shards.ranges() {
+                index.add(*range, id);
+            }
+            return;
+        }
         self.by_key.entry(key).or_default().push(id);
     }
 
     fn remove(&mut self, key: &RouteKey, id: usize) {
+        if let RouteKey::Shards(shards) = key {
+            let index = self.ranges(shards.field());
+            for range in shards.ranges() {
+                index.remove(*range, id);
+            }
+            return;
+        }
         if let Some(ids) = self.by_key.get_mut(key) {
             ids.retain(|&i| i != id);
             if ids.is_empty() {
@@ -281,6 +315,14 @@ impl Routes {
         }
         for (key, value) in object.labels.iter() {
             add(RouteKey::Label(key.clone(), value.clone()));
+        }
+        if !self.by_uid.is_empty() {
+            let hash = ShardField::Uid.hash(&object.uid, "");
+            out.extend_from_slice(self.by_uid.find(hash));
+        }
+        if !self.by_namespace.is_empty() {
+            let hash = ShardField::Namespace.hash("", object.key.namespace());
+            out.extend_from_slice(self.by_namespace.find(hash));
         }
     }
 }

@@ -55,8 +55,14 @@ fn cpu_from_stat(stat: &str, ticks_per_sec: f64) -> anyhow::Result<f64> {
 }
 
 /// `USER_HZ` as `getconf CLK_TCK` says (100 on every Linux this runs on;
-/// asked rather than assumed, since reading it directly needs libc).
+/// asked rather than assumed, since reading it directly needs libc), asked
+/// once.
 fn clock_ticks() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(ask_clock_ticks)
+}
+
+fn ask_clock_ticks() -> f64 {
     std::process::Command::new("getconf")
         .arg("CLK_TCK")
         .output()
