@@ -443,24 +443,16 @@ async fn on_sigterm_the_binary_ends_its_watches_cleanly_and_exits_zero() {
 #[tokio::test]
 async fn logs_are_plain_text_off_a_terminal_or_json_lines_when_asked() {
     // stderr is a pipe here, as under a log collector.
-    let text = Kubecache::start(&[
+    let demo = [
         "--simulate",
         "20",
         "--simulate-churn",
         "0",
         "--simulate-scheme",
         "http",
-    ]);
-    let json = Kubecache::start(&[
-        "--simulate",
-        "20",
-        "--simulate-churn",
-        "0",
-        "--simulate-scheme",
-        "http",
-        "--log-format",
-        "json",
-    ]);
+    ];
+    let text = Kubecache::start(&demo);
+    let json = Kubecache::start(&[&demo[..], &["--log-format", "json"]].concat());
     text.ready().await;
     json.ready().await;
     let output = text.process.output();
@@ -553,7 +545,17 @@ async fn the_demo_serves_https_and_kubectl_works_with_the_kubeconfig_it_writes()
         .fails(&["--context", "alice", "get", "pods", "-A"])
         .await;
     assert!(
-        refused.contains(r#"pods is forbidden: User "alice" cannot list resource "pods" in API group "" at the cluster scope"#),
+        refused.contains(
+            r#"pods is forbidden: User "alice" cannot list resource "pods" in API group "" at the cluster scope"#
+        ),
+        "{refused}"
+    );
+    // The administrator impersonating eve is eve: the API server's 403.
+    let refused = kubectl
+        .fails(&["--as", "eve", "get", "pods", "-n", "payments-prod"])
+        .await;
+    assert!(
+        refused.contains(r#"pods is forbidden: User "eve" cannot list resource "pods" in API group "" in the namespace "payments-prod""#),
         "{refused}"
     );
 }

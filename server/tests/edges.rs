@@ -9,50 +9,24 @@
 //! byte for byte (but the review's creation time), and an error the same
 //! `Warning` — whether kubecache answers it or passes it through.
 //!
-//! The cases kubecache answers otherwise are listed in [`DIFFERENT`], each
-//! with why: the test fails when the set that differs changes, for better or
-//! worse. (`loadtest/tests/edges.rs` holds the sim to the same cases.)
+//! One test a group; the cases kubecache answers otherwise are listed in
+//! it, each with why: it fails when the set that differs changes, for
+//! better or worse. (`loadtest/tests/edges.rs` holds the sim to the same
+//! cases; `client_certificates.rs` replays the client-cert group over TLS.)
 
 mod common;
 
 use std::net::SocketAddr;
 
-use common::{Setup, serve};
+use common::{Served, Setup, serve};
 use kubecache_loadtest::sim::{Policy, SimConfig, ids};
 use kubecache_reflector::upstream::ApiResource;
 use kubecache_server::auth::AuthSettings;
 use kubecache_testkit::{edges, golden, wait};
 
-/// The cases kubecache answers otherwise, and why.
-const DIFFERENT: &[(&str, &str)] = &[
-    (
-        "ah-control-char",
-        "hyper, not Go's net/http, refuses the header: its 400 has no body",
-    ),
-    (
-        "req-request-line-100k-alice",
-        "the http crate's URI holds at most 64 KiB: hyper answers 414",
-    ),
-    (
-        "req-request-line-1100k-alice",
-        "hyper's 431 has no body; Go's says 431 Request Header Fields Too Large",
-    ),
-    (
-        "req-accept-yaml-alice",
-        "kubecache serves no YAML: 406 (kubectl asks for JSON or protobuf and prints YAML itself)",
-    ),
-    (
-        "req-accept-yaml-anon",
-        "kubecache writes no YAML: its 403 is indented JSON",
-    ),
-    (
-        "req-accept-yaml-eve",
-        "kubecache writes no YAML: its 403 is indented JSON",
-    ),
-];
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubecache_answers_the_recorded_edge_cases_as_kube_apiserver_did() {
+/// kubecache in front of the corpus's sim, holding the objects its cases
+/// name, and where it listens.
+async fn served() -> (Served, SocketAddr) {
     let served = serve(Setup {
         sim: SimConfig {
             pods: 0,
@@ -80,17 +54,71 @@ async fn kubecache_answers_the_recorded_edge_cases_as_kube_apiserver_did() {
         (held("pods"), held("configmaps")) == counts
     })
     .await;
-    let addr: SocketAddr = served
+    let addr = served
         .url
         .strip_prefix("http://")
         .and_then(|a| a.parse().ok())
         .expect("an address");
-    let cases = edges::cases(&["impersonation", "authorization-header", "request-edges"]);
+    (served, addr)
+}
+
+/// Replays the cases of `group` (`count` of them) against kubecache: those
+/// answered otherwise must be exactly `different`.
+async fn replay(group: &str, count: usize, different: &[(&str, &str)]) {
+    let (_served, addr) = served().await;
+    let cases = edges::cases(&[group]);
     assert_eq!(
         cases.len(),
-        129,
-        "every case of the three groups (none by certificate)"
+        count,
+        "every case of {group} (none by certificate)"
     );
     let differing = edges::replay(addr, &cases).await;
-    edges::assert_differ_exactly(&differing, DIFFERENT);
+    edges::assert_differ_exactly(&differing, different);
+}
+
+/// Issue 29's first two findings: reads from the cache ran as the caller,
+/// not as whom it impersonated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impersonation_is_honoured_as_kube_apiserver_honours_it() {
+    replay("impersonation", 49, &[]).await;
+}
+
+/// Issue 29's fourth finding: `Bearer  t`, a non-ASCII token, extra words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_authorization_header_is_read_as_kube_apiserver_reads_it() {
+    let different = [(
+        "ah-control-char",
+        "hyper, not Go's net/http, refuses the header: its 400 has no body",
+    )];
+    replay("authorization-header", 18, &different).await;
+}
+
+/// Issue 29's fifth finding: authorization before routing, negotiation and
+/// parameters; and the request edges (paths, methods, `watch=` values, bad
+/// parameters, `Accept` variants, resourceNames, huge requests).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_edges_are_authorized_first_and_answered_as_kube_apiserver_did() {
+    let different = [
+        (
+            "req-request-line-100k-alice",
+            "the http crate's URI holds at most 64 KiB: hyper answers 414",
+        ),
+        (
+            "req-request-line-1100k-alice",
+            "hyper's 431 has no body; Go's says 431 Request Header Fields Too Large",
+        ),
+        (
+            "req-accept-yaml-alice",
+            "kubecache serves no YAML: 406 (kubectl asks for JSON or protobuf and prints YAML itself)",
+        ),
+        (
+            "req-accept-yaml-anon",
+            "kubecache writes no YAML: its 403 is indented JSON",
+        ),
+        (
+            "req-accept-yaml-eve",
+            "kubecache writes no YAML: its 403 is indented JSON",
+        ),
+    ];
+    replay("request-edges", 62, &different).await;
 }
