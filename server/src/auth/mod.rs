@@ -391,8 +391,8 @@ impl Auth {
             {
                 let request = attributes.describe();
                 match &caller.credential {
-                    Credential::FailedCertificate(why) => tracing::info!(%request, reason = %why, "unauthorized: the client certificate does not verify"),
-                    _ => tracing::info!(%request, "unauthorized: the API server rejects the token"),
+                    Credential::FailedCertificate(why) => tracing::debug!(%request, reason = %why, "unauthorized: the client certificate does not verify"),
+                    _ => tracing::debug!(%request, "unauthorized: the API server rejects the token"),
                 }
             }
         })?;
@@ -467,7 +467,7 @@ async fn allow(
         Ok(Decision::Allowed) => Ok(()),
         Ok(Decision::Denied(reason)) => {
             let (info, attributes) = (user.info(), request.attributes());
-            tracing::info!(user = %info.username, request = %attributes.describe(), "forbidden");
+            tracing::debug!(user = %info.username, request = %attributes.describe(), "forbidden");
             Err(attributes.forbidden(info, &reason))
         }
         Err(error) => Err(unavailable(&error)),
