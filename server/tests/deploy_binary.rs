@@ -559,3 +559,40 @@ async fn the_demo_serves_https_and_kubectl_works_with_the_kubeconfig_it_writes()
         "{refused}"
     );
 }
+
+#[tokio::test]
+async fn with_auth_none_anonymous_kubectl_reads_the_demo_over_plain_http() {
+    use kubecache_testkit::kubectl;
+    if !kubectl::available() {
+        return;
+    }
+    // The README's quick look: no authorization, plain HTTP, no kubeconfig.
+    let kubecache = Kubecache::start(&[
+        "--simulate",
+        "30",
+        "--simulate-churn",
+        "0",
+        "--simulate-scheme",
+        "http",
+        "--auth",
+        "none",
+    ]);
+    kubecache.ready().await;
+    let cache = std::env::temp_dir().join(format!("kubecache-anonymous-{}", std::process::id()));
+    let server = format!("http://{}", kubecache.addr);
+    let printed = tokio::task::spawn_blocking(move || {
+        kubectl::ok(&[
+            "--server",
+            &server,
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "get",
+            "pods",
+            "-A",
+            "--no-headers",
+        ])
+    })
+    .await
+    .unwrap();
+    assert_eq!(printed.lines().count(), 30, "{printed}");
+}
