@@ -160,20 +160,25 @@ async fn simulated(
     url: &str,
     ca: Option<&std::path::Path>,
 ) -> anyhow::Result<(kube::Config, kubecache_server::demo::Demo)> {
-    use kubecache_server::demo::{self, Demo};
-    let kubeconfig = cli
-        .kubeconfig_out
-        .clone()
-        .unwrap_or_else(demo::default_kubeconfig);
-    let demo = Demo::start(pods, cli.simulate_churn, url, ca, &kubeconfig).await?;
+    let kubeconfig = demo_kubeconfig(cli);
+    let demo =
+        kubecache_server::demo::Demo::start(pods, cli.simulate_churn, url, ca, &kubeconfig).await?;
     Ok((demo.upstream.clone(), demo))
+}
+
+/// Where the demo writes its kubeconfig: `--kubeconfig-out`, or its
+/// default.
+#[cfg(feature = "simulate")]
+fn demo_kubeconfig(cli: &Cli) -> std::path::PathBuf {
+    cli.kubeconfig_out
+        .clone()
+        .unwrap_or_else(kubecache_server::demo::default_kubeconfig)
 }
 
 /// With `--simulate`, no TLS files and `--simulate-scheme https`: serves
 /// HTTPS with a certificate made for the demo; the CA to trust.
 #[cfg(feature = "simulate")]
 fn demo_https(cli: &Cli, config: &mut Config) -> anyhow::Result<Option<std::path::PathBuf>> {
-    use kubecache_server::demo;
     match cli.simulate_scheme.as_str() {
         "https" => {}
         "http" => return Ok(None),
@@ -182,11 +187,7 @@ fn demo_https(cli: &Cli, config: &mut Config) -> anyhow::Result<Option<std::path
     if cli.simulate.is_none() || config.tls.is_some() {
         return Ok(None);
     }
-    let kubeconfig = cli
-        .kubeconfig_out
-        .clone()
-        .unwrap_or_else(demo::default_kubeconfig);
-    let (files, ca) = demo::make_pki(&kubeconfig)?;
+    let (files, ca) = kubecache_server::demo::make_pki(&demo_kubeconfig(cli))?;
     config.tls = Some(kubecache_server::serving::Tls::load(files)?);
     Ok(Some(ca))
 }

@@ -102,6 +102,13 @@ impl Status {
         Self::failure(400, "BadRequest", message)
     }
 
+    /// 401 `Unauthorized`, as kube-apiserver answers a credential that
+    /// does not authenticate (a token it does not know, a client
+    /// certificate that does not verify).
+    pub fn unauthorized() -> Self {
+        Self::failure(401, "Unauthorized", "Unauthorized")
+    }
+
     /// 405 `MethodNotAllowed` as kube-apiserver's router answers a method a
     /// resource path does not take (`HEAD`, `OPTIONS`, a `PUT` of a
     /// collection), after authorization.

@@ -436,12 +436,10 @@ async fn acting_user(reviewer: &Reviewer, caller: &Caller) -> Result<Arc<User>, 
         Credential::Certificate(user) => user.clone(),
         Credential::Token(token) => match reviewer.authenticate(token).await {
             Ok(Some(user)) => user,
-            Ok(None) => return Err(Status::failure(401, "Unauthorized", "Unauthorized").into()),
+            Ok(None) => return Err(Status::unauthorized().into()),
             Err(error) => return Err(unavailable(&error).into()),
         },
-        Credential::FailedCertificate(_) => {
-            return Err(Status::failure(401, "Unauthorized", "Unauthorized").into());
-        }
+        Credential::FailedCertificate(_) => return Err(Status::unauthorized().into()),
         Credential::Anonymous => User::anonymous(),
     };
     match &caller.impersonation {

@@ -171,13 +171,9 @@ fn kept_headers(mut headers: HeaderMap) -> HeaderMap {
     for name in exchange_only {
         headers.remove(name);
     }
-    headers.insert(
-        header::CACHE_CONTROL,
-        headers
-            .get(header::CACHE_CONTROL)
-            .cloned()
-            .unwrap_or(HeaderValue::from_static("no-cache, private")),
-    );
+    headers
+        .entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-cache, private"));
     headers
 }
 

@@ -156,9 +156,7 @@ impl PassThrough {
             return Err(upload::too_large());
         }
         let (headers, sender) = upstream_headers(&parts.headers, credential)?;
-        let uri: Uri = path
-            .parse()
-            .map_err(|e| Status::bad_request(format!("invalid request path: {e}")))?;
+        let uri = upstream_uri(path)?;
         let (body, cut) = Upload::new(body);
         let mut request = Request::new(body);
         *request.method_mut() = parts.method;
@@ -191,14 +189,18 @@ impl PassThrough {
         accept: Option<&HeaderValue>,
     ) -> Result<Response, Status> {
         let mut request = Request::new(Upload::new(Body::empty()).0);
-        *request.uri_mut() = path_and_query
-            .parse()
-            .map_err(|e| Status::bad_request(format!("invalid request path: {e}")))?;
+        *request.uri_mut() = upstream_uri(path_and_query)?;
         if let Some(accept) = accept {
             request.headers_mut().insert(header::ACCEPT, accept.clone());
         }
         exchange(&self.own, request).await
     }
+}
+
+/// `path` (with its query) as the URI of a request upstream.
+fn upstream_uri(path: &str) -> Result<Uri, Status> {
+    path.parse()
+        .map_err(|e| Status::bad_request(format!("invalid request path: {e}")))
 }
 
 /// Sends `request` with `client`: the answer, its head within
@@ -247,17 +249,17 @@ fn upstream_headers(
 ) -> Result<(HeaderMap, Sender), Status> {
     let mut headers = headers.clone();
     remove_hop_by_hop(&mut headers);
-    // Set again from the URL and the body, which is already read (so its
-    // `100 Continue` was kubecache's to send).
+    // Set again: the host from the URL, the length by hyper from the
+    // streamed body (exact when the client declared it, chunked
+    // otherwise); its `100 Continue` is kubecache's to send, when it first
+    // reads the body.
     headers.remove(header::HOST);
     headers.remove(header::CONTENT_LENGTH);
     headers.remove(header::EXPECT);
     match credential {
         Credential::Token(_) => Ok((headers, Sender::Bare)),
         // Nothing to present: kube-apiserver would answer 401.
-        Credential::FailedCertificate(_) => {
-            Err(Status::failure(401, "Unauthorized", "Unauthorized"))
-        }
+        Credential::FailedCertificate(_) => Err(Status::unauthorized()),
         Credential::Anonymous => {
             headers.remove(header::AUTHORIZATION);
             Ok((headers, Sender::Bare))

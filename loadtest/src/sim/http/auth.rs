@@ -93,7 +93,7 @@ async fn admit(
                 Bearer::Token(token) => match policy.authenticate(&token) {
                     Some(user) => user,
                     None => {
-                        return refuse(&Status::failure(401, "Unauthorized", "Unauthorized"));
+                        return refuse(&Status::unauthorized());
                     }
                 },
                 Bearer::None | Bearer::ExtraSpace => UserInfo::anonymous(),
