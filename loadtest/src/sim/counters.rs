@@ -79,7 +79,7 @@ impl Counters {
         self.discovery.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Discovery requests so far.
+    /// Discovery and OpenAPI requests so far.
     pub fn discovery_requests(&self) -> u64 {
         self.discovery.load(Ordering::Relaxed)
     }

@@ -259,7 +259,8 @@ impl Sim {
     }
 
     /// The discovery requests answered so far (`/version`, `/api`,
-    /// `/apis` and their group and version documents).
+    /// `/apis`, their group and version documents, and the OpenAPI
+    /// documents under `/openapi/v2` and `/openapi/v3`).
     pub fn discovery_requests(&self) -> u64 {
         self.ctx.counters.discovery_requests()
     }

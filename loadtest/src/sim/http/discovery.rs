@@ -8,22 +8,32 @@ use serde_json::{Value, json};
 
 use crate::sim::resources::{RESOURCES, Resource};
 
-/// Whether `path` is one of the discovery documents (counted, see
-/// [`crate::sim::Sim::discovery_requests`]).
+/// Whether `path` is one of the discovery or OpenAPI documents (counted,
+/// see [`crate::sim::Sim::discovery_requests`]).
 pub fn is_discovery(path: &str) -> bool {
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     matches!(
         segments.as_slice(),
-        ["version"] | ["api"] | ["api", _] | ["apis"] | ["apis", _] | ["apis", _, _]
+        ["version"]
+            | ["api"]
+            | ["api", _]
+            | ["apis"]
+            | ["apis", _]
+            | ["apis", _, _]
+            | ["openapi", "v2"]
+            | ["openapi", "v3", ..]
     )
 }
+
+/// The sim's `gitVersion`: a v1.34 API server's.
+pub const GIT_VERSION: &str = "v1.34.0-kubecache-sim";
 
 /// `GET /version`.
 pub async fn version() -> Json<Value> {
     Json(json!({
         "major": "1",
         "minor": "34",
-        "gitVersion": "v1.34.0-kubecache-sim",
+        "gitVersion": GIT_VERSION,
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
         "buildDate": "2026-01-01T00:00:00Z",

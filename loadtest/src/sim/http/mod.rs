@@ -1,5 +1,5 @@
 //! The simulator's HTTP API: the Kubernetes paths for the served resources
-//! and their subresources, discovery, the review APIs, and `/sim/faults` to
+//! and their subresources, discovery, the OpenAPI documents, the review APIs, and `/sim/faults` to
 //! arm faults, `/sim/cut-watches` to cut every open watch from outside
 //! the process and `/sim/counters` to read the [`Counters`]. Every request but those under `/sim/` passes
 //! [`auth::guard`] first.
@@ -10,6 +10,7 @@ mod continue_token;
 mod discovery;
 mod list;
 mod log;
+mod openapi;
 mod params;
 mod request_info;
 mod reviews;
@@ -102,6 +103,9 @@ pub fn router(ctx: Arc<Context>) -> Router {
         .route("/version", get(discovery::version))
         .route("/api", get(discovery::api_versions))
         .route("/apis", get(discovery::api_groups))
+        .route("/openapi/v2", get(openapi::v2))
+        .route("/openapi/v3", get(openapi::v3_index))
+        .route("/openapi/v3/{*path}", get(openapi::v3))
         .route(
             "/apis/authentication.k8s.io/v1/tokenreviews",
             any(reviews::token_review),
