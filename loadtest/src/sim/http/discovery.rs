@@ -1,11 +1,17 @@
 //! Discovery documents (`/version`, `/api`, `/apis`, group and version
 //! documents), in the legacy (unaggregated) format that kubectl, client-go
-//! and kube-rs all fall back to.
+//! and kube-rs all fall back to, and `/api` and `/apis` aggregated
+//! (`apidiscovery.k8s.io/v2`, which kubectl and client-go ask for first;
+//! v2beta1 is gone from a v1.34 API server).
+
+use std::sync::LazyLock;
 
 use axum::Json;
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::document::Document;
 use crate::sim::resources::{RESOURCES, Resource};
 
 /// Whether `path` is one of the discovery or OpenAPI documents (counted,
@@ -44,18 +50,147 @@ pub async fn version() -> Json<Value> {
 }
 
 /// `GET /api`.
-pub async fn api_versions() -> Json<Value> {
+pub async fn api_versions(request: HeaderMap) -> Response {
+    if wants_aggregated(&request) {
+        return aggregated(&AGGREGATED_API, &request);
+    }
     Json(json!({
         "kind": "APIVersions",
         "versions": ["v1"],
         "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:6443"}]
     }))
+    .into_response()
 }
 
 /// `GET /apis`.
-pub async fn api_groups() -> Json<Value> {
+pub async fn api_groups(request: HeaderMap) -> Response {
+    if wants_aggregated(&request) {
+        return aggregated(&AGGREGATED_APIS, &request);
+    }
     let groups: Vec<Value> = groups().iter().map(|(g, v)| group_document(g, v)).collect();
-    Json(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
+    Json(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})).into_response()
+}
+
+/// The media type of aggregated discovery v2.
+const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Whether the first form `Accept` lists that the sim serves is
+/// aggregated discovery v2 (the others: plain JSON, or anything).
+fn wants_aggregated(request: &HeaderMap) -> bool {
+    let Some(accept) = request.get(header::ACCEPT) else {
+        return false;
+    };
+    for clause in String::from_utf8_lossy(accept.as_bytes()).split(',') {
+        let mut parts = clause.split(';').map(str::trim);
+        let media = parts.next().unwrap_or_default();
+        let mut parameters: Vec<&str> = parts.filter(|p| !p.starts_with("q=")).collect();
+        parameters.sort_unstable();
+        match (media, parameters.as_slice()) {
+            ("application/json", ["as=APIGroupDiscoveryList", "g=apidiscovery.k8s.io", "v=v2"]) => {
+                return true;
+            }
+            ("application/json" | "application/*" | "*/*", []) => return false,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// An aggregated document, with its `ETag` (304 for a matching
+/// `If-None-Match`) and `Cache-Control: public`, as kube-apiserver's.
+fn aggregated(document: &Document, request: &HeaderMap) -> Response {
+    let mut response = document.response(request, AGGREGATED);
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        axum::http::HeaderValue::from_static("public"),
+    );
+    response
+}
+
+/// `/api` aggregated: the core group, unnamed.
+static AGGREGATED_API: LazyLock<Document> = LazyLock::new(|| {
+    aggregated_list(vec![json!({
+        "metadata": {"creationTimestamp": null},
+        "versions": [aggregated_version("", "v1")],
+    })])
+});
+
+/// `/apis` aggregated: every other group.
+static AGGREGATED_APIS: LazyLock<Document> = LazyLock::new(|| {
+    let groups = groups()
+        .iter()
+        .map(|(group, version)| {
+            json!({
+                "metadata": {"name": group, "creationTimestamp": null},
+                "versions": [aggregated_version(group, version)],
+            })
+        })
+        .collect();
+    aggregated_list(groups)
+});
+
+fn aggregated_list(items: Vec<Value>) -> Document {
+    Document::new(&json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {},
+        "items": items,
+    }))
+}
+
+/// A group-version's resources in aggregated form.
+fn aggregated_version(group: &str, version: &str) -> Value {
+    let mut resources: Vec<Value> = RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+        .map(aggregated_resource)
+        .collect();
+    resources.extend(
+        REVIEWS
+            .iter()
+            .filter(|(g, v, _, _)| *g == group && *v == version)
+            .map(|(_, _, plural, kind)| {
+                json!({
+                    "resource": plural,
+                    "responseKind": {"group": "", "version": "", "kind": kind},
+                    "scope": "Cluster",
+                    "singularResource": plural.trim_end_matches('s'),
+                    "verbs": ["create"],
+                })
+            }),
+    );
+    json!({"version": version, "resources": resources, "freshness": "Current"})
+}
+
+/// A resource with its subresources in aggregated form (a kind of the
+/// resource's own group-version has them empty).
+fn aggregated_resource(r: &Resource) -> Value {
+    let subresources: Vec<Value> = r
+        .subresources
+        .iter()
+        .map(|sub| {
+            let (group, version) = sub.group_version.unwrap_or(("", ""));
+            json!({
+                "subresource": sub.name,
+                "responseKind": {"group": group, "version": version, "kind": sub.kind},
+                "verbs": sub.verbs,
+            })
+        })
+        .collect();
+    let mut resource = json!({
+        "resource": r.plural,
+        "responseKind": {"group": "", "version": "", "kind": r.kind},
+        "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": r.singular,
+        "verbs": r.verbs,
+    });
+    if !r.short_names.is_empty() {
+        resource["shortNames"] = json!(r.short_names);
+    }
+    if !subresources.is_empty() {
+        resource["subresources"] = json!(subresources);
+    }
+    resource
 }
 
 /// `/api/v1`, `/apis/{group}` and `/apis/{group}/{version}`, if `path` is one.

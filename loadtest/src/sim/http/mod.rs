@@ -8,6 +8,7 @@ mod auth;
 mod body;
 mod continue_token;
 mod discovery;
+mod document;
 mod list;
 mod log;
 mod openapi;

@@ -9,7 +9,6 @@
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
-use bytes::Bytes;
 use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenReview};
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
@@ -19,26 +18,8 @@ use k8s_openapi::schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde_json::{Map, Value, json};
 
 use super::super::discovery::GIT_VERSION;
+use super::super::document::Document;
 use crate::sim::resources::{RESOURCES, Resource};
-
-/// A document's bytes and its hash: upper-case hex SHA-512, kube-openapi's
-/// `ETag` and `?hash=`.
-pub struct Document {
-    pub body: Bytes,
-    pub hash: String,
-}
-
-impl Document {
-    fn new(document: &Value) -> Document {
-        let body = serde_json::to_vec(document).expect("a JSON value serializes");
-        let digest = ring::digest::digest(&ring::digest::SHA512, &body);
-        let hash = digest.as_ref().iter().map(|b| format!("{b:02X}")).collect();
-        Document {
-            body: body.into(),
-            hash,
-        }
-    }
-}
 
 /// Every document the sim serves under `/openapi`.
 pub struct Documents {

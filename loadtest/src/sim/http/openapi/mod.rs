@@ -8,14 +8,14 @@
 
 mod documents;
 
-use axum::body::Body;
 use axum::extract::Path;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 
+use super::document::Document;
 use super::plain_text;
-use documents::{DOCUMENTS, Document};
+use documents::DOCUMENTS;
 
 /// `GET /openapi/v2`.
 pub async fn v2(headers: HeaderMap) -> Response {
@@ -66,7 +66,7 @@ pub async fn v3(Path(path): Path<String>, uri: Uri, headers: HeaderMap) -> Respo
     }
 }
 
-/// The document, negotiated against `request`'s `Accept`, with its `ETag`.
+/// The document, negotiated against `request`'s `Accept`.
 fn serve(document: &Document, request: &HeaderMap) -> Response {
     if !accepts_json(request) {
         let mut response = StatusCode::NOT_ACCEPTABLE.into_response();
@@ -75,26 +75,7 @@ fn serve(document: &Document, request: &HeaderMap) -> Response {
             .insert(header::VARY, HeaderValue::from_static("Accept"));
         return response;
     }
-    let etag = format!("\"{}\"", document.hash);
-    let unchanged = request
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .any(|asked| asked.as_bytes() == etag.as_bytes());
-    let mut response = if unchanged {
-        StatusCode::NOT_MODIFIED.into_response()
-    } else {
-        Response::new(Body::from(document.body.clone()))
-    };
-    let headers = response.headers_mut();
-    headers.insert(header::VARY, HeaderValue::from_static("Accept"));
-    headers.insert(header::ETAG, value(&etag));
-    if !unchanged {
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-    }
-    response
+    document.response(request, "application/json")
 }
 
 /// Whether `Accept` (none: anything) admits `application/json`.
