@@ -27,6 +27,8 @@ pub struct Resource {
     pub has_generation: bool,
     /// Short names for kubectl.
     pub short_names: &'static [&'static str],
+    /// Categories it belongs to (`all`: `kubectl get all` lists it).
+    pub categories: &'static [&'static str],
     /// Field selector labels beyond `metadata.name` and `metadata.namespace`.
     pub extra_fields: &'static [&'static str],
     /// The verbs discovery lists (`deletecollection` among them where a
@@ -98,6 +100,15 @@ impl Resource {
         self.subresources.iter().any(|s| s.name == name)
     }
 
+    /// Discovery's `storageVersionHash`: the first 8 bytes of the SHA-256
+    /// of `group/version/Kind`, in base64 (kube-apiserver's).
+    pub fn storage_version_hash(&self) -> String {
+        use base64::Engine;
+        let id = format!("{}/{}/{}", self.group, self.version, self.kind);
+        let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
+        base64::engine::general_purpose::STANDARD.encode(&digest.as_ref()[..8])
+    }
+
     /// Field selector labels this resource supports.
     pub fn supported_fields(&self) -> Vec<&'static str> {
         let mut fields = vec!["metadata.name", "metadata.namespace"];
@@ -127,6 +138,7 @@ pub const RESOURCES: &[Resource] = &[
         builtin: true,
         has_generation: false,
         short_names: &["ns"],
+        categories: &[],
         extra_fields: &["status.phase"],
         verbs: &[
             "create", "delete", "get", "list", "patch", "update", "watch",
@@ -145,6 +157,7 @@ pub const RESOURCES: &[Resource] = &[
         builtin: true,
         has_generation: true,
         short_names: &["po"],
+        categories: &["all"],
         extra_fields: &["spec.nodeName", "status.phase"],
         verbs: WRITABLE,
         subresources: &[
@@ -178,6 +191,7 @@ pub const RESOURCES: &[Resource] = &[
         builtin: true,
         has_generation: false,
         short_names: &["cm"],
+        categories: &[],
         extra_fields: &[],
         verbs: WRITABLE,
         subresources: &[],
@@ -194,6 +208,7 @@ pub const RESOURCES: &[Resource] = &[
         builtin: false,
         has_generation: true,
         short_names: &["wd"],
+        categories: &[],
         extra_fields: &[],
         verbs: &[
             "delete",

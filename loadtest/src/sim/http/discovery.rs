@@ -6,9 +6,8 @@
 
 use std::sync::LazyLock;
 
-use axum::Json;
 use axum::http::{HeaderMap, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::document::Document;
@@ -34,9 +33,9 @@ pub fn is_discovery(path: &str) -> bool {
 /// The sim's `gitVersion`: a v1.34 API server's.
 pub const GIT_VERSION: &str = "v1.34.0-kubecache-sim";
 
-/// `GET /version`.
-pub async fn version() -> Json<Value> {
-    Json(json!({
+/// `GET /version`: indented, as kube-apiserver writes it.
+pub async fn version() -> Response {
+    let version = json!({
         "major": "1",
         "minor": "34",
         "gitVersion": GIT_VERSION,
@@ -46,7 +45,25 @@ pub async fn version() -> Json<Value> {
         "goVersion": "go1.24.0",
         "compiler": "gc",
         "platform": "linux/amd64"
-    }))
+    });
+    json_response(serde_json::to_vec_pretty(&version).expect("JSON serializes"))
+}
+
+/// A legacy discovery document as kube-apiserver writes it: compact, one
+/// trailing newline (Go's `json.Encoder`).
+fn legacy(document: &Value) -> Response {
+    let mut body = serde_json::to_vec(document).expect("JSON serializes");
+    body.push(b'\n');
+    json_response(body)
+}
+
+fn json_response(body: Vec<u8>) -> Response {
+    let mut response = Response::new(axum::body::Body::from(body));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// `GET /api`.
@@ -54,12 +71,11 @@ pub async fn api_versions(request: HeaderMap) -> Response {
     if wants_aggregated(&request) {
         return aggregated(&AGGREGATED_API, &request);
     }
-    Json(json!({
+    legacy(&json!({
         "kind": "APIVersions",
         "versions": ["v1"],
         "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:6443"}]
     }))
-    .into_response()
 }
 
 /// `GET /apis`.
@@ -68,7 +84,7 @@ pub async fn api_groups(request: HeaderMap) -> Response {
         return aggregated(&AGGREGATED_APIS, &request);
     }
     let groups: Vec<Value> = groups().iter().map(|(g, v)| group_document(g, v)).collect();
-    Json(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})).into_response()
+    legacy(&json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
 }
 
 /// The media type of aggregated discovery v2.
@@ -187,6 +203,9 @@ fn aggregated_resource(r: &Resource) -> Value {
     if !r.short_names.is_empty() {
         resource["shortNames"] = json!(r.short_names);
     }
+    if !r.categories.is_empty() {
+        resource["categories"] = json!(r.categories);
+    }
     if !subresources.is_empty() {
         resource["subresources"] = json!(subresources);
     }
@@ -209,7 +228,7 @@ pub fn group_documents(path: &str) -> Option<Response> {
         }
         _ => return None,
     };
-    Some(Json(doc).into_response())
+    Some(legacy(&doc))
 }
 
 /// The review APIs (`selfsubjectreviews`, `tokenreviews`,
@@ -276,21 +295,34 @@ fn resource_list(group: &str, version: &str) -> Value {
     } else {
         format!("{group}/{version}")
     };
-    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources})
+    // The core group's list has no `apiVersion` (kube-apiserver's own).
+    let mut list = json!({"kind": "APIResourceList"});
+    if !group.is_empty() {
+        list["apiVersion"] = json!("v1");
+    }
+    list["groupVersion"] = json!(group_version);
+    list["resources"] = json!(resources);
+    list
 }
 
 /// A resource's entry, then one per subresource (`pods/log`), in the
 /// real documents' shape.
 fn resource_documents(r: &Resource) -> Vec<Value> {
-    let mut documents = vec![json!({
+    let mut resource = json!({
         "name": r.plural,
         "singularName": r.singular,
         "namespaced": r.namespaced,
         "kind": r.kind,
         "verbs": r.verbs,
-        "shortNames": r.short_names,
-        "storageVersionHash": "sim",
-    })];
+    });
+    if !r.short_names.is_empty() {
+        resource["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        resource["categories"] = json!(r.categories);
+    }
+    resource["storageVersionHash"] = json!(r.storage_version_hash());
+    let mut documents = vec![resource];
     for sub in r.subresources {
         let mut document = json!({
             "name": format!("{}/{}", r.plural, sub.name),
