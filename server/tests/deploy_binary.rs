@@ -6,7 +6,10 @@
 //!   accepted by the binary, which then serves HTTPS (and plain HTTP to its
 //!   port gets a 400), and a wrong config is refused, naming the field;
 //! - on SIGTERM (a rolling upgrade) the binary ends its watches cleanly and
-//!   exits 0.
+//!   exits 0;
+//! - the demo as the README starts it serves HTTPS, and the real kubectl
+//!   with the kubeconfig it writes gets, is refused, lists the API
+//!   resources and explains pods as the README shows.
 //!
 //! The manifests themselves are checked by `deploy_manifests.rs`. No
 //! wall-clock windows: every wait is for a condition (`kubecache_testkit::wait`).
@@ -557,6 +560,37 @@ async fn the_demo_serves_https_and_kubectl_works_with_the_kubeconfig_it_writes()
     assert!(
         refused.contains(r#"pods is forbidden: User "eve" cannot list resource "pods" in API group "" in the namespace "payments-prod""#),
         "{refused}"
+    );
+    // The README's `api-resources` and `explain`: discovery and OpenAPI.
+    let resources = kubectl.ok(&["api-resources", "--no-headers"]).await;
+    let rows: BTreeSet<Vec<&str>> = resources
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    for row in [
+        vec!["pods", "po", "v1", "true", "Pod"],
+        vec!["configmaps", "cm", "v1", "true", "ConfigMap"],
+        vec!["namespaces", "ns", "v1", "false", "Namespace"],
+        vec!["widgets", "wd", "example.com/v1", "true", "Widget"],
+    ] {
+        assert!(rows.contains(&row), "{row:?} in {resources}");
+    }
+    let pods = kubectl.ok(&["explain", "pods"]).await;
+    assert!(
+        pods.lines()
+            .any(|l| l.split_whitespace().eq(["KIND:", "Pod"])),
+        "{pods}"
+    );
+    assert!(
+        pods.contains("Pod is a collection of containers that can run on a host."),
+        "{pods}"
+    );
+    let containers = kubectl.ok(&["explain", "pods.spec.containers"]).await;
+    assert!(
+        containers.contains("FIELD: containers <[]Container>")
+            && containers
+                .contains("A single application container that you want to run within a pod."),
+        "{containers}"
     );
 }
 

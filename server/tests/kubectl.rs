@@ -1,8 +1,9 @@
 //! kubectl through kubecache as each user of the demo policy, over HTTPS
 //! (kubectl sends a token only over TLS): reads from the caches, writes of
-//! every kind passed through under the user's own name, and the API
-//! server's refusals in its own words. The oracle is the sim: its state
-//! after the writes, its logs, its RBAC.
+//! every kind passed through under the user's own name, the API server's
+//! refusals in its own words, and discovery and OpenAPI (`api-resources`,
+//! `explain`) from kubecache's copies. The oracle is the sim: its state
+//! after the writes, its logs, its RBAC, its request counters.
 
 mod common;
 
@@ -392,4 +393,79 @@ async fn kubectl_as_another_user_reads_and_writes_as_that_user_only() {
             "{refused}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_discovery_and_openapi_come_from_kubecache_s_copies() {
+    if !kubectl::available() {
+        return;
+    }
+    let pki = Pki::new("kubectl-discovery");
+    let served = served(&pki).await;
+    let ca = pki.write("ca.crt", &pki.ca_pem());
+    // Each invocation as alice or bob with a discovery cache of its own,
+    // so that every one runs discovery (and `explain` reads OpenAPI v3).
+    let commands: [&[&str]; 3] = [
+        &["get", "pods", "-o", "name"],
+        &["api-resources", "--no-headers"],
+        &["explain", "pods.spec.containers"],
+    ];
+    let invocation = |i: usize| {
+        let (user, token) = [("alice", "alice-token"), ("bob", "bob-token")][i % 2];
+        let kubectl = Kubectl::new(
+            &pki.dir,
+            &format!("{user}-{i}"),
+            &served.url,
+            &ca,
+            NAMESPACE,
+            Credential::Token(token),
+        );
+        let args = commands[i % commands.len()];
+        async move { (args, kubectl.ok(args).await) }
+    };
+    let check = |(args, printed): (&[&str], String)| match args[0] {
+        "get" => assert!(printed.lines().all(|l| l.starts_with("pod/")), "{printed}"),
+        "api-resources" => {
+            let names: BTreeSet<&str> = printed
+                .lines()
+                .filter_map(|l| l.split_whitespace().next())
+                .collect();
+            for name in ["pods", "configmaps", "namespaces", "widgets"] {
+                assert!(names.contains(name), "{printed}");
+            }
+        }
+        _ => assert!(
+            printed.contains("FIELD: containers <[]Container>"),
+            "{printed}"
+        ),
+    };
+
+    // The first of each kind of invocation has kubecache fetch each
+    // document it needs once.
+    let before = served.sim.discovery_requests();
+    for i in 0..commands.len() {
+        check(invocation(i).await);
+    }
+    let documents = served.sim.discovery_requests() - before;
+    assert!(documents > 0);
+
+    // The next 100, four at a time: none reaches the API server while
+    // kubecache's copies are fresh (30 s; on a machine that slow, each
+    // document is fetched once more per 30 s).
+    let before = served.sim.discovery_requests();
+    let started = std::time::Instant::now();
+    let runs: Vec<usize> = (commands.len()..commands.len() + 100).collect();
+    for batch in runs.chunks(4) {
+        let batch: Vec<_> = batch.iter().map(|&i| tokio::spawn(invocation(i))).collect();
+        for run in batch {
+            check(run.await.unwrap());
+        }
+    }
+    let asked = served.sim.discovery_requests() - before;
+    let windows = started.elapsed().as_secs() / 30;
+    assert!(
+        asked <= documents * windows,
+        "{asked} discovery and OpenAPI requests reached the API server in {:?}",
+        started.elapsed()
+    );
 }
