@@ -123,8 +123,9 @@ async fn kubectl_reads_and_writes_through_kubecache_as_each_user() {
 
     // Every kind of write passes through as alice, and her next read
     // (from the cache) sees it. (`--validate=false`: kubectl validates
-    // against the API server's OpenAPI document, which the sim does not
-    // serve; kubecache passes `/openapi` through like any uncached path.)
+    // against the OpenAPI v2 document in protobuf, which the sim does not
+    // serve, unless the v3 documents' write operations take
+    // `fieldValidation`, which the sim's do not document.)
     let get_step = [
         "get",
         "configmap",
