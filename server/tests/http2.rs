@@ -41,8 +41,17 @@ async fn h2_tls(addr: SocketAddr, ca_pem: &str) -> TlsStream<TcpStream> {
 /// An HTTP/2 client connection (the h2 crate, as hyper's client uses it)
 /// with Go's client's windows: 4 MiB a stream, 1 GiB the connection.
 async fn h2_client(addr: SocketAddr, ca_pem: &str) -> h2::client::SendRequest<Bytes> {
+    h2_client_windowed(addr, ca_pem, 4 << 20).await
+}
+
+/// The same with a stream window of `window` bytes.
+async fn h2_client_windowed(
+    addr: SocketAddr,
+    ca_pem: &str,
+    window: u32,
+) -> h2::client::SendRequest<Bytes> {
     let (sender, connection) = h2::client::Builder::new()
-        .initial_window_size(4 << 20)
+        .initial_window_size(window)
         .initial_connection_window_size(1 << 30)
         .handshake(h2_tls(addr, ca_pem).await)
         .await
@@ -159,6 +168,68 @@ async fn a_thousand_watches_from_one_client_share_a_handful_of_connections_and_e
         let described: Vec<String> = events.iter().map(describe).collect();
         assert_eq!(described, expected, "watch {i}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_left_unread_is_reset_alone_and_its_neighbour_on_the_connection_gets_every_event() {
+    const WRITES: usize = 5;
+    let pki = Pki::new("http2-unread");
+    let served = serve(Setup {
+        sim: kubecache_loadtest::sim::SimConfig {
+            pods: 300,
+            ..Default::default()
+        },
+        tls: Some(Tls::load(tls_files(&pki, "kubecache", None)).unwrap()),
+        write_stall: std::time::Duration::from_secs(2),
+        ..Setup::default()
+    })
+    .await;
+    let addr: SocketAddr = served.url.trim_start_matches("https://").parse().unwrap();
+    // A small stream window, so that the first pods fill it.
+    let mut connection = h2_client_windowed(addr, &pki.ca_pem(), 64 * 1024).await;
+    let everything = format!("{PODS}?watch=1&resourceVersion=0");
+    let unread = h2_get(&mut connection, &everything).await;
+    assert_eq!(unread.status(), 200);
+    let mut unread = unread.into_body();
+    let read = h2_get(&mut connection, &everything).await;
+    assert_eq!(read.status(), 200);
+    let pods = served.sim.state(ids::PODS);
+    let watching = tokio::spawn(h2_events(read.into_body(), pods.len() + WRITES));
+
+    // What the client took in before its window closed, then the reset:
+    // its window is never opened again (no capacity released).
+    let reason = within("the unread watch's reset", async {
+        loop {
+            match unread.data().await {
+                Some(Ok(_)) => {}
+                Some(Err(error)) => break error.reason(),
+                None => break None,
+            }
+        }
+    })
+    .await;
+    assert_eq!(reason, Some(h2::Reason::CANCEL));
+
+    for pod in pods.iter().take(WRITES) {
+        let patch = json!({"metadata": {"labels": {"kubecache-http2": "on"}}});
+        served
+            .sim
+            .store()
+            .merge_patch(ids::PODS, &pod.namespace, &pod.name, &patch)
+            .unwrap();
+    }
+    let events = within("every event of the read watch", watching)
+        .await
+        .unwrap();
+    let modified: Vec<&str> = events[pods.len()..]
+        .iter()
+        .map(|event| event["object"]["metadata"]["name"].as_str().unwrap())
+        .collect();
+    let written: Vec<&str> = pods[..WRITES].iter().map(|pod| pod.name.as_str()).collect();
+    assert_eq!(modified, written);
+    // The connection itself goes on.
+    let again = h2_get(&mut connection, &format!("{PODS}?limit=1")).await;
+    assert_eq!(again.status(), 200);
 }
 
 // ---------------------------------------------------------------------------
