@@ -470,3 +470,53 @@ async fn a_client_resetting_streams_in_a_loop_gets_goaway_and_others_are_served(
     let mut new = h2_client(addr, &pki.ca_pem()).await;
     assert_eq!(fast(&mut new).await, "fast");
 }
+
+#[tokio::test]
+async fn a_connection_waits_its_first_request_the_header_read_timeout_and_no_stream_the_idle_one() {
+    const SHORT: std::time::Duration = std::time::Duration::from_millis(200);
+    const LONG: std::time::Duration = std::time::Duration::from_secs(3600);
+    let pki = Pki::new("http2-timeouts");
+    let hasty_heads = Limits {
+        header_read_timeout: SHORT,
+        idle_timeout: LONG,
+        ..Limits::default()
+    };
+    let (addr, _server) = start(&pki, hasty_heads).await;
+    // A connection that never sends a request is closed, ...
+    let mut silent = RawH2::open(addr, &pki.ca_pem()).await;
+    within("the silent connection is closed", async {
+        while silent.next().await.is_some() {}
+    })
+    .await;
+    // ... one with a request in flight is not.
+    let mut holding = h2_client(addr, &pki.ca_pem()).await;
+    let held = tokio::spawn(async move { h2_get(&mut holding, "/hold").await });
+    let mut other = h2_client(addr, &pki.ca_pem()).await;
+    assert_eq!(fast(&mut other).await, "fast");
+    assert!(!held.is_finished());
+
+    let hasty_idle = Limits {
+        header_read_timeout: LONG,
+        idle_timeout: SHORT,
+        ..Limits::default()
+    };
+    let (addr, _server) = start(&pki, hasty_idle).await;
+    let (mut sender, mut connection) = h2::client::handshake(h2_tls(addr, &pki.ca_pem()).await)
+        .await
+        .unwrap();
+    let mut pings = connection.ping_pong().unwrap();
+    let connection = tokio::spawn(connection);
+    assert_eq!(fast(&mut sender).await, "fast");
+    // Pinging is not a request: with no stream open, the connection is
+    // closed at the idle timeout all the same.
+    within("the idle connection is closed", async {
+        while pings.ping(h2::Ping::opaque()).await.is_ok() {
+            tokio::time::sleep(SHORT / 4).await;
+        }
+    })
+    .await;
+    within("the connection ends", connection)
+        .await
+        .unwrap()
+        .ok();
+}
