@@ -34,7 +34,8 @@
 //! writeStallSeconds: 30
 //! eventLog: { maxEvents: 102400, maxAgeSeconds: 300 }
 //! auth: { mode: kubernetes, allowedTtlSeconds: 60, deniedTtlSeconds: 10, cacheEntries: 10000 }
-//! connections: { max: 4096, maxPerAddress: 512, headerReadTimeoutSeconds: 32, idleTimeoutSeconds: 90 }
+//! connections: { max: 4096, maxPerAddress: 512, headerReadTimeoutSeconds: 32, idleTimeoutSeconds: 90,
+//!                http2MaxStreamsPerConnection: 100 }
 //! stateDir: /var/lib/kubecache    # warm restart: state files here (default: none)
 //! stateSaveIntervalSeconds: 60
 //! resources:
@@ -427,6 +428,11 @@ settings! {
         idle_timeout_seconds: f64 = Limits::default().idle_timeout.as_secs_f64(),
             key "idleTimeoutSeconds", flag "idle-timeout-seconds" S,
             env "KUBECACHE_IDLE_TIMEOUT_SECONDS";
+        /// streams (requests in flight, watches) open at once on one HTTP/2
+        /// connection; a client opens more connections for more
+        http2_max_streams_per_connection: usize = Limits::default().http2_max_streams_per_connection,
+            key "http2MaxStreamsPerConnection", flag "http2-max-streams-per-connection" N,
+            env "KUBECACHE_HTTP2_MAX_STREAMS_PER_CONNECTION";
     }
 }
 
@@ -649,6 +655,7 @@ fn connections(s: &Settings) -> Result<Limits, ConfigError> {
         idle_timeout: s.idle_timeout_seconds.seconds()?,
         max_connections: s.max_connections.at_least_one()?,
         max_connections_per_address: s.max_connections_per_address.at_least_one()?,
+        http2_max_streams_per_connection: s.http2_max_streams_per_connection.at_least_one()?,
     })
 }
 

@@ -22,6 +22,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::http2::Stream;
 use super::stall::DeadlineSet;
 
 /// A connection's activity, shared by its stream, its requests and its
@@ -106,11 +107,18 @@ impl Activity {
 pub(super) struct InFlight(Arc<Activity>);
 
 impl InFlight {
-    /// `body`, holding the request in flight, and its connection's answer
-    /// deadline set, until it is done or dropped.
-    pub(super) fn hold<B>(self, body: B, deadline: Option<DeadlineSet>) -> Held<B> {
+    /// `body`, holding the request in flight, and its answer deadline set,
+    /// until it is done or dropped; telling its HTTP/2 `stream`, if any,
+    /// when it waits for the client.
+    pub(super) fn hold<B>(
+        self,
+        body: B,
+        deadline: Option<DeadlineSet>,
+        stream: Option<Stream>,
+    ) -> Held<B> {
         Held {
             body,
+            stream,
             _in_flight: self,
             _deadline: deadline,
         }
@@ -120,6 +128,7 @@ impl InFlight {
 /// A response body that holds its request in flight.
 pub(super) struct Held<B> {
     body: B,
+    stream: Option<Stream>,
     _in_flight: InFlight,
     _deadline: Option<DeadlineSet>,
 }
@@ -132,7 +141,14 @@ impl<B: Body + Unpin> Body for Held<B> {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if let Some(stream) = &self.stream {
+            match polled {
+                Poll::Ready(Some(Ok(_))) => stream.yielded(),
+                _ => stream.polled(),
+            }
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

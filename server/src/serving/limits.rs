@@ -50,18 +50,25 @@ pub struct Limits {
     pub max_connections: usize,
     /// Connections admitted at once from one client address.
     pub max_connections_per_address: usize,
+    /// Streams open at once on one HTTP/2 connection (kube-apiserver's
+    /// `--http2-max-streams-per-connection`): its requests in flight.
+    pub http2_max_streams_per_connection: usize,
 }
 
 impl Default for Limits {
     /// kube-apiserver's timeouts (its `http.Server`'s `ReadHeaderTimeout`
-    /// and `IdleTimeout`); room for a few thousand clients, hundreds of
-    /// them behind one address (a node's host-network pods, a NAT).
+    /// and `IdleTimeout`) and streams per HTTP/2 connection (100, what its
+    /// `--http2-max-streams-per-connection=0` means since the rapid-reset
+    /// fixes, and what Go's client assumes before the server's SETTINGS);
+    /// room for a few thousand clients, hundreds of them behind one
+    /// address (a node's host-network pods, a NAT).
     fn default() -> Self {
         Limits {
             header_read_timeout: Duration::from_secs(32),
             idle_timeout: Duration::from_secs(90),
             max_connections: 4096,
             max_connections_per_address: 512,
+            http2_max_streams_per_connection: 100,
         }
     }
 }

@@ -1,5 +1,7 @@
 //! Serving: kubecache's accept loop, HTTP/1 by hyper on each connection,
-//! optionally over TLS ([`Tls`]).
+//! optionally over TLS ([`Tls`]), where a client that asks for HTTP/2 by
+//! ALPN gets it (see `http2`: its streams, their bounds, and how a stream
+//! whose client reads nothing is ended without its connection).
 //!
 //! The loop only accepts: each connection is served in a task of its own,
 //! which does its TLS handshake (bounded by a timeout, so a client that
@@ -31,11 +33,13 @@
 //! Every write to a client is bounded in time: one that makes no progress
 //! for the write-stall budget ([`Server::write_stall`]), or past the
 //! [`AnswerDeadline`] of the response it writes, fails and closes its
-//! connection (see `stall`). The peer's address is on every request as
-//! axum's `ConnectInfo<SocketAddr>`.
+//! connection (see `stall`); under HTTP/2, an answer that waits that long
+//! for its client resets its stream only. The peer's address is on every
+//! request as axum's `ConnectInfo<SocketAddr>`.
 
 mod activity;
 mod client_cert;
+mod http2;
 mod limits;
 mod stall;
 mod tls;
@@ -60,6 +64,7 @@ use stall::{Deadline, WriteStall};
 pub use tls::{Tls, TlsError, TlsFile, TlsFiles};
 
 use activity::{Activity, Watched};
+use http2::Stream;
 use limits::{Gate, Refusal, Ticket};
 
 use client_cert::ClientCertificate;
@@ -241,7 +246,9 @@ impl Connection {
     ) {
         let peer = accepted.peer;
         let Some(tls) = &self.tls else {
-            return self.http(stream, None, &accepted, &mut stop).await;
+            return self
+                .http(stream, None, Protocol::Http1, &accepted, &mut stop)
+                .await;
         };
         let handshake = tokio::time::timeout(self.handshake_timeout, tls.accept(stream));
         let established = tokio::select! {
@@ -250,7 +257,12 @@ impl Connection {
         };
         match established {
             Ok(Ok((stream, certificate))) => {
-                self.http(stream, certificate, &accepted, &mut stop).await
+                let protocol = match stream.get_ref().1.alpn_protocol() {
+                    Some(b"h2") => Protocol::Http2,
+                    _ => Protocol::Http1,
+                };
+                self.http(stream, certificate, protocol, &accepted, &mut stop)
+                    .await
             }
             Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
             Err(_) => {
@@ -259,14 +271,15 @@ impl Connection {
         }
     }
 
-    /// HTTP/1 over an established stream (upgrades allowed, as
-    /// `axum::serve` allows them), what `certificate` proves on every
-    /// request; a refused connection answers one request, a 429 but for
-    /// [`PROBES`].
+    /// HTTP/1 (upgrades allowed, as `axum::serve` allows them) or HTTP/2
+    /// over an established stream, what `certificate` proves on every
+    /// request; a refused connection answers one request (under HTTP/2,
+    /// those it sent at once), a 429 but for [`PROBES`].
     async fn http<S>(
         &self,
         stream: S,
         certificate: Option<ClientCertificate>,
+        protocol: Protocol,
         accepted: &Accepted,
         stop: &mut watch::Receiver<bool>,
     ) where
@@ -292,57 +305,131 @@ impl Connection {
             let router = router.clone();
             let answer_deadline = answer_deadline.clone();
             async move {
+                // Polled in its stream's task under HTTP/2, whose deadline
+                // it sets; in the connection's under HTTP/1.
+                let stream = Stream::current();
                 let response = match refused {
                     Some(response) => response,
                     None => tower::ServiceExt::oneshot(router, request).await?,
                 };
                 // In flight until its body is done (a watch: until it ends),
                 // its writes bounded by its deadline until then.
+                let deadline = stream.as_ref().map_or(&answer_deadline, Stream::deadline);
                 let bound = response
                     .extensions()
                     .get::<AnswerDeadline>()
-                    .map(|&AnswerDeadline(at)| answer_deadline.set(at));
-                Ok::<_, std::convert::Infallible>(response.map(|body| in_flight.hold(body, bound)))
+                    .map(|&AnswerDeadline(at)| deadline.set(at));
+                Ok::<_, std::convert::Infallible>(
+                    response.map(|body| in_flight.hold(body, bound, stream)),
+                )
             }
         });
-        let connection = hyper::server::conn::http1::Builder::new()
-            .keep_alive(refusal.is_none())
-            // Timed by `activity` instead (see there why).
-            .header_read_timeout(None)
-            .max_header_size(MAX_HEADER_BYTES)
-            .max_headers(MAX_HEADERS)
-            .serve_connection(
-                TokioIo::new(WriteStall::new(
-                    Watched::new(stream, activity.clone()),
-                    self.write_stall,
-                    deadline,
-                )),
-                service,
-            )
-            .with_upgrades();
-        let mut connection = pin!(connection);
         let expired = activity.expired(self.limits.header_read_timeout, self.limits.idle_timeout);
-        let mut expired = pin!(expired);
-        let served = tokio::select! {
-            served = connection.as_mut() => served,
-            phase = expired.as_mut() => return timed_out(peer, phase),
-            () = stopped(stop) => {
-                connection.as_mut().graceful_shutdown();
-                tokio::select! {
-                    served = connection => served,
-                    phase = expired => return timed_out(peer, phase),
-                }
+        let served = match protocol {
+            Protocol::Http1 => {
+                let connection = hyper::server::conn::http1::Builder::new()
+                    .keep_alive(refusal.is_none())
+                    // Timed by `activity` instead (see there why).
+                    .header_read_timeout(None)
+                    .max_header_size(MAX_HEADER_BYTES)
+                    .max_headers(MAX_HEADERS)
+                    .serve_connection(
+                        TokioIo::new(WriteStall::new(
+                            Watched::new(stream, activity.clone()),
+                            self.write_stall,
+                            deadline,
+                        )),
+                        service,
+                    )
+                    .with_upgrades();
+                drive(connection, false, expired, stop).await
+            }
+            // Not `Watched`: a frame that is no request (a PING, a
+            // WINDOW_UPDATE) does not start a head; the connection's first
+            // request has the header-read timeout, and it is idle while it
+            // has no stream open, as Go's HTTP/2 server times it.
+            Protocol::Http2 => {
+                let connection = http2::builder(&self.limits, self.write_stall).serve_connection(
+                    TokioIo::new(WriteStall::new(stream, self.write_stall, deadline)),
+                    service,
+                );
+                drive(connection, refusal.is_some(), expired, stop).await
             }
         };
-        if let Err(error) = served {
-            tracing::debug!(%peer, %error, "connection");
+        match served {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::debug!(%peer, %error, "connection"),
+            Err(phase) => tracing::debug!(%peer, ?phase, "connection timed out: closed"),
         }
     }
 }
 
-/// Says why a connection is closed (by dropping it).
-fn timed_out(peer: SocketAddr, phase: activity::Phase) {
-    tracing::debug!(%peer, ?phase, "connection timed out: closed");
+/// What a connection speaks, by ALPN.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Protocol {
+    Http1,
+    Http2,
+}
+
+/// A connection hyper serves, of either protocol.
+trait Served: Future<Output = hyper::Result<()>> {
+    /// Ends it once its requests in flight are done.
+    fn shut_down(self: std::pin::Pin<&mut Self>);
+}
+
+/// What hyper asks of a connection's service and its answers' bodies.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<I, S, B> Served for hyper::server::conn::http1::UpgradeableConnection<I, S>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: hyper::service::HttpService<Incoming, ResBody = B>,
+    S::Error: Into<BoxError>,
+    B: hyper::body::Body + 'static,
+    B::Error: Into<BoxError>,
+{
+    fn shut_down(self: std::pin::Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+impl<I, S, B, E> Served for hyper::server::conn::http2::Connection<I, S, E>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    S: hyper::service::HttpService<Incoming, ResBody = B>,
+    S::Error: Into<BoxError>,
+    B: hyper::body::Body + 'static,
+    B::Error: Into<BoxError>,
+    E: hyper::rt::bounds::Http2ServerConnExec<S::Future, B>,
+{
+    fn shut_down(self: std::pin::Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+/// Serves `connection` until it ends or its phase's timeout `expired`s
+/// (the phase: the connection is then dropped); once `stop` turns true,
+/// or at once if `shut_down`, it is shut down gracefully.
+async fn drive(
+    connection: impl Served,
+    shut_down: bool,
+    expired: impl Future<Output = activity::Phase>,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<hyper::Result<()>, activity::Phase> {
+    let mut connection = pin!(connection);
+    let mut expired = pin!(expired);
+    if shut_down {
+        connection.as_mut().shut_down();
+    }
+    tokio::select! {
+        served = connection.as_mut() => return Ok(served),
+        phase = expired.as_mut() => return Err(phase),
+        () = stopped(stop) => connection.as_mut().shut_down(),
+    }
+    tokio::select! {
+        served = connection => Ok(served),
+        phase = expired => Err(phase),
+    }
 }
 
 /// Completes once the server stops (or is dropped).

@@ -53,6 +53,14 @@ impl Drop for DeadlineSet {
     }
 }
 
+/// When a wait for the client that began at `since` has lasted too long:
+/// after `budget`, or past the answer's deadline and [`GRACE`].
+pub(super) fn stalled_until(since: Instant, budget: Duration, deadline: &Deadline) -> Instant {
+    let until = since + budget;
+    let deadline = *deadline.0.lock();
+    deadline.map_or(until, |at| until.min(at + GRACE))
+}
+
 /// `S`, whose writes fail once one has waited `budget` without progress,
 /// or past the answer's deadline and [`GRACE`].
 pub(crate) struct WriteStall<S> {
@@ -85,11 +93,13 @@ impl<S> WriteStall<S> {
             return polled;
         }
         let budget = self.budget;
-        let deadline = *self.deadline.0.lock();
+        let deadline = &self.deadline;
         let stalled = self.stalled.get_or_insert_with(|| {
-            let until = Instant::now() + budget;
-            let until = deadline.map_or(until, |at| until.min(at + GRACE));
-            Box::pin(tokio::time::sleep_until(until))
+            Box::pin(tokio::time::sleep_until(stalled_until(
+                Instant::now(),
+                budget,
+                deadline,
+            )))
         });
         match stalled.as_mut().poll(cx) {
             Poll::Ready(()) => Poll::Ready(Err(io::Error::new(

@@ -255,7 +255,8 @@ fn read(files: &TlsFiles) -> Contents {
 }
 
 /// The rustls configuration of the files' contents: ring, TLS 1.2 and 1.3,
-/// ALPN `http/1.1`; client certificates asked for when there is a client
+/// ALPN `h2` then `http/1.1` (HTTP/2 for a client that offers both, as
+/// Go's server chooses); client certificates asked for when there is a client
 /// CA, as kube-apiserver asks for them (see `client_cert`).
 fn build(files: &TlsFiles, contents: &Contents) -> Result<Loaded, TlsError> {
     let [cert, key, client_ca] = contents;
@@ -303,7 +304,7 @@ fn build(files: &TlsFiles, contents: &Contents) -> Result<Loaded, TlsError> {
         }
         other => key_error(other.to_string()),
     })?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Loaded {
         serving: Serving {
             config: Arc::new(config),
