@@ -28,7 +28,7 @@ use super::error::{ProtoError, Seg};
 use super::schema::MESSAGES;
 use super::text;
 use super::wire::{Fields, WireValue, read_varint};
-use crate::go_json::write_string;
+use crate::go_json::{write_compact, write_string};
 
 /// Nesting deeper than this is refused (Kubernetes objects nest about 10 deep).
 const MAX_DEPTH: usize = 100;
@@ -634,7 +634,7 @@ impl<'a> Decoder<'_, 'a> {
                     return Ok(());
                 };
                 match serde_json::from_slice::<&RawValue>(raw) {
-                    Ok(v) => out.extend_from_slice(v.get().as_bytes()),
+                    Ok(v) => write_compact(out, v.get().as_bytes()),
                     Err(e) => {
                         return Err(ProtoError::invalid(format!(
                             "raw bytes are not JSON ({e}); protobuf-encoded raw objects are not supported"

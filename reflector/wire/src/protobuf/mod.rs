@@ -52,7 +52,9 @@
 //!   duration string (`1h2m3s`).
 //! - `runtime.RawExtension` and `meta.v1.FieldsV1` carry their JSON value as
 //!   raw bytes (decoding fails if the raw bytes are not JSON, e.g. a nested
-//!   protobuf object).
+//!   protobuf object), written to JSON as Go writes a `json.Marshaler`'s
+//!   output: compacted, `<>&` and U+2028/9 escaped
+//!   ([`go_json::write_compact`](crate::go_json::write_compact)).
 //! - Go structs embedded with `json:",inline"` (Volume's `VolumeSource`,
 //!   Probe's `ProbeHandler`, ...) are nested messages in protobuf and flat keys
 //!   in JSON.
