@@ -2,10 +2,14 @@
 //! documents), in the legacy (unaggregated) format that kubectl, client-go
 //! and kube-rs all fall back to.
 
+use std::sync::Arc;
+
 use axum::Json;
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::Context;
 use crate::sim::resources::{RESOURCES, Resource};
 
 /// Whether `path` is one of the discovery documents (counted, see
@@ -18,12 +22,14 @@ pub fn is_discovery(path: &str) -> bool {
     )
 }
 
-/// `GET /version`.
-pub async fn version() -> Json<Value> {
+/// `GET /version`: the configured Kubernetes version (the sim's objects
+/// are written with the schema's own types, 1.36, whatever it says).
+pub async fn version(State(ctx): State<Arc<Context>>) -> Json<Value> {
+    let version = ctx.serve.kube_version;
     Json(json!({
         "major": "1",
-        "minor": "34",
-        "gitVersion": "v1.34.0-kubecache-sim",
+        "minor": version.minor().to_string(),
+        "gitVersion": format!("v{version}.0-kubecache-sim"),
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
         "buildDate": "2026-01-01T00:00:00Z",
