@@ -16,6 +16,7 @@ use kubecache_benches::fixtures::{
 use kubecache_reflector::upstream::ListResponse;
 use kubecache_wire::Encoding;
 use kubecache_wire::decode_object;
+use kubecache_wire::protobuf::KubeVersion;
 
 const PODS: usize = 500;
 
@@ -39,7 +40,7 @@ fn page_decode(c: &mut Criterion) {
             });
             group.bench_function(*name, |b| {
                 b.iter(|| {
-                    let response = ListResponse::new(body.clone(), *encoding);
+                    let response = ListResponse::new(body.clone(), *encoding, KubeVersion::NEWEST);
                     let page = response.page().expect("a page");
                     let mut decoded = 0;
                     page.for_each_json(|item| {

@@ -138,6 +138,10 @@ struct SimArgs {
     /// Refuse streaming lists, like a server without the WatchList feature gate.
     #[arg(long)]
     no_watch_list: bool,
+    /// The Kubernetes minor version `/version` names (`28` for 1.28), which
+    /// kubecache reads and writes protobuf as; 28 to 36.
+    #[arg(long, default_value_t = 36, value_parser = clap::value_parser!(u32).range(28..=36))]
+    kube_minor: u32,
     /// Seed of the generated objects.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -230,6 +234,7 @@ async fn sim(args: SimArgs) -> anyhow::Result<()> {
             .bookmark_dispatch
             .then_some(kubecache_loadtest::sim::BOOKMARK_DISPATCH),
         watch_list: !args.no_watch_list,
+        kube_version: kubecache_wire::protobuf::KubeVersion::new(args.kube_minor),
         policy: match (&args.token, args.demo_auth) {
             (Some(token), _) => Some(Policy::admin_only(token)),
             (None, true) => Some(Policy::demo()),

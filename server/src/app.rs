@@ -21,7 +21,10 @@ use std::time::Duration;
 use anyhow::Context;
 use axum::Router;
 use kubecache_reflector::store;
-use kubecache_reflector::upstream::{ApiResource, Reflector, ResourceSpec, Upstream};
+use kubecache_reflector::upstream::{
+    ApiResource, Reflector, ResourceSpec, Upstream, server_version,
+};
+use kubecache_wire::protobuf::KubeVersion;
 use tokio::net::TcpListener;
 use tokio::task::{AbortHandle, JoinHandle};
 
@@ -93,6 +96,7 @@ impl App {
             Some(state) => state_dir(&state.dir, &client, upstream).await,
             None => None,
         };
+        let version = kube_version(&client).await;
         let mut caches = Vec::new();
         let mut reflectors = Vec::new();
         let mut persisted = Vec::new();
@@ -100,6 +104,7 @@ impl App {
             let name = resource.name.clone();
             let started = start_resource(
                 client.clone(),
+                version,
                 found,
                 resource,
                 &config.serve,
@@ -213,12 +218,13 @@ struct Started {
 }
 
 /// Starts a reflector of `resource` (found by discovery as `found`)
-/// through `client` into a new store, and serves it. The reflector
-/// extracts the values of the store's field indexes. With `state`, the
-/// store's state file is loaded first (the reflector then resumes from it
-/// instead of listing).
+/// through `client`, to an API server of Kubernetes `version`, into a new
+/// store, and serves it. The reflector extracts the values of the store's
+/// field indexes. With `state`, the store's state file is loaded first (the
+/// reflector then resumes from it instead of listing).
 fn start_resource(
     client: kube::Client,
+    version: KubeVersion,
     found: ApiResource,
     resource: ResourceConfig,
     settings: &crate::ServeSettings,
@@ -235,7 +241,7 @@ fn start_resource(
         label_selector: resource.label_selector,
         field_selector: resource.field_selector,
     };
-    let upstream = Upstream::new(client, spec);
+    let upstream = Upstream::new(client, spec).with_version(version);
     let (writer, reader) = store(resource.store);
     let transform = reflector.transform.clone();
     let mut reflector = Reflector::new(upstream.clone(), reflector, writer);
@@ -265,6 +271,23 @@ fn start_resource(
         task,
         persisted,
     })
+}
+
+/// The Kubernetes version of the API server `client` reaches, which its
+/// protobuf is read and written as; the schema's own (1.36), said in the
+/// log, when `/version` does not name one.
+async fn kube_version(client: &kube::Client) -> KubeVersion {
+    match server_version(client).await {
+        Ok(version) => {
+            tracing::info!(%version, "the API server's Kubernetes version: protobuf read and written as its types");
+            version
+        }
+        Err(error) => {
+            let version = KubeVersion::NEWEST;
+            tracing::warn!(%version, "the API server's /version: {error}; protobuf read and written as Kubernetes {version}");
+            version
+        }
+    }
 }
 
 /// The state directory at `dir`, of the cluster `client` reaches; `None`

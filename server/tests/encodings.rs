@@ -353,3 +353,37 @@ async fn the_bytes_of_encodings_made_on_demand_are_measured() {
     assert!(gauge(&after, "protobuf") >= list.len() as f64 * 0.9);
     assert!(gauge(&after, "metadata") >= metadata.len() as f64 * 0.9);
 }
+
+/// kubecache reads the API server's `/version` and serves protobuf as that
+/// Kubernetes version's Go types write it: Pods of a 1.28 server have no
+/// `status.observedGeneration` nor `conditions[].observedGeneration`
+/// (Kubernetes 1.33, non-pointers Go writes even when zero); those of a
+/// 1.36 server carry them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_pods_carry_the_fields_of_the_api_servers_kubernetes_version() {
+    for (minor, carried) in [(28, None), (36, Some(0))] {
+        let served = serve(Setup {
+            sim: kubecache_loadtest::sim::SimConfig {
+                pods: 20,
+                kube_version: protobuf::KubeVersion::new(minor),
+                ..kubecache_loadtest::sim::SimConfig::default()
+            },
+            ..Setup::default()
+        })
+        .await;
+        let (code, _, body) = get(&served.url, PODS, PROTOBUF).await;
+        assert_eq!(code, 200);
+        let pods: core::PodList = message(&body, "PodList");
+        assert_eq!(pods.items.len(), 20);
+        let mut conditions = 0;
+        for pod in pods.items {
+            let status = pod.status.expect("a status");
+            assert_eq!(status.observed_generation, carried, "1.{minor}");
+            for condition in status.conditions {
+                assert_eq!(condition.observed_generation, carried, "1.{minor}");
+                conditions += 1;
+            }
+        }
+        assert!(conditions > 0, "the sim's pods have conditions");
+    }
+}

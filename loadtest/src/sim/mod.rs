@@ -34,6 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use kubecache_wire::protobuf::KubeVersion;
 use parking_lot::Mutex;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -94,6 +95,9 @@ pub struct SimConfig {
     pub bookmark_dispatch: Option<Duration>,
     /// Whether streaming lists are served (the WatchList feature gate).
     pub watch_list: bool,
+    /// The Kubernetes version `/version` names, which kubecache reads and
+    /// writes protobuf as (the sim's own objects are the schema's, 1.36).
+    pub kube_version: KubeVersion,
     /// Who may do what: `None` allows every request, with or without a
     /// token; a policy authenticates and authorizes each one as
     /// kube-apiserver does (see [`auth`]). Changeable while running
@@ -121,6 +125,7 @@ impl Default for SimConfig {
             bookmark_interval: Duration::from_secs(60),
             bookmark_dispatch: None,
             watch_list: true,
+            kube_version: KubeVersion::NEWEST,
             policy: None,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         }
@@ -195,6 +200,7 @@ impl Sim {
                     .bookmark_dispatch
                     .map(|period| (tokio::time::Instant::now(), period)),
                 watch_list: config.watch_list,
+                kube_version: config.kube_version,
             },
             policy: parking_lot::RwLock::new(config.policy.map(Arc::new)),
         });

@@ -12,6 +12,7 @@ use super::error::UpstreamError;
 use super::resource::{ApiResource, ResourceSpec};
 use super::wire::{ListResponse, RequestEncoding, WatchEvent, WatchSplitter, error_body_json};
 use kubecache_wire::Encoding;
+use kubecache_wire::protobuf::KubeVersion;
 
 /// Largest error body read to classify a failure.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -42,6 +43,9 @@ pub struct Upstream {
     spec: ResourceSpec,
     /// Whether requests ask for protobuf first.
     protobuf: bool,
+    /// The API server's Kubernetes version: protobuf is read as its Go
+    /// types wrote it.
+    version: KubeVersion,
 }
 
 impl Upstream {
@@ -51,7 +55,20 @@ impl Upstream {
             client,
             spec,
             protobuf: false,
+            version: KubeVersion::NEWEST,
         }
+    }
+
+    /// The same, of an API server of Kubernetes `version` (see
+    /// [`server_version`]); the schema's own version unless told.
+    pub fn with_version(mut self, version: KubeVersion) -> Self {
+        self.version = version;
+        self
+    }
+
+    /// The API server's Kubernetes version, as told.
+    pub fn version(&self) -> KubeVersion {
+        self.version
     }
 
     /// The same, asking for the encoding `wire` picks for the resource
@@ -79,6 +96,7 @@ impl Upstream {
             client: self.client.clone(),
             spec: ResourceSpec::all(ApiResource::namespaces()),
             protobuf: self.protobuf,
+            version: self.version,
         }
     }
 
@@ -168,7 +186,7 @@ impl Upstream {
             .into_body()
             .collect()
             .await
-            .map(|b| ListResponse::new(b.to_bytes(), encoding))
+            .map(|b| ListResponse::new(b.to_bytes(), encoding, self.version))
             .map_err(|e| UpstreamError::Stream(format!("list body: {e}")))
     }
 
@@ -183,7 +201,7 @@ impl Upstream {
         );
         Ok(WatchEvents {
             body: response.into_body(),
-            splitter: WatchSplitter::new(encoding),
+            splitter: WatchSplitter::new(encoding, self.version),
         })
     }
 }
@@ -215,4 +233,24 @@ impl WatchEvents {
             }
         }
     }
+}
+
+/// The Kubernetes version the API server of `client` names at `/version`:
+/// what its protobuf is read and written as (see [`KubeVersion`]).
+///
+/// # Errors
+///
+/// A request that fails, or a body that names no Kubernetes 1.x version.
+pub async fn server_version(client: &kube::Client) -> Result<KubeVersion, UpstreamError> {
+    let request = Request::get("/version")
+        .body(Vec::new())
+        .map_err(|e| UpstreamError::Connect(e.to_string()))?;
+    let body = client
+        .request_text(request)
+        .await
+        .map_err(|e| UpstreamError::Connect(e.to_string()))?;
+    KubeVersion::from_version_json(body.as_bytes()).ok_or_else(|| UpstreamError::Decode {
+        what: "/version".into(),
+        error: format!("names no Kubernetes 1.x version: {body:.200}"),
+    })
 }

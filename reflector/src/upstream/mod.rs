@@ -72,7 +72,7 @@ use std::time::Instant;
 use tokio::sync::watch;
 
 pub use backoff::Backoff;
-pub use client::{Query, Upstream, WatchEvents};
+pub use client::{Query, Upstream, WatchEvents, server_version};
 pub use config::{ObjectFilter, ReflectorConfig, Strategy};
 pub use error::{Phase, Recovery, UpstreamError};
 pub use resource::{ApiResource, ResourceSpec};

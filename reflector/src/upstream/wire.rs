@@ -29,7 +29,9 @@ use bytes::{Bytes, BytesMut};
 use super::error::UpstreamError;
 use super::resource::ApiResource;
 use kubecache_wire::media::JSON;
-use kubecache_wire::protobuf::{self, MessageType, ProtoError, TypeMeta, WatchFrameDecoder};
+use kubecache_wire::protobuf::{
+    self, KubeVersion, MessageType, ProtoError, TypeMeta, WatchFrameDecoder,
+};
 use kubecache_wire::{Encoding, WatchEventType, WatchLine};
 
 /// Accept for lists: protobuf, or JSON where the server has no protobuf
@@ -128,6 +130,8 @@ fn decode_error(what: impl Into<String>, error: impl fmt::Display) -> UpstreamEr
 pub struct ListResponse {
     body: Bytes,
     encoding: Encoding,
+    /// The server's version: protobuf is read as its Go types wrote it.
+    version: KubeVersion,
 }
 
 /// One page of a list, items not decoded yet.
@@ -154,9 +158,14 @@ enum Items<'a> {
 }
 
 impl ListResponse {
-    /// A body received with `Content-Type` `encoding`.
-    pub fn new(body: Bytes, encoding: Encoding) -> Self {
-        ListResponse { body, encoding }
+    /// A body received with `Content-Type` `encoding` from an API server of
+    /// Kubernetes `version`.
+    pub fn new(body: Bytes, encoding: Encoding, version: KubeVersion) -> Self {
+        ListResponse {
+            body,
+            encoding,
+            version,
+        }
     }
 
     /// The body's size on the wire.
@@ -207,7 +216,8 @@ impl ListResponse {
             .strip_suffix("List")
             .ok_or_else(|| format!("{} is not a list kind", unknown.kind))?;
         let ty = protobuf::message_type(unknown.api_version, item_kind)
-            .ok_or_else(|| format!("no protobuf schema for {}/{item_kind}", unknown.api_version))?;
+            .ok_or_else(|| format!("no protobuf schema for {}/{item_kind}", unknown.api_version))?
+            .as_of(self.version);
         let list = protobuf::decode_list(unknown.raw).map_err(|e| e.to_string())?;
         let rv = list.meta.resource_version;
         Ok(Page {
@@ -333,7 +343,10 @@ impl WatchEvent {
         }
     }
 
-    fn transcode(event: protobuf::WatchEvent) -> Result<WatchEvent, UpstreamError> {
+    fn transcode(
+        event: protobuf::WatchEvent,
+        version: KubeVersion,
+    ) -> Result<WatchEvent, UpstreamError> {
         let what = || format!("{} watch event", event.event_type);
         let event_type = WatchEventType::from_wire(&event.event_type).ok_or_else(|| {
             decode_error(
@@ -357,7 +370,7 @@ impl WatchEvent {
             kind: unknown.kind,
         };
         let mut object = Vec::with_capacity(unknown.raw.len() * 2);
-        protobuf::proto_to_json_into(ty, unknown.raw, Some(type_meta), &mut object)
+        protobuf::proto_to_json_into(ty.as_of(version), unknown.raw, Some(type_meta), &mut object)
             .map_err(|e| decode_error(what(), e))?;
         Ok(WatchEvent(Event::Transcoded { event_type, object }))
     }
@@ -371,18 +384,19 @@ pub(crate) enum WatchSplitter {
         /// How much of `buf` is known to hold no newline.
         scanned: usize,
     },
-    Frames(WatchFrameDecoder),
+    /// Protobuf frames, read as the Go types of the server's version wrote them.
+    Frames(WatchFrameDecoder, KubeVersion),
 }
 
 impl WatchSplitter {
-    pub(crate) fn new(encoding: Encoding) -> Self {
+    pub(crate) fn new(encoding: Encoding, version: KubeVersion) -> Self {
         match encoding {
             Encoding::Json => WatchSplitter::Lines {
                 buf: BytesMut::new(),
                 scanned: 0,
             },
             Encoding::Protobuf => {
-                WatchSplitter::Frames(WatchFrameDecoder::with_max_frame_len(MAX_EVENT))
+                WatchSplitter::Frames(WatchFrameDecoder::with_max_frame_len(MAX_EVENT), version)
             }
         }
     }
@@ -391,7 +405,7 @@ impl WatchSplitter {
     pub(crate) fn push(&mut self, chunk: &[u8]) {
         match self {
             WatchSplitter::Lines { buf, .. } => buf.extend_from_slice(chunk),
-            WatchSplitter::Frames(frames) => frames.push(chunk),
+            WatchSplitter::Frames(frames, _) => frames.push(chunk),
         }
     }
 
@@ -417,8 +431,8 @@ impl WatchSplitter {
                     return Ok(Some(WatchEvent(Event::Line(line.freeze()))));
                 }
             },
-            WatchSplitter::Frames(frames) => match frames.next_event() {
-                Ok(Some(event)) => WatchEvent::transcode(event).map(Some),
+            WatchSplitter::Frames(frames, version) => match frames.next_event() {
+                Ok(Some(event)) => WatchEvent::transcode(event, *version).map(Some),
                 Ok(None) => Ok(None),
                 Err(e) => Err(frame_error(e)),
             },
@@ -433,7 +447,7 @@ impl WatchSplitter {
                 "the watch ended inside an event ({} bytes without a newline)",
                 buf.len()
             ))),
-            WatchSplitter::Frames(frames) => frames.finish().map_err(frame_error),
+            WatchSplitter::Frames(frames, _) => frames.finish().map_err(frame_error),
         }
     }
 }
@@ -501,7 +515,7 @@ mod tests {
 
     /// Every event of `stream`, fed in chunks of `chunk` bytes, and the end.
     fn read_stream(stream: &[u8], chunk: usize) -> Result<Vec<WatchEvent>, UpstreamError> {
-        let mut splitter = WatchSplitter::new(Encoding::Protobuf);
+        let mut splitter = WatchSplitter::new(Encoding::Protobuf, KubeVersion::NEWEST);
         let mut events = Vec::new();
         for part in stream.chunks(chunk.max(1)) {
             splitter.push(part);
@@ -547,7 +561,8 @@ mod tests {
 
     #[test]
     fn a_protobuf_page_gives_its_metadata_and_each_item_as_json() {
-        let response = ListResponse::new(list_body().into(), Encoding::Protobuf);
+        let response =
+            ListResponse::new(list_body().into(), Encoding::Protobuf, KubeVersion::NEWEST);
         let page = response.page().unwrap();
         assert_eq!(page.resource_version, 184_470);
         assert_eq!(
@@ -637,7 +652,7 @@ mod tests {
         }
         assert_eq!(&*error_body_json(b"oops"), b"oops");
         // A Status where a list was expected is undecodable, not a panic.
-        let response = ListResponse::new(body.into(), Encoding::Protobuf);
+        let response = ListResponse::new(body.into(), Encoding::Protobuf, KubeVersion::NEWEST);
         assert!(matches!(response.page(), Err(UpstreamError::Decode { .. })));
     }
 
@@ -657,7 +672,11 @@ mod tests {
                 "{e}"
             );
         };
-        let response = ListResponse::new(Bytes::copy_from_slice(list), Encoding::Protobuf);
+        let response = ListResponse::new(
+            Bytes::copy_from_slice(list),
+            Encoding::Protobuf,
+            KubeVersion::NEWEST,
+        );
         match response.page() {
             Ok(page) => {
                 if let Err(e) = page.for_each_json(|json| {

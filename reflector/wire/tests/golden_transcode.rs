@@ -6,7 +6,9 @@
 //! Protobuf -> JSON gives exactly the API server's JSON bytes (key order,
 //! omitted zero values, `null`s, times, quantities, trailing newline), and
 //! JSON -> protobuf exactly its protobuf bytes (Go's field order and zero
-//! values), for every built-in kind in the corpus. Kinds without protobuf
+//! values), for every built-in kind in the corpus, written as the Go types
+//! of the corpus's server (Kubernetes 1.28, from its `/version`) with no
+//! allowance. Kinds without protobuf
 //! are left out: custom resources (`widgets`, answered 406 in protobuf) and
 //! CustomResourceDefinitions (kubecache reads them in JSON; see
 //! `protobuf/mod.rs`).
@@ -15,8 +17,8 @@ use std::collections::HashMap;
 
 use kubecache_testkit::golden::{self, read};
 use kubecache_wire::protobuf::{
-    TypeMeta, WatchFrameDecoder, decode_unknown, encode_unknown, encode_watch_event, json_to_proto,
-    message_type, proto_to_json_into,
+    KubeVersion, TypeMeta, WatchFrameDecoder, decode_unknown, encode_unknown, encode_watch_event,
+    json_to_proto, message_type, proto_to_json_into,
 };
 use kubecache_wire::{Transform, decode_object};
 use serde_json::Value;
@@ -55,20 +57,27 @@ fn pairs() -> Vec<(String, String)> {
 /// and `apiVersion`, and the newline of Go's `json.Encoder`.
 fn transcode(pb: &[u8]) -> Vec<u8> {
     let unknown = decode_unknown(pb).expect("the envelope decodes");
-    let mut json = unknown.to_json().expect("a schema").expect("transcodes");
+    let ty = message_type(unknown.api_version, unknown.kind).expect("a schema");
+    let type_meta = TypeMeta {
+        api_version: unknown.api_version,
+        kind: unknown.kind,
+    };
+    let mut json = Vec::new();
+    proto_to_json_into(
+        ty.as_of(corpus_version()),
+        unknown.raw,
+        Some(type_meta),
+        &mut json,
+    )
+    .expect("transcodes");
     json.push(b'\n');
     json
 }
 
-/// The corpus's server is Kubernetes v1.28; the schema is v1.36's, where
-/// two fields of a Job's `podFailurePolicy` gained `omitempty` (a rule's
-/// `onPodConditions`, `onExitCodes.containerName`): v1.28 writes them as
-/// `null` when unset, v1.36 leaves them out, as the transcoder does.
-fn as_of_v1_36(json: Vec<u8>) -> Vec<u8> {
-    let text = String::from_utf8(json).unwrap();
-    text.replace("\"containerName\":null,", "")
-        .replace(",\"onPodConditions\":null", "")
-        .into_bytes()
+/// The corpus's server's Kubernetes version (1.28), whose Go types the
+/// transcoder writes as: the schema is 1.36's.
+fn corpus_version() -> KubeVersion {
+    KubeVersion::from_version_json(&read("version.json")).expect("the corpus's /version")
 }
 
 /// The protobuf body for a JSON body (an object with `kind` and `apiVersion`).
@@ -79,81 +88,8 @@ fn encode(json: &[u8]) -> Vec<u8> {
         value["kind"].as_str().unwrap(),
     );
     let ty = message_type(api_version, kind).expect("a schema");
-    let raw = json_to_proto(ty, json).expect("encodes");
-    encode_unknown(api_version, kind, &as_of_v1_28(kind, &raw))
-}
-
-/// The corpus's server is Kubernetes v1.28; the schema is v1.36's. Go
-/// writes every non-pointer field to protobuf, so a field added since is
-/// written by the transcoder (as Go v1.36 would) but not by that server:
-/// `observedGeneration` of a PodStatus (field 17) and of its conditions
-/// (field 7), both Kubernetes 1.34. Those are removed before comparing.
-fn as_of_v1_28(kind: &str, raw: &[u8]) -> Vec<u8> {
-    let pod: &[(&[u32], u32)] = &[(&[3], 17), (&[3, 2], 7)];
-    let (prefix, newer): (&[u32], _) = match kind {
-        "Pod" => (&[][..], pod),
-        "PodList" => (&[2][..], pod),
-        _ => (&[][..], &[][..]),
-    };
-    newer.iter().fold(raw.to_vec(), |raw, (path, tag)| {
-        without_field(&raw, &[prefix, path].concat(), *tag)
-    })
-}
-
-fn read_varint(data: &[u8], at: &mut usize) -> u64 {
-    let mut value = 0;
-    for shift in (0..64).step_by(7) {
-        let byte = data[*at];
-        *at += 1;
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte < 0x80 {
-            break;
-        }
-    }
-    value
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// `message` without field `tag` of the messages at `path` (field numbers
-/// of nested messages, each occurrence followed).
-fn without_field(message: &[u8], path: &[u32], tag: u32) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < message.len() {
-        let start = at;
-        let key = read_varint(message, &mut at);
-        let (field, wire_type) = ((key >> 3) as u32, key & 7);
-        let len = match wire_type {
-            0 => {
-                read_varint(message, &mut at);
-                0
-            }
-            1 => 8,
-            2 => read_varint(message, &mut at) as usize,
-            5 => 4,
-            other => panic!("wire type {other}"),
-        };
-        let body = &message[at..at + len];
-        at += len;
-        match path {
-            [] if field == tag => {}
-            [first, rest @ ..] if *first == field && wire_type == 2 => {
-                let inner = without_field(body, rest, tag);
-                put_varint(&mut out, key);
-                put_varint(&mut out, inner.len() as u64);
-                out.extend_from_slice(&inner);
-            }
-            _ => out.extend_from_slice(&message[start..at]),
-        }
-    }
-    out
+    let raw = json_to_proto(ty.as_of(corpus_version()), json).expect("encodes");
+    encode_unknown(api_version, kind, &raw)
 }
 
 /// Where two byte strings first differ, with some context, for a failure.
@@ -180,7 +116,7 @@ fn every_protobuf_list_and_object_transcodes_to_the_servers_json_bytes() {
     );
     let mut failures = Vec::new();
     for (pb, json) in &pairs {
-        let (got, want) = (transcode(&read(pb)), as_of_v1_36(read(json)));
+        let (got, want) = (transcode(&read(pb)), read(json));
         if got != want {
             failures.push(format!("{pb}: {}", difference(&got, &want)));
         }
@@ -238,7 +174,9 @@ fn every_protobuf_watch_frame_transcodes_to_the_servers_json_line() {
             .iter()
             .map(|(event_type, object)| {
                 let unknown = decode_unknown(object).expect("the envelope decodes");
-                let ty = message_type(unknown.api_version, unknown.kind).expect("a schema");
+                let ty = message_type(unknown.api_version, unknown.kind)
+                    .expect("a schema")
+                    .as_of(corpus_version());
                 let mut line = format!("{{\"type\":{event_type:?},\"object\":").into_bytes();
                 let type_meta = TypeMeta {
                     api_version: unknown.api_version,
@@ -340,7 +278,7 @@ fn strings_go_escapes_round_trip_through_protobuf_to_gos_bytes_in_every_corpus_o
     let mut tested = 0;
     let mut failures = Vec::new();
     for (_, json) in &pairs() {
-        let Some(want) = with_escaped_annotations(&as_of_v1_36(read(json))) else {
+        let Some(want) = with_escaped_annotations(&read(json)) else {
             continue;
         };
         // Over protobuf: the object's message, transcoded back.
@@ -370,4 +308,37 @@ fn strings_go_escapes_round_trip_through_protobuf_to_gos_bytes_in_every_corpus_o
     }
     assert!(tested >= 15, "{tested} objects with annotations");
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// Raw JSON kept as a client sent it (a `runtime.RawExtension` stores the
+/// request's bytes, and protobuf carries them as they are), written as
+/// kube-apiserver writes it to JSON: Go's `compact` with HTML escaping, the
+/// rest of the object as Go writes strings.
+#[test]
+fn raw_json_comes_out_compacted_and_escaped_as_go_writes_a_marshalers_output() {
+    let raw = "{ \"note\" : \"<&> \u{2028}\u{2029} \\b\\u0041 é 日本\",\n  \"n\": [1, 2] }";
+    let sent = format!(
+        r#"{{"kind":"ControllerRevision","apiVersion":"apps/v1","metadata":{{"name":"web-7d4b","namespace":"golden","uid":"0c7c1b9e-5d0b-4b3e-9a3e-1f2d3c4b5a69","resourceVersion":"1234","creationTimestamp":"2026-11-23T22:01:02Z","annotations":{{"a":"<&>"}},"managedFields":[{{"manager":"kubectl","operation":"Update","apiVersion":"apps/v1","time":"2026-11-23T22:01:02Z","fieldsType":"FieldsV1","fieldsV1":{{"f:metadata": {{"f:annotations":{{".":{{}},"f:a<b":{{}}}}}}}}}}]}},"data":{raw},"revision":3}}"#
+    );
+    let want = concat!(
+        r#"{"kind":"ControllerRevision","apiVersion":"apps/v1","metadata":{"name":"web-7d4b","namespace":"golden","uid":"0c7c1b9e-5d0b-4b3e-9a3e-1f2d3c4b5a69","resourceVersion":"1234","creationTimestamp":"2026-11-23T22:01:02Z","annotations":{"a":"\u003c\u0026\u003e"},"#,
+        r#""managedFields":[{"manager":"kubectl","operation":"Update","apiVersion":"apps/v1","time":"2026-11-23T22:01:02Z","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:annotations":{".":{},"f:a\u003cb":{}}}}}]},"#,
+        r#""data":{"note":"\u003c\u0026\u003e \u2028\u2029 \b\u0041 é 日本","n":[1,2]},"revision":3}"#,
+        "\n"
+    );
+    let got = transcode(&encode(sent.as_bytes()));
+    assert!(
+        got == want.as_bytes(),
+        "{}",
+        difference(&got, want.as_bytes())
+    );
+    // Over JSON the reflector keeps the server's bytes, which are these.
+    let stored = decode_object(
+        want.trim_end().as_bytes(),
+        "ControllerRevision",
+        "apps/v1",
+        &Transform::keep_everything(),
+    )
+    .unwrap();
+    assert_eq!(stored.json, want.trim_end().as_bytes());
 }

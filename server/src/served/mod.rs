@@ -187,8 +187,10 @@ impl Cache {
         settings: &ServeSettings,
     ) -> Self {
         let resource = upstream.spec().resource.clone();
+        // Written as the API server's Go types write it.
         let protobuf =
-            kubecache_wire::protobuf::message_type(&resource.api_version(), &resource.kind);
+            kubecache_wire::protobuf::message_type(&resource.api_version(), &resource.kind)
+                .map(|ty| ty.as_of(upstream.version()));
         let builtin = kubecache_wire::builtin_kind(&resource.api_version(), &resource.kind);
         let indexes: Arc<[IndexSpec]> = reader.snapshot().field_indexes().into();
         Cache {

@@ -2,14 +2,16 @@
 //! documents), in the legacy (unaggregated) format that kubectl, client-go
 //! and kube-rs all fall back to, and `/api` and `/apis` aggregated
 //! (`apidiscovery.k8s.io/v2`, which kubectl and client-go ask for first;
-//! v2beta1 is gone from a v1.34 API server).
+//! v2beta1 is gone from a v1.34 API server and later).
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
+use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use super::Context;
 use super::document::Document;
 use crate::sim::resources::{RESOURCES, Resource};
 
@@ -30,15 +32,19 @@ pub fn is_discovery(path: &str) -> bool {
     )
 }
 
-/// The sim's `gitVersion`: a v1.34 API server's.
-pub const GIT_VERSION: &str = "v1.34.0-kubecache-sim";
+/// The Kubernetes version of the sim's schemas (k8s-openapi's types, which
+/// its objects are written with): its OpenAPI documents' `info.version`.
+pub const SCHEMA_GIT_VERSION: &str = "v1.36.0-kubecache-sim";
 
-/// `GET /version`: indented, as kube-apiserver writes it.
-pub async fn version() -> Response {
+/// `GET /version`: the configured Kubernetes version, indented, as
+/// kube-apiserver writes it (the sim's objects are written with the
+/// schema's own types, 1.36, whatever it says).
+pub async fn version(State(ctx): State<Arc<Context>>) -> Response {
+    let version = ctx.serve.kube_version;
     let version = json!({
         "major": "1",
-        "minor": "34",
-        "gitVersion": GIT_VERSION,
+        "minor": version.minor().to_string(),
+        "gitVersion": format!("v{version}.0-kubecache-sim"),
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
         "buildDate": "2026-01-01T00:00:00Z",

@@ -44,6 +44,7 @@ use super::faults::{self, Fault, FaultSpec, Faults, RequestKind};
 use super::resources::{RESOURCES, ResourceId};
 use super::store::Store;
 use kubecache_wire::Encoding;
+use kubecache_wire::protobuf::KubeVersion;
 
 /// What the handlers share.
 #[derive(Debug)]
@@ -92,6 +93,8 @@ pub struct ServeConfig {
     pub bookmark_dispatch: Option<(tokio::time::Instant, Duration)>,
     /// Whether streaming lists (the WatchList feature gate) are enabled.
     pub watch_list: bool,
+    /// The Kubernetes version `/version` names.
+    pub kube_version: KubeVersion,
 }
 
 /// Largest request body accepted (etcd's default request limit is 1.5 MiB

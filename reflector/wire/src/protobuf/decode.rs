@@ -13,7 +13,9 @@
 //!   and nil or zero, else `null` (pointer, slice, map), `""`, `0`, `false`,
 //!   or the zero struct (structs are never omitted: `"lastState":{}`, a zero
 //!   `metav1.Time` is `null`); a list's `items` are `[]`, as the API server
-//!   always makes them.
+//!   always makes them;
+//! - all as the Go struct of the [`KubeVersion`] written as: a field it does
+//!   not have is not written, and `omitempty` is its tag's.
 //!
 //! Proto semantics are kept: the last value of a singular field wins,
 //! repeated occurrences of a singular message merge, repeated fields may be
@@ -27,8 +29,9 @@ use super::desc::{Field, Go, Kind, Label, Message, Special};
 use super::error::{ProtoError, Seg};
 use super::schema::MESSAGES;
 use super::text;
+use super::version::KubeVersion;
 use super::wire::{Fields, WireValue, read_varint};
-use crate::go_json::write_string;
+use crate::go_json::{write_compact, write_string};
 
 /// Nesting deeper than this is refused (Kubernetes objects nest about 10 deep).
 const MAX_DEPTH: usize = 100;
@@ -44,6 +47,7 @@ pub(crate) struct TypeMetaPrefix<'a> {
 /// On error, `out` is left as it was.
 pub(crate) fn decode(
     msg: &'static Message,
+    version: KubeVersion,
     data: &[u8],
     type_meta: Option<TypeMetaPrefix<'_>>,
     out: &mut Vec<u8>,
@@ -53,6 +57,7 @@ pub(crate) fn decode(
         out,
         scratch: Vec::new(),
         depth: 0,
+        version,
     };
     let result = d.message(msg, data, type_meta);
     if result.is_err() {
@@ -66,6 +71,8 @@ struct Decoder<'o, 'a> {
     /// Entries of the messages being written, outermost first.
     scratch: Vec<(u16, WireValue<'a>)>,
     depth: usize,
+    /// Whose Go types are written.
+    version: KubeVersion,
 }
 
 fn push_int(out: &mut Vec<u8>, v: i64) {
@@ -208,14 +215,18 @@ impl<'a> Decoder<'_, 'a> {
             };
             return self.fields(&MESSAGES[usize::from(m)], &[], first);
         }
+        if !field.in_version(self.version) {
+            return Ok(());
+        }
+        let go = field.go_in(self.version);
         if msg.type_meta && field.label == Label::Rep && field.json == "items" {
             // The API server's lists always have a (non-nil) slice of items.
             self.key(field, first);
             self.out.extend_from_slice(b"[]");
             return Ok(());
         }
-        if field.go.nullable() {
-            if !field.go.omitempty() {
+        if go.nullable() {
+            if !go.omitempty() {
                 self.key(field, first);
                 self.out.extend_from_slice(b"null");
             }
@@ -227,7 +238,7 @@ impl<'a> Decoder<'_, 'a> {
                 self.key(field, first);
                 self.value(field.kind, WireValue::Len(&[]))?;
             }
-            _ if field.go.omitempty() => {}
+            _ if go.omitempty() => {}
             kind => {
                 self.key(field, first);
                 self.out.extend_from_slice(match kind {
@@ -308,8 +319,9 @@ impl<'a> Decoder<'_, 'a> {
                     }
                 };
                 // A zero value, or an empty (non-nil) []byte, with omitempty.
-                let empty = field.go == Go::ValueOmitEmpty
-                    || (field.go == Go::NilOmitEmpty && field.kind == Kind::Bytes);
+                let go = field.go_in(self.version);
+                let empty = go == Go::ValueOmitEmpty
+                    || (go == Go::NilOmitEmpty && field.kind == Kind::Bytes);
                 if zero && empty {
                     self.out.truncate(mark);
                     *first = was_first;
@@ -392,6 +404,7 @@ impl<'a> Decoder<'_, 'a> {
                     out: &mut *self.out,
                     scratch: Vec::new(),
                     depth: self.depth,
+                    version: self.version,
                 };
                 f(&mut nested, &data)
             }
@@ -634,7 +647,7 @@ impl<'a> Decoder<'_, 'a> {
                     return Ok(());
                 };
                 match serde_json::from_slice::<&RawValue>(raw) {
-                    Ok(v) => out.extend_from_slice(v.get().as_bytes()),
+                    Ok(v) => write_compact(out, v.get().as_bytes()),
                     Err(e) => {
                         return Err(ProtoError::invalid(format!(
                             "raw bytes are not JSON ({e}); protobuf-encoded raw objects are not supported"

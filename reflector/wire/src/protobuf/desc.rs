@@ -8,6 +8,8 @@
 //! Message-typed fields point at other messages by their index in
 //! [`MESSAGES`](super::schema::MESSAGES).
 
+use super::version::KubeVersion;
+
 /// A protobuf message of the Kubernetes schema.
 #[derive(Debug)]
 pub(crate) struct Message {
@@ -42,6 +44,44 @@ pub(crate) struct Field {
     /// this (repeated) field's objects although protobuf cannot carry it
     /// (a StatefulSet's `volumeClaimTemplates`).
     pub type_meta: Option<(&'static str, &'static str)>,
+    /// How older Kubernetes minors had the field.
+    pub history: History,
+}
+
+/// How Kubernetes minors older than the schema's had a field (a line of
+/// `kubernetes/history.tsv`; see [`KubeVersion`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct History {
+    /// The first minor with the field; 0 when every minor the history
+    /// covers has it.
+    pub since: u8,
+    /// `(minor, go)`: before `minor`, Go held the field as `go`.
+    pub held: Option<(u8, Go)>,
+}
+
+impl History {
+    /// A field every covered minor has, held as now.
+    pub const ALWAYS: History = History {
+        since: 0,
+        held: None,
+    };
+}
+
+impl Field {
+    /// Whether the Go types of `version` have the field.
+    #[inline]
+    pub fn in_version(&self, version: KubeVersion) -> bool {
+        version.minor() >= self.history.since
+    }
+
+    /// How the Go struct of `version` holds the field.
+    #[inline]
+    pub fn go_in(&self, version: KubeVersion) -> Go {
+        match self.history.held {
+            Some((until, go)) if version.minor() < until => go,
+            _ => self.go,
+        }
+    }
 }
 
 /// The protobuf type of a field (or of a map's values).
@@ -129,6 +169,7 @@ pub(crate) const fn f(json: &'static str, tag: u32, kind: Kind, label: Label, go
         label,
         go,
         type_meta: None,
+        history: History::ALWAYS,
     }
 }
 
@@ -148,6 +189,28 @@ pub(crate) const fn ft(
         label,
         go,
         type_meta: Some(type_meta),
+        history: History::ALWAYS,
+    }
+}
+
+/// [`f`] for a field older minors lack (`since`) or held otherwise (`held`).
+pub(crate) const fn fh(
+    json: &'static str,
+    tag: u32,
+    kind: Kind,
+    label: Label,
+    go: Go,
+    since: u8,
+    held: Option<(u8, Go)>,
+) -> Field {
+    Field {
+        json,
+        tag,
+        kind,
+        label,
+        go,
+        type_meta: None,
+        history: History { since, held },
     }
 }
 

@@ -8,7 +8,8 @@
 //! in field-number order, map entries sorted by key, inline (embedded)
 //! structs as one nested message, and Go's zero value for every non-pointer
 //! field the JSON leaves out (`generateName: ""`, `generation: 0`, an empty
-//! `Time`, the zero struct). Nested messages are written with a one-byte
+//! `Time`, the zero struct) that the Go struct of the [`KubeVersion`]
+//! written as has. Nested messages are written with a one-byte
 //! length placeholder that is patched when the message ends (moving its
 //! bytes if the length needs more than one byte), so each byte is copied a
 //! few times per nesting level.
@@ -24,6 +25,7 @@ use super::desc::{Field, Kind, Label, Message, Special};
 use super::error::{ProtoError, Seg};
 use super::schema::MESSAGES;
 use super::text;
+use super::version::KubeVersion;
 use super::wire::{
     FIXED64, Fields, VARINT, WireValue, begin_len, end_len, put_bytes_field, put_key, put_varint,
 };
@@ -32,12 +34,14 @@ use super::wire::{
 /// On error, `out` is left as it was.
 pub(crate) fn encode(
     msg: &'static Message,
+    version: KubeVersion,
     json: &[u8],
     out: &mut Vec<u8>,
 ) -> Result<(), ProtoError> {
     let mark = out.len();
     let mut ctx = Ctx {
         out,
+        version,
         error: None,
         spans: Vec::new(),
         scratch: Vec::new(),
@@ -71,6 +75,8 @@ fn json_error(e: &dyn fmt::Display) -> ProtoError {
 /// Output and the first error (serde errors cannot carry a [`ProtoError`]).
 struct Ctx<'o> {
     out: &'o mut Vec<u8>,
+    /// Whose Go types are written.
+    version: KubeVersion,
     error: Option<ProtoError>,
     /// The fields written so far of the messages being written, outermost first.
     spans: Vec<Span>,
@@ -138,15 +144,22 @@ fn resolve(msg: &'static Message, key: &str) -> Option<&'static Field> {
     })
 }
 
-/// Writes message `msg` as Go does: the fields of `spans` (byte ranges of
-/// `src`) in field-number order, inline structs as nested messages, and the
-/// zero value of each non-pointer field that has no span.
-fn assemble(msg: &'static Message, spans: &[Span], src: &[u8], dst: &mut Vec<u8>) {
+/// Writes message `msg` as Go's struct of `version` does: the fields of
+/// `spans` (byte ranges of `src`) in field-number order, inline structs as
+/// nested messages, and the zero value of each non-pointer field of
+/// `version` that has no span.
+fn assemble(
+    msg: &'static Message,
+    version: KubeVersion,
+    spans: &[Span],
+    src: &[u8],
+    dst: &mut Vec<u8>,
+) {
     for pos in msg.tag_order() {
         let field = &msg.fields[pos];
         if let (Label::Inline, Kind::Msg(m)) = (field.label, field.kind) {
             let start = begin_len(dst, field.tag);
-            assemble(&MESSAGES[usize::from(m)], spans, src, dst);
+            assemble(&MESSAGES[usize::from(m)], version, spans, src, dst);
             end_len(dst, start);
             continue;
         }
@@ -155,14 +168,14 @@ fn assemble(msg: &'static Message, spans: &[Span], src: &[u8], dst: &mut Vec<u8>
             dst.extend_from_slice(&src[span.start..span.end]);
             present = true;
         }
-        if !present && !field.go.nullable() {
-            put_zero(field, dst);
+        if !present && field.in_version(version) && !field.go_in(version).nullable() {
+            put_zero(field, version, dst);
         }
     }
 }
 
 /// Go's zero value of a non-pointer field, as Go's marshalling writes it.
-fn put_zero(field: &'static Field, dst: &mut Vec<u8>) {
+fn put_zero(field: &'static Field, version: KubeVersion, dst: &mut Vec<u8>) {
     match field.kind {
         Kind::Bool | Kind::I32 | Kind::I64 => {
             put_key(dst, field.tag, VARINT);
@@ -175,16 +188,16 @@ fn put_zero(field: &'static Field, dst: &mut Vec<u8>) {
         Kind::Str | Kind::Bytes => put_bytes_field(dst, field.tag, &[]),
         Kind::Msg(m) => {
             let start = begin_len(dst, field.tag);
-            put_zero_message(&MESSAGES[usize::from(m)], dst);
+            put_zero_message(&MESSAGES[usize::from(m)], version, dst);
             end_len(dst, start);
         }
     }
 }
 
 /// The body of Go's zero value of a message.
-fn put_zero_message(msg: &'static Message, dst: &mut Vec<u8>) {
+fn put_zero_message(msg: &'static Message, version: KubeVersion, dst: &mut Vec<u8>) {
     match msg.special {
-        Special::None => assemble(msg, &[], &[], dst),
+        Special::None => assemble(msg, version, &[], &[], dst),
         special => put_zero_special(special, dst),
     }
 }
@@ -256,7 +269,7 @@ impl<'de> Visitor<'de> for MessageSeed<'_, '_> {
         match self.tag {
             Some(tag) if self.in_list => {
                 let start = begin_len(self.ctx.out, tag);
-                assemble(self.msg, &[], &[], self.ctx.out);
+                assemble(self.msg, self.ctx.version, &[], &[], self.ctx.out);
                 end_len(self.ctx.out, start);
                 Ok(())
             }
@@ -298,7 +311,13 @@ impl<'de> Visitor<'de> for MessageSeed<'_, '_> {
         }
         let mut scratch = std::mem::take(&mut ctx.scratch);
         scratch.clear();
-        assemble(msg, &ctx.spans[base..], &ctx.out[body..], &mut scratch);
+        assemble(
+            msg,
+            ctx.version,
+            &ctx.spans[base..],
+            &ctx.out[body..],
+            &mut scratch,
+        );
         ctx.out.truncate(body);
         ctx.out.extend_from_slice(&scratch);
         ctx.scratch = scratch;

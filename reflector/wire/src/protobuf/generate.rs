@@ -25,6 +25,10 @@
 //!   every fixture must resolve to a field of the schema (a check of the
 //!   above).
 //!
+//! - `history.tsv` (derived, not vendored: see the README there): the fields
+//!   Kubernetes minors older than the vendored one lack, and those their Go
+//!   structs held otherwise; compiled into each field's `desc::History`.
+//!
 //! Kinds are the fixtures' kinds, [`UNVERSIONED_KINDS`], and `FooList` beside
 //! every kind `Foo` whose `items` are `Foo`s.
 //!
@@ -272,6 +276,9 @@ struct OutField {
     /// A `desc::Go` variant name.
     go: &'static str,
     type_meta: Option<(&'static str, &'static str)>,
+    /// `desc::History`: the first minor with the field (0: all), and the
+    /// minor before which Go held it as another `desc::Go`.
+    history: (u8, Option<(u8, String)>),
 }
 
 /// A message of the generated table: its fields in Go struct order.
@@ -397,6 +404,7 @@ impl Schema<'_> {
                     inline: false,
                     go: "Value",
                     type_meta: None,
+                    history: (0, None),
                 })
                 .collect();
             return Ok(OutMessage {
@@ -467,6 +475,7 @@ impl Schema<'_> {
                 inline,
                 go,
                 type_meta,
+                history: (0, None),
             });
         }
         let mut matched: Vec<usize> = out.fields.iter().map(|f| f.proto).collect();
@@ -610,9 +619,10 @@ pub(super) fn generate() -> Result<Generated, String> {
         }
     }
     let packages = go_packages(&data, &protos)?;
-    let out = (0..messages.len())
+    let mut out = (0..messages.len())
         .map(|i| schema.out_message(i, &packages))
         .collect::<Result<Vec<_>, _>>()?;
+    apply_history(&read(&data.join("history.tsv"))?, &schema, &mut out)?;
     for (i, msg) in out.iter().enumerate() {
         for field in &msg.fields {
             let proto = &messages[i].fields[field.proto];
@@ -688,7 +698,7 @@ pub(super) fn generate() -> Result<Generated, String> {
          use super::desc::Kind::*;\n\
          use super::desc::Label::*;\n\
          use super::desc::Special as S;\n\
-         use super::desc::{Message, f, ft, m};\n\n",
+         use super::desc::{Message, f, fh, ft, m};\n\n",
     );
     writeln!(
         s,
@@ -733,12 +743,25 @@ pub(super) fn generate() -> Result<Generated, String> {
                 ProtoLabel::Optional => "One",
             };
             let (json, tag, go) = (&field.json, proto.tag, field.go);
-            match field.type_meta {
-                None => writeln!(s, "        f({json:?}, {tag}, {kind}, {label}, {go}),"),
-                Some((v, k)) => writeln!(
+            match (field.type_meta, &field.history) {
+                (None, (0, None)) => {
+                    writeln!(s, "        f({json:?}, {tag}, {kind}, {label}, {go}),")
+                }
+                (None, (since, held)) => {
+                    let held = match held {
+                        None => "None".to_string(),
+                        Some((minor, go)) => format!("Some(({minor}, {go}))"),
+                    };
+                    writeln!(
+                        s,
+                        "        fh({json:?}, {tag}, {kind}, {label}, {go}, {since}, {held}),"
+                    )
+                }
+                (Some((v, k)), (0, None)) => writeln!(
                     s,
                     "        ft({json:?}, {tag}, {kind}, {label}, {go}, ({v:?}, {k:?})),"
                 ),
+                (Some(_), _) => return Err(format!("{full}.{json}: type meta and history")),
             }
             .ok();
         }
@@ -757,6 +780,34 @@ pub(super) fn generate() -> Result<Generated, String> {
     }
     s.push_str("];\n");
     Ok(Generated { source: s, report })
+}
+
+/// Sets each field's history from `kubernetes/history.tsv` (`message field
+/// added|go minor [before]`, derived as its README says): every line must
+/// name a field of the schema.
+fn apply_history(tsv: &str, schema: &Schema<'_>, out: &mut [OutMessage]) -> Result<(), String> {
+    for line in tsv.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        let cols: Vec<&str> = line.split('\t').collect();
+        let [message, json, change, minor, before] = cols[..] else {
+            return Err(format!("history.tsv: not 5 columns: {line:?}"));
+        };
+        let minor: u8 = minor
+            .parse()
+            .map_err(|e| format!("history.tsv: {line:?}: {e}"))?;
+        let field = message
+            .strip_prefix("k8s.io.")
+            .and_then(|m| schema.index.get(m))
+            .and_then(|&m| out[m].fields.iter_mut().find(|f| f.json == json))
+            .ok_or_else(|| format!("history.tsv: no field {message}.{json}"))?;
+        match (change, before) {
+            ("added", "") => field.history.0 = minor,
+            ("go", "Value" | "ValueOmitEmpty" | "Nil" | "NilOmitEmpty") => {
+                field.history.1 = Some((minor, before.to_string()));
+            }
+            _ => return Err(format!("history.tsv: unknown change {line:?}")),
+        }
+    }
+    Ok(())
 }
 
 #[test]

@@ -27,6 +27,12 @@
 //! (`APIService`), whose `.proto` no reachable package publishes; custom
 //! resources have no protobuf at all.
 //!
+//! An API server of an older Kubernetes minor writes the bytes of its own Go
+//! types: a [`MessageType`] made [`as_of`](MessageType::as_of) its
+//! [`KubeVersion`] writes (in both directions) only the fields that version
+//! has, with its `omitempty`s, from the field history compiled into the
+//! schema (`kubernetes/history.tsv`, back to 1.28).
+//!
 //! # JSON <-> protobuf rules
 //!
 //! Both directions give the bytes the API server gives: protobuf -> JSON is
@@ -52,7 +58,9 @@
 //!   duration string (`1h2m3s`).
 //! - `runtime.RawExtension` and `meta.v1.FieldsV1` carry their JSON value as
 //!   raw bytes (decoding fails if the raw bytes are not JSON, e.g. a nested
-//!   protobuf object).
+//!   protobuf object), written to JSON as Go writes a `json.Marshaler`'s
+//!   output: compacted, `<>&` and U+2028/9 escaped
+//!   ([`go_json::write_compact`](crate::go_json::write_compact)).
 //! - Go structs embedded with `json:",inline"` (Volume's `VolumeSource`,
 //!   Probe's `ProbeHandler`, ...) are nested messages in protobuf and flat keys
 //!   in JSON.
@@ -92,6 +100,7 @@ mod schema;
 #[cfg(test)]
 mod tests;
 mod text;
+mod version;
 mod wire;
 
 use std::fmt;
@@ -103,15 +112,39 @@ pub use envelope::{
     encode_watch_event_into,
 };
 pub use error::ProtoError;
+pub use version::KubeVersion;
 
 use desc::Message;
 use schema::{KINDS, MESSAGES};
 
-/// A message type of the Kubernetes schema: a cheap handle into the table.
+/// A message type of the Kubernetes schema, as the Go types of one
+/// Kubernetes version have it (the schema's own unless [`as_of`](Self::as_of)
+/// says otherwise): a cheap handle into the table.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct MessageType(u16);
+pub struct MessageType {
+    index: u16,
+    version: KubeVersion,
+}
 
 impl MessageType {
+    fn new(index: u16) -> MessageType {
+        MessageType {
+            index,
+            version: KubeVersion::NEWEST,
+        }
+    }
+
+    /// The same message as the Go types of `version` have it: what an API
+    /// server of that version writes and reads (see [`KubeVersion`]).
+    pub fn as_of(self, version: KubeVersion) -> MessageType {
+        MessageType { version, ..self }
+    }
+
+    /// The Kubernetes version it is written as.
+    pub fn version(self) -> KubeVersion {
+        self.version
+    }
+
     /// The full protobuf name, e.g. `k8s.io.api.core.v1.Pod`.
     pub fn full_name(self) -> &'static str {
         self.message().name
@@ -123,17 +156,22 @@ impl MessageType {
             .iter()
             .position(|m| m.name == name)
             .and_then(|i| u16::try_from(i).ok())
-            .map(MessageType)
+            .map(MessageType::new)
     }
 
     fn message(self) -> &'static Message {
-        &MESSAGES[usize::from(self.0)]
+        &MESSAGES[usize::from(self.index)]
     }
 }
 
 impl fmt::Debug for MessageType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "MessageType({})", self.full_name())
+        write!(
+            f,
+            "MessageType({} as of {})",
+            self.full_name(),
+            self.version
+        )
     }
 }
 
@@ -144,7 +182,7 @@ pub fn message_type(api_version: &str, kind: &str) -> Option<MessageType> {
     KINDS
         .binary_search_by(|(v, k, _)| (*v, *k).cmp(&(api_version, kind)))
         .ok()
-        .map(|i| MessageType(KINDS[i].2))
+        .map(|i| MessageType::new(KINDS[i].2))
 }
 
 /// `kind` and `apiVersion` to write at the start of a JSON object.
@@ -160,7 +198,7 @@ pub struct TypeMeta<'a> {
 /// envelope). Top-level `kind` and `apiVersion` are skipped.
 pub fn json_to_proto(ty: MessageType, json: &[u8]) -> Result<Vec<u8>, ProtoError> {
     let mut out = Vec::with_capacity(json.len() / 2);
-    encode::encode(ty.message(), json, &mut out)?;
+    encode::encode(ty.message(), ty.version, json, &mut out)?;
     Ok(out)
 }
 
@@ -170,14 +208,14 @@ pub fn json_to_proto_into(
     json: &[u8],
     out: &mut Vec<u8>,
 ) -> Result<(), ProtoError> {
-    encode::encode(ty.message(), json, out)
+    encode::encode(ty.message(), ty.version, json, out)
 }
 
 /// Decodes protobuf message bytes of type `ty` to a JSON object (without
 /// `kind`/`apiVersion`; see [`proto_to_json_into`]).
 pub fn proto_to_json(ty: MessageType, proto: &[u8]) -> Result<Vec<u8>, ProtoError> {
     let mut out = Vec::with_capacity(proto.len() * 2);
-    decode::decode(ty.message(), proto, None, &mut out)?;
+    decode::decode(ty.message(), ty.version, proto, None, &mut out)?;
     Ok(out)
 }
 
@@ -194,7 +232,7 @@ pub fn proto_to_json_into(
         api_version: t.api_version,
         kind: t.kind,
     });
-    decode::decode(ty.message(), proto, prefix, out)
+    decode::decode(ty.message(), ty.version, proto, prefix, out)
 }
 
 /// A message whose only field is `tag`, holding the message `inner`: e.g.

@@ -6,7 +6,7 @@ use super::desc::Go::*;
 use super::desc::Kind::*;
 use super::desc::Label::*;
 use super::desc::Special as S;
-use super::desc::{Message, f, ft, m};
+use super::desc::{Message, f, fh, ft, m};
 
 /// Every message, sorted by package and name; `Msg(i)` is `MESSAGES[i]`.
 pub(crate) static MESSAGES: [Message; 1178] = [
@@ -729,7 +729,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("readyReplicas", 7, I32, One, ValueOmitEmpty),
         f("availableReplicas", 4, I32, One, ValueOmitEmpty),
         f("unavailableReplicas", 5, I32, One, ValueOmitEmpty),
-        f("terminatingReplicas", 9, I32, One, NilOmitEmpty),
+        fh("terminatingReplicas", 9, I32, One, NilOmitEmpty, 33, None),
         f("conditions", 6, Msg(127), Rep, NilOmitEmpty),
         f("collisionCount", 8, I32, One, NilOmitEmpty),
     ], &[0, 1, 2, 4, 5, 7, 3, 8, 6]),
@@ -764,7 +764,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("fullyLabeledReplicas", 2, I32, One, ValueOmitEmpty),
         f("readyReplicas", 4, I32, One, ValueOmitEmpty),
         f("availableReplicas", 5, I32, One, ValueOmitEmpty),
-        f("terminatingReplicas", 7, I32, One, NilOmitEmpty),
+        fh("terminatingReplicas", 7, I32, One, NilOmitEmpty, 33, None),
         f("observedGeneration", 3, I64, One, ValueOmitEmpty),
         f("conditions", 6, Msg(133), Rep, NilOmitEmpty),
     ], &[0, 1, 5, 2, 3, 6, 4]),
@@ -1284,8 +1284,8 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("resource", 5, Str, One, ValueOmitEmpty),
         f("subresource", 6, Str, One, ValueOmitEmpty),
         f("name", 7, Str, One, ValueOmitEmpty),
-        f("fieldSelector", 8, Msg(225), One, NilOmitEmpty),
-        f("labelSelector", 9, Msg(226), One, NilOmitEmpty),
+        fh("fieldSelector", 8, Msg(225), One, NilOmitEmpty, 31, None),
+        fh("labelSelector", 9, Msg(226), One, NilOmitEmpty, 31, None),
     ], &[]),
     m("k8s.io.api.authorization.v1.ResourceRule", S::None, false, &[ // 231
         f("verbs", 1, Str, Rep, Nil),
@@ -1562,7 +1562,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("stabilizationWindowSeconds", 3, I32, One, NilOmitEmpty),
         f("selectPolicy", 1, Str, One, NilOmitEmpty),
         f("policies", 2, Msg(280), Rep, NilOmitEmpty),
-        f("tolerance", 4, Msg(1106), One, NilOmitEmpty),
+        fh("tolerance", 4, Msg(1106), One, NilOmitEmpty, 33, None),
     ], &[1, 2, 0, 3]),
     m("k8s.io.api.autoscaling.v2.HorizontalPodAutoscaler", S::None, true, &[ // 282
         f("metadata", 1, Msg(1134), One, ValueOmitEmpty),
@@ -1702,7 +1702,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("completions", 2, I32, One, NilOmitEmpty),
         f("activeDeadlineSeconds", 3, I64, One, NilOmitEmpty),
         f("podFailurePolicy", 11, Msg(309), One, NilOmitEmpty),
-        f("successPolicy", 16, Msg(313), One, NilOmitEmpty),
+        fh("successPolicy", 16, Msg(313), One, NilOmitEmpty, 30, None),
         f("backoffLimit", 7, I32, One, NilOmitEmpty),
         f("backoffLimitPerIndex", 12, I32, One, NilOmitEmpty),
         f("maxFailedIndexes", 13, I32, One, NilOmitEmpty),
@@ -1713,7 +1713,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("completionMode", 9, Str, One, NilOmitEmpty),
         f("suspend", 10, Bool, One, NilOmitEmpty),
         f("podReplacementPolicy", 14, Str, One, NilOmitEmpty),
-        f("managedBy", 15, Str, One, NilOmitEmpty),
+        fh("managedBy", 15, Str, One, NilOmitEmpty, 30, None),
     ], &[0, 1, 2, 8, 9, 10, 5, 11, 12, 13, 3, 6, 7, 14, 15, 4]),
     m("k8s.io.api.batch.v1.JobStatus", S::None, false, &[ // 307
         f("conditions", 1, Msg(304), Rep, NilOmitEmpty),
@@ -1736,7 +1736,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("rules", 1, Msg(312), Rep, Nil),
     ], &[]),
     m("k8s.io.api.batch.v1.PodFailurePolicyOnExitCodesRequirement", S::None, false, &[ // 310
-        f("containerName", 1, Str, One, NilOmitEmpty),
+        fh("containerName", 1, Str, One, NilOmitEmpty, 0, Some((29, Nil))),
         f("operator", 2, Str, One, Value),
         f("values", 3, I32, Rep, Nil),
     ], &[]),
@@ -1747,7 +1747,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
     m("k8s.io.api.batch.v1.PodFailurePolicyRule", S::None, false, &[ // 312
         f("action", 1, Str, One, Value),
         f("onExitCodes", 2, Msg(310), One, NilOmitEmpty),
-        f("onPodConditions", 3, Msg(311), Rep, NilOmitEmpty),
+        fh("onPodConditions", 3, Msg(311), Rep, NilOmitEmpty, 0, Some((29, Nil))),
     ], &[]),
     m("k8s.io.api.batch.v1.SuccessPolicy", S::None, false, &[ // 313
         f("rules", 1, Msg(314), Rep, Nil),
@@ -1900,7 +1900,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("maxExpirationSeconds", 8, I32, One, NilOmitEmpty),
         f("pkixPublicKey", 9, Bytes, One, Nil),
         f("proofOfPossession", 10, Bytes, One, Nil),
-        f("stubPKCS10Request", 12, Bytes, One, Nil),
+        fh("stubPKCS10Request", 12, Bytes, One, Nil, 36, None),
         f("unverifiedUserAnnotations", 11, Str, Map, NilOmitEmpty),
     ], &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 10]),
     m("k8s.io.api.certificates.v1beta1.PodCertificateRequestStatus", S::None, false, &[ // 342
@@ -1924,8 +1924,8 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("acquireTime", 3, Msg(1133), One, NilOmitEmpty),
         f("renewTime", 4, Msg(1133), One, NilOmitEmpty),
         f("leaseTransitions", 5, I32, One, NilOmitEmpty),
-        f("strategy", 6, Str, One, NilOmitEmpty),
-        f("preferredHolder", 7, Str, One, NilOmitEmpty),
+        fh("strategy", 6, Str, One, NilOmitEmpty, 31, None),
+        fh("preferredHolder", 7, Str, One, NilOmitEmpty, 31, None),
     ], &[]),
     m("k8s.io.api.coordination.v1alpha2.LeaseCandidate", S::None, true, &[ // 346
         f("metadata", 1, Msg(1134), One, ValueOmitEmpty),
@@ -2145,7 +2145,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("resources", 8, Msg(545), One, ValueOmitEmpty),
         f("resizePolicy", 23, Msg(387), Rep, NilOmitEmpty),
         f("restartPolicy", 24, Str, One, NilOmitEmpty),
-        f("restartPolicyRules", 25, Msg(388), Rep, NilOmitEmpty),
+        fh("restartPolicyRules", 25, Msg(388), Rep, NilOmitEmpty, 34, None),
         f("volumeMounts", 9, Msg(586), Rep, NilOmitEmpty),
         f("volumeDevices", 21, Msg(585), Rep, NilOmitEmpty),
         f("livenessProbe", 10, Msg(526), One, NilOmitEmpty),
@@ -2221,10 +2221,10 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("started", 9, Bool, One, NilOmitEmpty),
         f("allocatedResources", 10, Msg(1106), Map, NilOmitEmpty),
         f("resources", 11, Msg(545), One, NilOmitEmpty),
-        f("volumeMounts", 12, Msg(587), Rep, NilOmitEmpty),
-        f("user", 13, Msg(395), One, NilOmitEmpty),
-        f("allocatedResourcesStatus", 14, Msg(546), Rep, NilOmitEmpty),
-        f("stopSignal", 15, Str, One, NilOmitEmpty),
+        fh("volumeMounts", 12, Msg(587), Rep, NilOmitEmpty, 30, None),
+        fh("user", 13, Msg(395), One, NilOmitEmpty, 31, None),
+        fh("allocatedResourcesStatus", 14, Msg(546), Rep, NilOmitEmpty, 31, None),
+        fh("stopSignal", 15, Str, One, NilOmitEmpty, 33, None),
     ], &[]),
     m("k8s.io.api.core.v1.ContainerUser", S::None, false, &[ // 395
         f("linux", 1, Msg(443), One, NilOmitEmpty),
@@ -2289,7 +2289,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("resourceFieldRef", 2, Msg(539), One, NilOmitEmpty),
         f("configMapKeyRef", 3, Msg(378), One, NilOmitEmpty),
         f("secretKeyRef", 4, Msg(555), One, NilOmitEmpty),
-        f("fileKeyRef", 5, Msg(418), One, NilOmitEmpty),
+        fh("fileKeyRef", 5, Msg(418), One, NilOmitEmpty, 34, None),
     ], &[]),
     m("k8s.io.api.core.v1.EphemeralContainer", S::None, false, &[ // 409
         f("ephemeralContainerCommon", 1, Msg(410), Inline, Value),
@@ -2307,7 +2307,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("resources", 8, Msg(545), One, ValueOmitEmpty),
         f("resizePolicy", 23, Msg(387), Rep, NilOmitEmpty),
         f("restartPolicy", 24, Str, One, NilOmitEmpty),
-        f("restartPolicyRules", 25, Msg(388), Rep, NilOmitEmpty),
+        fh("restartPolicyRules", 25, Msg(388), Rep, NilOmitEmpty, 34, None),
         f("volumeMounts", 9, Msg(586), Rep, NilOmitEmpty),
         f("volumeDevices", 21, Msg(585), Rep, NilOmitEmpty),
         f("livenessProbe", 10, Msg(526), One, NilOmitEmpty),
@@ -2477,13 +2477,13 @@ pub(crate) static MESSAGES: [Message; 1178] = [
     m("k8s.io.api.core.v1.Lifecycle", S::None, false, &[ // 437
         f("postStart", 1, Msg(438), One, NilOmitEmpty),
         f("preStop", 2, Msg(438), One, NilOmitEmpty),
-        f("stopSignal", 3, Str, One, NilOmitEmpty),
+        fh("stopSignal", 3, Str, One, NilOmitEmpty, 33, None),
     ], &[]),
     m("k8s.io.api.core.v1.LifecycleHandler", S::None, false, &[ // 438
         f("exec", 1, Msg(416), One, NilOmitEmpty),
         f("httpGet", 2, Msg(427), One, NilOmitEmpty),
         f("tcpSocket", 3, Msg(576), One, NilOmitEmpty),
-        f("sleep", 4, Msg(572), One, NilOmitEmpty),
+        fh("sleep", 4, Msg(572), One, NilOmitEmpty, 29, None),
     ], &[]),
     m("k8s.io.api.core.v1.LimitRange", S::None, true, &[ // 439
         f("metadata", 1, Msg(1134), One, ValueOmitEmpty),
@@ -2516,7 +2516,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
     m("k8s.io.api.core.v1.LoadBalancerIngress", S::None, false, &[ // 445
         f("ip", 1, Str, One, ValueOmitEmpty),
         f("hostname", 2, Str, One, ValueOmitEmpty),
-        f("ipMode", 3, Str, One, NilOmitEmpty),
+        fh("ipMode", 3, Str, One, NilOmitEmpty, 29, None),
         f("ports", 4, Msg(521), Rep, NilOmitEmpty),
     ], &[]),
     m("k8s.io.api.core.v1.LoadBalancerStatus", S::None, false, &[ // 446
@@ -2615,7 +2615,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
     ], &[]),
     m("k8s.io.api.core.v1.NodeRuntimeHandlerFeatures", S::None, false, &[ // 468
         f("recursiveReadOnlyMounts", 1, Bool, One, NilOmitEmpty),
-        f("userNamespaces", 2, Bool, One, NilOmitEmpty),
+        fh("userNamespaces", 2, Bool, One, NilOmitEmpty, 31, None),
     ], &[]),
     m("k8s.io.api.core.v1.NodeSelector", S::None, false, &[ // 469
         f("nodeSelectorTerms", 1, Msg(471), Rep, Nil),
@@ -2650,9 +2650,9 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("volumesInUse", 9, Str, Rep, NilOmitEmpty),
         f("volumesAttached", 10, Msg(358), Rep, NilOmitEmpty),
         f("config", 11, Msg(462), One, NilOmitEmpty),
-        f("runtimeHandlers", 12, Msg(467), Rep, NilOmitEmpty),
-        f("features", 13, Msg(464), One, NilOmitEmpty),
-        f("declaredFeatures", 14, Str, Rep, NilOmitEmpty),
+        fh("runtimeHandlers", 12, Msg(467), Rep, NilOmitEmpty, 30, None),
+        fh("features", 13, Msg(464), One, NilOmitEmpty, 31, None),
+        fh("declaredFeatures", 14, Str, Rep, NilOmitEmpty, 35, None),
     ], &[]),
     m("k8s.io.api.core.v1.NodeSwapStatus", S::None, false, &[ // 474
         f("capacity", 1, I64, One, NilOmitEmpty),
@@ -2668,7 +2668,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("kubeProxyVersion", 8, Str, One, Value),
         f("operatingSystem", 9, Str, One, Value),
         f("architecture", 10, Str, One, Value),
-        f("swap", 11, Msg(474), One, NilOmitEmpty),
+        fh("swap", 11, Msg(474), One, NilOmitEmpty, 33, None),
     ], &[]),
     m("k8s.io.api.core.v1.ObjectFieldSelector", S::None, false, &[ // 476
         f("apiVersion", 1, Str, One, ValueOmitEmpty),
@@ -2714,7 +2714,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("volumeMode", 6, Str, One, NilOmitEmpty),
         f("dataSource", 7, Msg(582), One, NilOmitEmpty),
         f("dataSourceRef", 8, Msg(583), One, NilOmitEmpty),
-        f("volumeAttributesClassName", 9, Str, One, NilOmitEmpty),
+        fh("volumeAttributesClassName", 9, Str, One, NilOmitEmpty, 29, None),
     ], &[0, 2, 3, 1, 4, 5, 6, 7, 8]),
     m("k8s.io.api.core.v1.PersistentVolumeClaimStatus", S::None, false, &[ // 483
         f("phase", 1, Str, One, ValueOmitEmpty),
@@ -2723,8 +2723,8 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("conditions", 4, Msg(480), Rep, NilOmitEmpty),
         f("allocatedResources", 5, Msg(1106), Map, NilOmitEmpty),
         f("allocatedResourceStatuses", 7, Str, Map, NilOmitEmpty),
-        f("currentVolumeAttributesClassName", 8, Str, One, NilOmitEmpty),
-        f("modifyVolumeStatus", 9, Msg(449), One, NilOmitEmpty),
+        fh("currentVolumeAttributesClassName", 8, Str, One, NilOmitEmpty, 29, None),
+        fh("modifyVolumeStatus", 9, Msg(449), One, NilOmitEmpty, 29, None),
     ], &[]),
     m("k8s.io.api.core.v1.PersistentVolumeClaimTemplate", S::None, false, &[ // 484
         f("metadata", 1, Msg(1134), One, ValueOmitEmpty),
@@ -2772,7 +2772,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("mountOptions", 7, Str, Rep, NilOmitEmpty),
         f("volumeMode", 8, Str, One, NilOmitEmpty),
         f("nodeAffinity", 9, Msg(588), One, NilOmitEmpty),
-        f("volumeAttributesClassName", 10, Str, One, NilOmitEmpty),
+        fh("volumeAttributesClassName", 10, Str, One, NilOmitEmpty, 29, None),
     ], &[]),
     m("k8s.io.api.core.v1.PersistentVolumeStatus", S::None, false, &[ // 489
         f("phase", 1, Str, One, ValueOmitEmpty),
@@ -2798,8 +2798,8 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("namespaces", 2, Str, Rep, NilOmitEmpty),
         f("topologyKey", 3, Str, One, Value),
         f("namespaceSelector", 4, Msg(1127), One, NilOmitEmpty),
-        f("matchLabelKeys", 5, Str, Rep, NilOmitEmpty),
-        f("mismatchLabelKeys", 6, Str, Rep, NilOmitEmpty),
+        fh("matchLabelKeys", 5, Str, Rep, NilOmitEmpty, 29, None),
+        fh("mismatchLabelKeys", 6, Str, Rep, NilOmitEmpty, 29, None),
     ], &[]),
     m("k8s.io.api.core.v1.PodAntiAffinity", S::None, false, &[ // 494
         f("requiredDuringSchedulingIgnoredDuringExecution", 1, Msg(493), Rep, NilOmitEmpty),
@@ -2819,11 +2819,11 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("credentialBundlePath", 4, Str, One, ValueOmitEmpty),
         f("keyPath", 5, Str, One, ValueOmitEmpty),
         f("certificateChainPath", 6, Str, One, ValueOmitEmpty),
-        f("userAnnotations", 7, Str, Map, NilOmitEmpty),
+        fh("userAnnotations", 7, Str, Map, NilOmitEmpty, 35, None),
     ], &[]),
     m("k8s.io.api.core.v1.PodCondition", S::None, false, &[ // 497
         f("type", 1, Str, One, Value),
-        f("observedGeneration", 7, I64, One, ValueOmitEmpty),
+        fh("observedGeneration", 7, I64, One, ValueOmitEmpty, 33, None),
         f("status", 2, Str, One, Value),
         f("lastProbeTime", 3, Msg(1148), One, ValueOmitEmpty),
         f("lastTransitionTime", 4, Msg(1148), One, ValueOmitEmpty),
@@ -2884,8 +2884,8 @@ pub(crate) static MESSAGES: [Message; 1178] = [
     ], &[]),
     m("k8s.io.api.core.v1.PodResourceClaim", S::None, false, &[ // 509
         f("name", 1, Str, One, Value),
-        f("resourceClaimName", 3, Str, One, NilOmitEmpty),
-        f("resourceClaimTemplateName", 4, Str, One, NilOmitEmpty),
+        fh("resourceClaimName", 3, Str, One, NilOmitEmpty, 31, None),
+        fh("resourceClaimTemplateName", 4, Str, One, NilOmitEmpty, 31, None),
     ], &[]),
     m("k8s.io.api.core.v1.PodResourceClaimStatus", S::None, false, &[ // 510
         f("name", 1, Str, One, Value),
@@ -2904,13 +2904,13 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("runAsGroup", 6, I64, One, NilOmitEmpty),
         f("runAsNonRoot", 3, Bool, One, NilOmitEmpty),
         f("supplementalGroups", 4, I64, Rep, NilOmitEmpty),
-        f("supplementalGroupsPolicy", 12, Str, One, NilOmitEmpty),
+        fh("supplementalGroupsPolicy", 12, Str, One, NilOmitEmpty, 31, None),
         f("fsGroup", 5, I64, One, NilOmitEmpty),
         f("sysctls", 7, Msg(575), Rep, NilOmitEmpty),
         f("fsGroupChangePolicy", 9, Str, One, NilOmitEmpty),
         f("seccompProfile", 10, Msg(552), One, NilOmitEmpty),
-        f("appArmorProfile", 11, Msg(357), One, NilOmitEmpty),
-        f("seLinuxChangePolicy", 13, Str, One, NilOmitEmpty),
+        fh("appArmorProfile", 11, Msg(357), One, NilOmitEmpty, 30, None),
+        fh("seLinuxChangePolicy", 13, Str, One, NilOmitEmpty, 32, None),
     ], &[0, 2, 4, 5, 7, 3, 8, 1, 9, 10, 11, 6, 12]),
     m("k8s.io.api.core.v1.PodSignature", S::None, false, &[ // 514
         f("podController", 1, Msg(1135), One, NilOmitEmpty),
@@ -2955,12 +2955,12 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("hostUsers", 37, Bool, One, NilOmitEmpty),
         f("schedulingGates", 38, Msg(511), Rep, NilOmitEmpty),
         f("resourceClaims", 39, Msg(509), Rep, NilOmitEmpty),
-        f("resources", 40, Msg(545), One, NilOmitEmpty),
-        f("hostnameOverride", 41, Str, One, NilOmitEmpty),
-        f("schedulingGroup", 43, Msg(512), One, NilOmitEmpty),
+        fh("resources", 40, Msg(545), One, NilOmitEmpty, 32, None),
+        fh("hostnameOverride", 41, Str, One, NilOmitEmpty, 34, None),
+        fh("schedulingGroup", 43, Msg(512), One, NilOmitEmpty, 36, None),
     ], &[0, 2, 4, 5, 6, 7, 8, 9, 10, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 1, 11, 23, 24, 25, 26, 27, 16, 28, 29, 30, 31, 32, 33, 3, 34, 35, 36, 37, 38, 39, 40, 41]),
     m("k8s.io.api.core.v1.PodStatus", S::None, false, &[ // 516
-        f("observedGeneration", 17, I64, One, ValueOmitEmpty),
+        fh("observedGeneration", 17, I64, One, ValueOmitEmpty, 33, None),
         f("phase", 1, Str, One, ValueOmitEmpty),
         f("conditions", 2, Msg(497), Rep, NilOmitEmpty),
         f("message", 3, Str, One, ValueOmitEmpty),
@@ -2977,10 +2977,10 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("ephemeralContainerStatuses", 13, Msg(394), Rep, NilOmitEmpty),
         f("resize", 14, Str, One, ValueOmitEmpty),
         f("resourceClaimStatuses", 15, Msg(510), Rep, NilOmitEmpty),
-        f("extendedResourceClaimStatus", 18, Msg(501), One, NilOmitEmpty),
-        f("allocatedResources", 19, Msg(1106), Map, NilOmitEmpty),
-        f("resources", 20, Msg(545), One, NilOmitEmpty),
-        f("nodeAllocatableResourceClaimStatuses", 21, Msg(459), Rep, NilOmitEmpty),
+        fh("extendedResourceClaimStatus", 18, Msg(501), One, NilOmitEmpty, 34, None),
+        fh("allocatedResources", 19, Msg(1106), Map, NilOmitEmpty, 35, None),
+        fh("resources", 20, Msg(545), One, NilOmitEmpty, 35, None),
+        fh("nodeAllocatableResourceClaimStatuses", 21, Msg(459), Rep, NilOmitEmpty, 36, None),
     ], &[1, 2, 3, 4, 6, 8, 10, 12, 13, 11, 5, 9, 14, 15, 16, 7, 0, 17, 18, 19, 20]),
     m("k8s.io.api.core.v1.PodStatusResult", S::None, true, &[ // 517
         f("metadata", 1, Msg(1134), One, ValueOmitEmpty),
@@ -3105,7 +3105,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
     ], &[0, 1, 4, 2, 3, 5]),
     m("k8s.io.api.core.v1.ResourceClaim", S::None, false, &[ // 538
         f("name", 1, Str, One, Value),
-        f("request", 2, Str, One, ValueOmitEmpty),
+        fh("request", 2, Str, One, ValueOmitEmpty, 31, None),
     ], &[]),
     m("k8s.io.api.core.v1.ResourceFieldSelector", S::None, false, &[ // 539
         f("containerName", 1, Str, One, ValueOmitEmpty),
@@ -3115,7 +3115,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
     m("k8s.io.api.core.v1.ResourceHealth", S::None, false, &[ // 540
         f("resourceID", 1, Str, One, Value),
         f("health", 2, Str, One, ValueOmitEmpty),
-        f("message", 6, Str, One, NilOmitEmpty),
+        fh("message", 6, Str, One, NilOmitEmpty, 36, None),
     ], &[]),
     m("k8s.io.api.core.v1.ResourceQuota", S::None, true, &[ // 541
         f("metadata", 1, Msg(1134), One, ValueOmitEmpty),
@@ -3233,7 +3233,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("allowPrivilegeEscalation", 7, Bool, One, NilOmitEmpty),
         f("procMount", 9, Str, One, NilOmitEmpty),
         f("seccompProfile", 11, Msg(552), One, NilOmitEmpty),
-        f("appArmorProfile", 12, Msg(357), One, NilOmitEmpty),
+        fh("appArmorProfile", 12, Msg(357), One, NilOmitEmpty, 30, None),
     ], &[0, 1, 2, 4, 6, 7, 8, 5, 9, 3, 10, 11]),
     m("k8s.io.api.core.v1.SerializedReference", S::None, true, &[ // 561
         f("reference", 1, Msg(477), One, ValueOmitEmpty),
@@ -3293,7 +3293,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("allocateLoadBalancerNodePorts", 20, Bool, One, NilOmitEmpty),
         f("loadBalancerClass", 21, Str, One, NilOmitEmpty),
         f("internalTrafficPolicy", 22, Str, One, NilOmitEmpty),
-        f("trafficDistribution", 23, Str, One, NilOmitEmpty),
+        fh("trafficDistribution", 23, Str, One, NilOmitEmpty, 30, None),
     ], &[0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15, 3, 14, 16, 17, 18, 19]),
     m("k8s.io.api.core.v1.ServiceStatus", S::None, false, &[ // 570
         f("loadBalancer", 1, Msg(446), One, ValueOmitEmpty),
@@ -3379,7 +3379,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
     m("k8s.io.api.core.v1.VolumeMount", S::None, false, &[ // 586
         f("name", 1, Str, One, Value),
         f("readOnly", 2, Bool, One, ValueOmitEmpty),
-        f("recursiveReadOnly", 7, Str, One, NilOmitEmpty),
+        fh("recursiveReadOnly", 7, Str, One, NilOmitEmpty, 30, None),
         f("mountPath", 3, Str, One, Value),
         f("subPath", 4, Str, One, ValueOmitEmpty),
         f("mountPropagation", 5, Str, One, NilOmitEmpty),
@@ -3390,7 +3390,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("mountPath", 2, Str, One, Value),
         f("readOnly", 3, Bool, One, ValueOmitEmpty),
         f("recursiveReadOnly", 4, Str, One, NilOmitEmpty),
-        f("volumeStatus", 5, Msg(592), One, NilOmitEmpty),
+        fh("volumeStatus", 5, Msg(592), One, NilOmitEmpty, 36, None),
     ], &[]),
     m("k8s.io.api.core.v1.VolumeNodeAffinity", S::None, false, &[ // 588
         f("required", 1, Msg(469), One, NilOmitEmpty),
@@ -3400,8 +3400,8 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("downwardAPI", 2, Msg(397), One, NilOmitEmpty),
         f("configMap", 3, Msg(381), One, NilOmitEmpty),
         f("serviceAccountToken", 4, Msg(565), One, NilOmitEmpty),
-        f("clusterTrustBundle", 5, Msg(372), One, NilOmitEmpty),
-        f("podCertificate", 6, Msg(496), One, NilOmitEmpty),
+        fh("clusterTrustBundle", 5, Msg(372), One, NilOmitEmpty, 29, None),
+        fh("podCertificate", 6, Msg(496), One, NilOmitEmpty, 34, None),
     ], &[]),
     m("k8s.io.api.core.v1.VolumeResourceRequirements", S::None, false, &[ // 590
         f("limits", 1, Msg(1106), Map, NilOmitEmpty),
@@ -3437,7 +3437,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("storageos", 27, Msg(574), One, NilOmitEmpty),
         f("csi", 28, Msg(365), One, NilOmitEmpty),
         f("ephemeral", 29, Msg(411), One, NilOmitEmpty),
-        f("image", 30, Msg(434), One, NilOmitEmpty),
+        fh("image", 30, Msg(434), One, NilOmitEmpty, 31, None),
     ], &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 25, 23, 26, 27, 28, 29]),
     m("k8s.io.api.core.v1.VolumeStatus", S::None, false, &[ // 592
         f("image", 1, Msg(435), One, NilOmitEmpty),
@@ -3475,7 +3475,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
     ], &[]),
     m("k8s.io.api.discovery.v1.EndpointHints", S::None, false, &[ // 598
         f("forZones", 1, Msg(603), Rep, NilOmitEmpty),
-        f("forNodes", 2, Msg(602), Rep, NilOmitEmpty),
+        fh("forNodes", 2, Msg(602), Rep, NilOmitEmpty, 33, None),
     ], &[]),
     m("k8s.io.api.discovery.v1.EndpointPort", S::None, false, &[ // 599
         f("name", 1, Str, One, NilOmitEmpty),
@@ -4848,7 +4848,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("bindingConditions", 10, Str, Rep, NilOmitEmpty),
         f("bindingFailureConditions", 11, Str, Rep, NilOmitEmpty),
         f("allowMultipleAllocations", 12, Bool, One, NilOmitEmpty),
-        f("nodeAllocatableResourceMappings", 13, Msg(908), Map, NilOmitEmpty),
+        fh("nodeAllocatableResourceMappings", 13, Msg(908), Map, NilOmitEmpty, 36, None),
     ], &[]),
     m("k8s.io.api.resource.v1.DeviceAllocationConfiguration", S::None, false, &[ // 887
         f("source", 1, Str, One, Value),
@@ -4864,10 +4864,10 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("bool", 3, Bool, One, NilOmitEmpty),
         f("string", 4, Str, One, NilOmitEmpty),
         f("version", 5, Str, One, NilOmitEmpty),
-        f("ints", 6, I64, Rep, NilOmitEmpty),
-        f("bools", 7, Bool, Rep, NilOmitEmpty),
-        f("strings", 8, Str, Rep, NilOmitEmpty),
-        f("versions", 9, Str, Rep, NilOmitEmpty),
+        fh("ints", 6, I64, Rep, NilOmitEmpty, 36, None),
+        fh("bools", 7, Bool, Rep, NilOmitEmpty, 36, None),
+        fh("strings", 8, Str, Rep, NilOmitEmpty, 36, None),
+        fh("versions", 9, Str, Rep, NilOmitEmpty, 36, None),
     ], &[]),
     m("k8s.io.api.resource.v1.DeviceCapacity", S::None, false, &[ // 890
         f("value", 1, Msg(1106), One, Value),
@@ -5047,7 +5047,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
     m("k8s.io.api.resource.v1alpha3.DeviceTaintRule", S::None, true, &[ // 925
         f("metadata", 1, Msg(1134), One, ValueOmitEmpty),
         f("spec", 2, Msg(927), One, Value),
-        f("status", 3, Msg(928), One, ValueOmitEmpty),
+        fh("status", 3, Msg(928), One, ValueOmitEmpty, 35, None),
     ], &[]),
     m("k8s.io.api.resource.v1alpha3.DeviceTaintRuleList", S::None, true, &[ // 926
         f("metadata", 1, Msg(1130), One, ValueOmitEmpty),
@@ -5100,29 +5100,29 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("driver", 1, Str, One, Value),
         f("pool", 2, Str, One, Value),
         f("device", 3, Str, One, Value),
-        f("shareID", 7, Str, One, NilOmitEmpty),
+        fh("shareID", 7, Str, One, NilOmitEmpty, 34, None),
         f("conditions", 4, Msg(1114), Rep, Nil),
-        f("data", 5, Msg(1155), One, NilOmitEmpty),
+        fh("data", 5, Msg(1155), One, NilOmitEmpty, 0, Some((33, ValueOmitEmpty))),
         f("networkData", 6, Msg(964), One, NilOmitEmpty),
     ], &[0, 1, 2, 4, 5, 6, 3]),
     m("k8s.io.api.resource.v1beta1.AllocationResult", S::None, false, &[ // 936
         f("devices", 1, Msg(946), One, ValueOmitEmpty),
         f("nodeSelector", 3, Msg(469), One, NilOmitEmpty),
-        f("allocationTimestamp", 5, Msg(1148), One, NilOmitEmpty),
+        fh("allocationTimestamp", 5, Msg(1148), One, NilOmitEmpty, 34, None),
     ], &[]),
     m("k8s.io.api.resource.v1beta1.BasicDevice", S::None, false, &[ // 937
         f("attributes", 1, Msg(947), Map, NilOmitEmpty),
         f("capacity", 2, Msg(948), Map, NilOmitEmpty),
-        f("consumesCounters", 3, Msg(957), Rep, NilOmitEmpty),
-        f("nodeName", 4, Str, One, NilOmitEmpty),
-        f("nodeSelector", 5, Msg(469), One, NilOmitEmpty),
-        f("allNodes", 6, Bool, One, NilOmitEmpty),
-        f("taints", 7, Msg(962), Rep, NilOmitEmpty),
-        f("bindsToNode", 8, Bool, One, NilOmitEmpty),
-        f("bindingConditions", 9, Str, Rep, NilOmitEmpty),
-        f("bindingFailureConditions", 10, Str, Rep, NilOmitEmpty),
-        f("allowMultipleAllocations", 11, Bool, One, NilOmitEmpty),
-        f("nodeAllocatableResourceMappings", 12, Msg(965), Map, NilOmitEmpty),
+        fh("consumesCounters", 3, Msg(957), Rep, NilOmitEmpty, 33, None),
+        fh("nodeName", 4, Str, One, NilOmitEmpty, 33, None),
+        fh("nodeSelector", 5, Msg(469), One, NilOmitEmpty, 33, None),
+        fh("allNodes", 6, Bool, One, NilOmitEmpty, 33, None),
+        fh("taints", 7, Msg(962), Rep, NilOmitEmpty, 33, None),
+        fh("bindsToNode", 8, Bool, One, NilOmitEmpty, 34, None),
+        fh("bindingConditions", 9, Str, Rep, NilOmitEmpty, 34, None),
+        fh("bindingFailureConditions", 10, Str, Rep, NilOmitEmpty, 34, None),
+        fh("allowMultipleAllocations", 11, Bool, One, NilOmitEmpty, 34, None),
+        fh("nodeAllocatableResourceMappings", 12, Msg(965), Map, NilOmitEmpty, 36, None),
     ], &[]),
     m("k8s.io.api.resource.v1beta1.CELDeviceSelector", S::None, false, &[ // 938
         f("expression", 1, Str, One, Value),
@@ -5165,14 +5165,14 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("bool", 3, Bool, One, NilOmitEmpty),
         f("string", 4, Str, One, NilOmitEmpty),
         f("version", 5, Str, One, NilOmitEmpty),
-        f("ints", 6, I64, Rep, NilOmitEmpty),
-        f("bools", 7, Bool, Rep, NilOmitEmpty),
-        f("strings", 8, Str, Rep, NilOmitEmpty),
-        f("versions", 9, Str, Rep, NilOmitEmpty),
+        fh("ints", 6, I64, Rep, NilOmitEmpty, 36, None),
+        fh("bools", 7, Bool, Rep, NilOmitEmpty, 36, None),
+        fh("strings", 8, Str, Rep, NilOmitEmpty, 36, None),
+        fh("versions", 9, Str, Rep, NilOmitEmpty, 36, None),
     ], &[]),
     m("k8s.io.api.resource.v1beta1.DeviceCapacity", S::None, false, &[ // 948
         f("value", 1, Msg(1106), One, Value),
-        f("requestPolicy", 2, Msg(939), One, NilOmitEmpty),
+        fh("requestPolicy", 2, Msg(939), One, NilOmitEmpty, 34, None),
     ], &[]),
     m("k8s.io.api.resource.v1beta1.DeviceClaim", S::None, false, &[ // 949
         f("requests", 1, Msg(958), Rep, Nil),
@@ -5197,7 +5197,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
     m("k8s.io.api.resource.v1beta1.DeviceClassSpec", S::None, false, &[ // 954
         f("selectors", 1, Msg(960), Rep, NilOmitEmpty),
         f("config", 2, Msg(952), Rep, NilOmitEmpty),
-        f("extendedResourceName", 4, Str, One, NilOmitEmpty),
+        fh("extendedResourceName", 4, Str, One, NilOmitEmpty, 34, None),
     ], &[]),
     m("k8s.io.api.resource.v1beta1.DeviceConfiguration", S::None, false, &[ // 955
         f("opaque", 1, Msg(966), One, NilOmitEmpty),
@@ -5205,7 +5205,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
     m("k8s.io.api.resource.v1beta1.DeviceConstraint", S::None, false, &[ // 956
         f("requests", 1, Str, Rep, NilOmitEmpty),
         f("matchAttribute", 2, Str, One, NilOmitEmpty),
-        f("distinctAttribute", 3, Str, One, NilOmitEmpty),
+        fh("distinctAttribute", 3, Str, One, NilOmitEmpty, 34, None),
     ], &[]),
     m("k8s.io.api.resource.v1beta1.DeviceCounterConsumption", S::None, false, &[ // 957
         f("counterSet", 1, Str, One, Value),
@@ -5218,21 +5218,21 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("allocationMode", 4, Str, One, ValueOmitEmpty),
         f("count", 5, I64, One, ValueOmitEmpty),
         f("adminAccess", 6, Bool, One, NilOmitEmpty),
-        f("firstAvailable", 7, Msg(961), Rep, NilOmitEmpty),
-        f("tolerations", 8, Msg(963), Rep, NilOmitEmpty),
-        f("capacity", 9, Msg(941), One, NilOmitEmpty),
+        fh("firstAvailable", 7, Msg(961), Rep, NilOmitEmpty, 33, None),
+        fh("tolerations", 8, Msg(963), Rep, NilOmitEmpty, 33, None),
+        fh("capacity", 9, Msg(941), One, NilOmitEmpty, 34, None),
     ], &[]),
     m("k8s.io.api.resource.v1beta1.DeviceRequestAllocationResult", S::None, false, &[ // 959
         f("request", 1, Str, One, Value),
         f("driver", 2, Str, One, Value),
         f("pool", 3, Str, One, Value),
         f("device", 4, Str, One, Value),
-        f("adminAccess", 5, Bool, One, NilOmitEmpty),
-        f("tolerations", 6, Msg(963), Rep, NilOmitEmpty),
-        f("bindingConditions", 7, Str, Rep, NilOmitEmpty),
-        f("bindingFailureConditions", 8, Str, Rep, NilOmitEmpty),
-        f("shareID", 9, Str, One, NilOmitEmpty),
-        f("consumedCapacity", 10, Msg(1106), Map, NilOmitEmpty),
+        fh("adminAccess", 5, Bool, One, NilOmitEmpty, 0, Some((33, Nil))),
+        fh("tolerations", 6, Msg(963), Rep, NilOmitEmpty, 33, None),
+        fh("bindingConditions", 7, Str, Rep, NilOmitEmpty, 34, None),
+        fh("bindingFailureConditions", 8, Str, Rep, NilOmitEmpty, 34, None),
+        fh("shareID", 9, Str, One, NilOmitEmpty, 34, None),
+        fh("consumedCapacity", 10, Msg(1106), Map, NilOmitEmpty, 34, None),
     ], &[]),
     m("k8s.io.api.resource.v1beta1.DeviceSelector", S::None, false, &[ // 960
         f("cel", 1, Msg(938), One, NilOmitEmpty),
@@ -5244,7 +5244,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("allocationMode", 4, Str, One, ValueOmitEmpty),
         f("count", 5, I64, One, ValueOmitEmpty),
         f("tolerations", 7, Msg(963), Rep, NilOmitEmpty),
-        f("capacity", 8, Msg(941), One, NilOmitEmpty),
+        fh("capacity", 8, Msg(941), One, NilOmitEmpty, 34, None),
     ], &[]),
     m("k8s.io.api.resource.v1beta1.DeviceTaint", S::None, false, &[ // 962
         f("key", 1, Str, One, Value),
@@ -5326,15 +5326,15 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("nodeName", 3, Str, One, ValueOmitEmpty),
         f("nodeSelector", 4, Msg(469), One, NilOmitEmpty),
         f("allNodes", 5, Bool, One, ValueOmitEmpty),
-        f("devices", 6, Msg(944), Rep, NilOmitEmpty),
-        f("perDeviceNodeSelection", 7, Bool, One, NilOmitEmpty),
-        f("sharedCounters", 8, Msg(943), Rep, NilOmitEmpty),
+        fh("devices", 6, Msg(944), Rep, NilOmitEmpty, 0, Some((33, Nil))),
+        fh("perDeviceNodeSelection", 7, Bool, One, NilOmitEmpty, 33, None),
+        fh("sharedCounters", 8, Msg(943), Rep, NilOmitEmpty, 33, None),
     ], &[]),
     m("k8s.io.api.resource.v1beta2.AllocatedDeviceStatus", S::None, false, &[ // 979
         f("driver", 1, Str, One, Value),
         f("pool", 2, Str, One, Value),
         f("device", 3, Str, One, Value),
-        f("shareID", 7, Str, One, NilOmitEmpty),
+        fh("shareID", 7, Str, One, NilOmitEmpty, 34, None),
         f("conditions", 4, Msg(1114), Rep, Nil),
         f("data", 5, Msg(1155), One, NilOmitEmpty),
         f("networkData", 6, Msg(1013), One, NilOmitEmpty),
@@ -5342,7 +5342,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
     m("k8s.io.api.resource.v1beta2.AllocationResult", S::None, false, &[ // 980
         f("devices", 1, Msg(989), One, ValueOmitEmpty),
         f("nodeSelector", 3, Msg(469), One, NilOmitEmpty),
-        f("allocationTimestamp", 5, Msg(1148), One, NilOmitEmpty),
+        fh("allocationTimestamp", 5, Msg(1148), One, NilOmitEmpty, 34, None),
     ], &[]),
     m("k8s.io.api.resource.v1beta2.CELDeviceSelector", S::None, false, &[ // 981
         f("expression", 1, Str, One, Value),
@@ -5376,11 +5376,11 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("nodeSelector", 6, Msg(469), One, NilOmitEmpty),
         f("allNodes", 7, Bool, One, NilOmitEmpty),
         f("taints", 8, Msg(1005), Rep, NilOmitEmpty),
-        f("bindsToNode", 9, Bool, One, NilOmitEmpty),
-        f("bindingConditions", 10, Str, Rep, NilOmitEmpty),
-        f("bindingFailureConditions", 11, Str, Rep, NilOmitEmpty),
-        f("allowMultipleAllocations", 12, Bool, One, NilOmitEmpty),
-        f("nodeAllocatableResourceMappings", 13, Msg(1014), Map, NilOmitEmpty),
+        fh("bindsToNode", 9, Bool, One, NilOmitEmpty, 34, None),
+        fh("bindingConditions", 10, Str, Rep, NilOmitEmpty, 34, None),
+        fh("bindingFailureConditions", 11, Str, Rep, NilOmitEmpty, 34, None),
+        fh("allowMultipleAllocations", 12, Bool, One, NilOmitEmpty, 34, None),
+        fh("nodeAllocatableResourceMappings", 13, Msg(1014), Map, NilOmitEmpty, 36, None),
     ], &[]),
     m("k8s.io.api.resource.v1beta2.DeviceAllocationConfiguration", S::None, false, &[ // 988
         f("source", 1, Str, One, Value),
@@ -5396,14 +5396,14 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("bool", 3, Bool, One, NilOmitEmpty),
         f("string", 4, Str, One, NilOmitEmpty),
         f("version", 5, Str, One, NilOmitEmpty),
-        f("ints", 6, I64, Rep, NilOmitEmpty),
-        f("bools", 7, Bool, Rep, NilOmitEmpty),
-        f("strings", 8, Str, Rep, NilOmitEmpty),
-        f("versions", 9, Str, Rep, NilOmitEmpty),
+        fh("ints", 6, I64, Rep, NilOmitEmpty, 36, None),
+        fh("bools", 7, Bool, Rep, NilOmitEmpty, 36, None),
+        fh("strings", 8, Str, Rep, NilOmitEmpty, 36, None),
+        fh("versions", 9, Str, Rep, NilOmitEmpty, 36, None),
     ], &[]),
     m("k8s.io.api.resource.v1beta2.DeviceCapacity", S::None, false, &[ // 991
         f("value", 1, Msg(1106), One, Value),
-        f("requestPolicy", 2, Msg(982), One, NilOmitEmpty),
+        fh("requestPolicy", 2, Msg(982), One, NilOmitEmpty, 34, None),
     ], &[]),
     m("k8s.io.api.resource.v1beta2.DeviceClaim", S::None, false, &[ // 992
         f("requests", 1, Msg(1001), Rep, Nil),
@@ -5428,7 +5428,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
     m("k8s.io.api.resource.v1beta2.DeviceClassSpec", S::None, false, &[ // 997
         f("selectors", 1, Msg(1003), Rep, NilOmitEmpty),
         f("config", 2, Msg(995), Rep, NilOmitEmpty),
-        f("extendedResourceName", 4, Str, One, NilOmitEmpty),
+        fh("extendedResourceName", 4, Str, One, NilOmitEmpty, 34, None),
     ], &[]),
     m("k8s.io.api.resource.v1beta2.DeviceConfiguration", S::None, false, &[ // 998
         f("opaque", 1, Msg(1015), One, NilOmitEmpty),
@@ -5436,7 +5436,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
     m("k8s.io.api.resource.v1beta2.DeviceConstraint", S::None, false, &[ // 999
         f("requests", 1, Str, Rep, NilOmitEmpty),
         f("matchAttribute", 2, Str, One, NilOmitEmpty),
-        f("distinctAttribute", 3, Str, One, NilOmitEmpty),
+        fh("distinctAttribute", 3, Str, One, NilOmitEmpty, 34, None),
     ], &[]),
     m("k8s.io.api.resource.v1beta2.DeviceCounterConsumption", S::None, false, &[ // 1000
         f("counterSet", 1, Str, One, Value),
@@ -5454,10 +5454,10 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("device", 4, Str, One, Value),
         f("adminAccess", 5, Bool, One, NilOmitEmpty),
         f("tolerations", 6, Msg(1011), Rep, NilOmitEmpty),
-        f("bindingConditions", 7, Str, Rep, NilOmitEmpty),
-        f("bindingFailureConditions", 8, Str, Rep, NilOmitEmpty),
-        f("shareID", 9, Str, One, NilOmitEmpty),
-        f("consumedCapacity", 10, Msg(1106), Map, NilOmitEmpty),
+        fh("bindingConditions", 7, Str, Rep, NilOmitEmpty, 34, None),
+        fh("bindingFailureConditions", 8, Str, Rep, NilOmitEmpty, 34, None),
+        fh("shareID", 9, Str, One, NilOmitEmpty, 34, None),
+        fh("consumedCapacity", 10, Msg(1106), Map, NilOmitEmpty, 34, None),
     ], &[]),
     m("k8s.io.api.resource.v1beta2.DeviceSelector", S::None, false, &[ // 1003
         f("cel", 1, Msg(981), One, NilOmitEmpty),
@@ -5469,7 +5469,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("allocationMode", 4, Str, One, ValueOmitEmpty),
         f("count", 5, I64, One, ValueOmitEmpty),
         f("tolerations", 6, Msg(1011), Rep, NilOmitEmpty),
-        f("capacity", 7, Msg(984), One, NilOmitEmpty),
+        fh("capacity", 7, Msg(984), One, NilOmitEmpty, 34, None),
     ], &[]),
     m("k8s.io.api.resource.v1beta2.DeviceTaint", S::None, false, &[ // 1005
         f("key", 1, Str, One, Value),
@@ -5512,7 +5512,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("count", 4, I64, One, ValueOmitEmpty),
         f("adminAccess", 5, Bool, One, NilOmitEmpty),
         f("tolerations", 6, Msg(1011), Rep, NilOmitEmpty),
-        f("capacity", 7, Msg(984), One, NilOmitEmpty),
+        fh("capacity", 7, Msg(984), One, NilOmitEmpty, 34, None),
     ], &[]),
     m("k8s.io.api.resource.v1beta2.NetworkDeviceData", S::None, false, &[ // 1013
         f("interfaceName", 1, Str, One, ValueOmitEmpty),
@@ -5702,9 +5702,9 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("tokenRequests", 6, Msg(1061), Rep, NilOmitEmpty),
         f("requiresRepublish", 7, Bool, One, NilOmitEmpty),
         f("seLinuxMount", 8, Bool, One, NilOmitEmpty),
-        f("nodeAllocatableUpdatePeriodSeconds", 9, I64, One, NilOmitEmpty),
-        f("serviceAccountTokenInSecrets", 10, Bool, One, NilOmitEmpty),
-        f("preventPodSchedulingIfMissing", 11, Bool, One, NilOmitEmpty),
+        fh("nodeAllocatableUpdatePeriodSeconds", 9, I64, One, NilOmitEmpty, 33, None),
+        fh("serviceAccountTokenInSecrets", 10, Bool, One, NilOmitEmpty, 35, None),
+        fh("preventPodSchedulingIfMissing", 11, Bool, One, NilOmitEmpty, 36, None),
     ], &[]),
     m("k8s.io.api.storage.v1.CSINode", S::None, true, &[ // 1053
         f("metadata", 1, Msg(1134), One, ValueOmitEmpty),
@@ -5788,7 +5788,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
     m("k8s.io.api.storage.v1.VolumeError", S::None, false, &[ // 1069
         f("time", 1, Msg(1148), One, ValueOmitEmpty),
         f("message", 2, Str, One, ValueOmitEmpty),
-        f("errorCode", 3, I32, One, NilOmitEmpty),
+        fh("errorCode", 3, I32, One, NilOmitEmpty, 33, None),
     ], &[]),
     m("k8s.io.api.storage.v1.VolumeNodeResources", S::None, false, &[ // 1070
         f("count", 1, I32, One, NilOmitEmpty),
@@ -6025,7 +6025,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("orphanDependents", 3, Bool, One, NilOmitEmpty),
         f("propagationPolicy", 4, Str, One, NilOmitEmpty),
         f("dryRun", 5, Str, Rep, NilOmitEmpty),
-        f("ignoreStoreReadErrorWithClusterBreakingPotential", 6, Bool, One, NilOmitEmpty),
+        fh("ignoreStoreReadErrorWithClusterBreakingPotential", 6, Bool, One, NilOmitEmpty, 32, None),
     ], &[]),
     m("k8s.io.apimachinery.pkg.apis.meta.v1.Duration", S::Duration, false, &[ // 1117
         f("duration", 1, I64, One, Value),
@@ -6085,7 +6085,7 @@ pub(crate) static MESSAGES: [Message; 1178] = [
         f("resourceVersion", 2, Str, One, ValueOmitEmpty),
         f("continue", 3, Str, One, ValueOmitEmpty),
         f("remainingItemCount", 4, I64, One, NilOmitEmpty),
-        f("shardInfo", 5, Msg(1143), One, NilOmitEmpty),
+        fh("shardInfo", 5, Msg(1143), One, NilOmitEmpty, 36, None),
     ], &[]),
     m("k8s.io.apimachinery.pkg.apis.meta.v1.ListOptions", S::None, true, &[ // 1131
         f("labelSelector", 1, Str, One, ValueOmitEmpty),

@@ -917,3 +917,76 @@ fn throughput() {
         mb / value.as_secs_f64(),
     );
 }
+
+/// The field numbers of a message, and the bytes of each message-typed one.
+fn fields_of(message: &[u8]) -> Vec<(u32, &[u8])> {
+    wire::Fields::new(message)
+        .map(|item| match item.unwrap() {
+            (tag, wire::WireValue::Len(bytes)) => (tag, bytes),
+            (tag, _) => (tag, &[][..]),
+        })
+        .collect()
+}
+
+fn field(message: &[u8], tag: u32) -> Option<&[u8]> {
+    fields_of(message)
+        .into_iter()
+        .find(|(t, _)| *t == tag)
+        .map(|(_, b)| b)
+}
+
+#[test]
+fn a_pod_written_for_1_28_has_no_observed_generation_and_one_for_1_36_has_them() {
+    let pod = br#"{"metadata":{"name":"web"},"spec":{"containers":[]},
+        "status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}"#;
+    let tags = |version: u32| {
+        let raw = json_to_proto(ty("v1", "Pod").as_of(KubeVersion::new(version)), pod).unwrap();
+        let status = field(&raw, 3).unwrap().to_vec();
+        let condition = field(&status, 2).unwrap().to_vec();
+        let tags = |m: &[u8]| fields_of(m).iter().map(|(t, _)| *t).collect::<Vec<_>>();
+        (tags(&status), tags(&condition))
+    };
+    // PodStatus.observedGeneration is field 17, PodCondition's field 7: both
+    // Kubernetes 1.33, both non-pointers Go writes even when zero.
+    for version in [28, 32] {
+        let (status, condition) = tags(version);
+        assert!(
+            !status.contains(&17) && !condition.contains(&7),
+            "1.{version}"
+        );
+    }
+    for version in [33, 36] {
+        let (status, condition) = tags(version);
+        assert!(
+            status.contains(&17) && condition.contains(&7),
+            "1.{version}"
+        );
+    }
+    assert_eq!(ty("v1", "Pod").version(), KubeVersion::NEWEST);
+    // Read back as either version, the JSON is the same: omitempty.
+    let raw = json_to_proto(ty("v1", "Pod"), pod).unwrap();
+    let as_28 = proto_to_json(ty("v1", "Pod").as_of(KubeVersion::new(28)), &raw).unwrap();
+    assert_eq!(as_28, proto_to_json(ty("v1", "Pod"), &raw).unwrap());
+}
+
+#[test]
+fn a_pod_failure_policy_read_for_1_28_writes_its_unset_fields_as_null_as_1_28_did() {
+    let job = br#"{"metadata":{"name":"backup"},"spec":{"template":{"spec":{"containers":[]}},
+        "podFailurePolicy":{"rules":[{"action":"FailJob","onExitCodes":{"operator":"In","values":[42]}}]}}}"#;
+    let raw = json_to_proto(ty("batch/v1", "Job"), job).unwrap();
+    let json = |version: u32| {
+        let ty = ty("batch/v1", "Job").as_of(KubeVersion::new(version));
+        let json: Value = serde_json::from_slice(&proto_to_json(ty, &raw).unwrap()).unwrap();
+        json["spec"]["podFailurePolicy"]["rules"][0].clone()
+    };
+    assert_eq!(
+        json(28),
+        json!({"action":"FailJob","onExitCodes":{"containerName":null,"operator":"In","values":[42]},"onPodConditions":null})
+    );
+    for version in [29, 36] {
+        assert_eq!(
+            json(version),
+            json!({"action":"FailJob","onExitCodes":{"operator":"In","values":[42]}})
+        );
+    }
+}

@@ -17,7 +17,7 @@ use k8s_openapi::schemars::generate::SchemaSettings;
 use k8s_openapi::schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde_json::{Map, Value, json};
 
-use super::super::discovery::GIT_VERSION;
+use super::super::discovery::SCHEMA_GIT_VERSION;
 use super::super::document::Document;
 use crate::sim::resources::{RESOURCES, Resource};
 
@@ -217,7 +217,7 @@ fn path(group: &str, version: &str) -> String {
 impl Documents {
     fn build() -> Documents {
         let kinds = kinds();
-        let info = json!({"title": "Kubernetes", "version": GIT_VERSION});
+        let info = json!({"title": "Kubernetes", "version": SCHEMA_GIT_VERSION});
 
         let mut v3_settings = SchemaSettings::openapi3();
         v3_settings.meta_schema = None;
