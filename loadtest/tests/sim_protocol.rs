@@ -1245,6 +1245,47 @@ async fn with_a_serving_cost_each_body_takes_its_bytes_over_the_throughput_of_it
 }
 
 #[tokio::test(start_paused = true)]
+async fn with_a_serving_cost_a_list_of_one_object_named_in_its_namespace_is_served_as_a_get() {
+    // One byte a second: any paced body takes seconds.
+    let cost = ServingCost {
+        etcd_json: 1.0,
+        etcd_protobuf: 1.0,
+        cache_json: 1.0,
+        cache_protobuf: 1.0,
+        quorum_reads_per_sec: f64::INFINITY,
+    };
+    let (_, sim) = sim(SimConfig {
+        pods: 10,
+        serving_cost: Some(cost),
+        consistent_read_latency: Duration::ZERO,
+        ..SimConfig::default()
+    })
+    .await;
+    let pod = &sim.state(kubecache_loadtest::sim::ids::PODS)[0];
+    let by_name = format!("fieldSelector=metadata.name%3D{}", pod.name);
+    let app = sim.router();
+    let took = async |path: String| {
+        let request = axum::http::Request::get(path)
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let started = tokio::time::Instant::now();
+        let response = app.clone().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX).await;
+        let items = serde_json::from_slice::<Value>(&body.unwrap()).unwrap()["items"].clone();
+        (started.elapsed(), items.as_array().unwrap().len())
+    };
+    // kube-apiserver reads it as one key (`MatchesSingle`), as a GET.
+    let path = format!("/api/v1/namespaces/{}/pods?{by_name}", pod.namespace);
+    assert_eq!(took(path).await, (Duration::ZERO, 1));
+    // Across namespaces it reads a range: paced as every list.
+    let (elapsed, items) = took(format!("/api/v1/pods?{by_name}")).await;
+    assert_eq!(items, 1);
+    assert!(elapsed >= Duration::from_secs(100), "{elapsed:?}");
+    sim.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn with_a_serving_cost_consistent_reads_beyond_the_quorum_rate_queue_up() {
     let cost = ServingCost {
         quorum_reads_per_sec: 10.0,

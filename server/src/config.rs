@@ -332,8 +332,9 @@ settings! {
             key "maxWatchesPerClient", flag "max-watches-per-client" N,
             env "KUBECACHE_MAX_WATCHES_PER_CLIENT";
         /// most requests for the API server's current resourceVersion in
-        /// flight at once, shared by the consistent reads of every resource
-        /// (see [resourceVersion and
+        /// flight at once, shared by the consistent reads of every resource;
+        /// and most reads of one object in flight at once for its cold
+        /// consistent GETs (see [resourceVersion and
         /// consistency](#resourceversion-and-consistency))
         freshness_requests: usize = ServeSettings::DEFAULT_FRESHNESS_REQUESTS,
             key "freshnessRequests", flag "freshness-requests" N,
@@ -344,8 +345,10 @@ settings! {
         probe_interval_seconds: f64 = ServeSettings::DEFAULT_PROBE_INTERVAL.as_secs_f64(),
             key "probeIntervalSeconds", flag "probe-interval-seconds" S,
             env "KUBECACHE_PROBE_INTERVAL_SECONDS";
-        /// pass a consistent GET of one object through to the API server
-        /// when probes' bookmarks are not coming every probe interval,
+        /// answer a consistent GET of one object by the API server's copy
+        /// of it (a list selecting it by name, shared by the reads of the
+        /// object waiting when it is sent) when probes' bookmarks are not
+        /// coming every probe interval,
         /// instead of waiting for the next one (about 1 s) (see
         /// [resourceVersion and
         /// consistency](#resourceversion-and-consistency)); `false`: it

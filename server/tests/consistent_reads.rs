@@ -202,9 +202,17 @@ async fn consistent_reads_see_each_write_before_them(
     churn.abort();
 }
 
-/// The consistent GETs of config maps the sim has answered so far.
-fn configmap_gets(sim: &kubecache_loadtest::sim::Sim) -> u64 {
-    sim.counters()["configmaps"].consistent_gets
+/// The consistent reads of one config map the sim has answered so far:
+/// kubecache's lists selecting one by name (the consistent lists that are
+/// not its clock's `limit=1` ones) and GETs.
+fn configmap_reads(sim: &kubecache_loadtest::sim::Sim) -> u64 {
+    one_object_reads(sim, "configmaps")
+}
+
+/// The same, of `plural`.
+fn one_object_reads(sim: &kubecache_loadtest::sim::Sim, plural: &str) -> u64 {
+    let counts = &sim.counters()[plural];
+    counts.consistent_lists - counts.limit_one_lists + counts.consistent_gets
 }
 
 /// kubecache caching pods and a few quiet config maps, with `settings`
@@ -271,10 +279,14 @@ async fn a_cold_consistent_get_of_a_quiet_resource_is_answered_by_the_api_server
     let served = quiet(ServeSettings::default(), None).await;
     let (path, written) = write_configmap(&served, "cold");
     move_the_revision(&served, "cold");
-    let before = configmap_gets(&served.sim);
+    let before = configmap_reads(&served.sim);
     let (code, body) = get(&served.url, &path).await;
     assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
-    assert_eq!(configmap_gets(&served.sim), before + 1, "passed through");
+    assert_eq!(
+        configmap_reads(&served.sim),
+        before + 1,
+        "asked of the API server"
+    );
     assert_eq!(resource_version(&body).0, written, "the latest write");
 
     // A consistent list waits for the probes' next proof; once proofs come
@@ -285,16 +297,58 @@ async fn a_cold_consistent_get_of_a_quiet_resource_is_answered_by_the_api_server
         assert_eq!(code, 200);
         let (_, written) = write_configmap(&served, &format!("warm-{step}"));
         move_the_revision(&served, &format!("warm-{step}"));
-        let before = configmap_gets(&served.sim);
+        let before = configmap_reads(&served.sim);
         let (code, body) = get(&served.url, &path).await;
         assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
         assert_eq!(resource_version(&body).0, written, "the latest write");
-        if configmap_gets(&served.sim) == before {
+        if configmap_reads(&served.sim) == before {
             from_the_cache = true;
             break;
         }
     }
     assert!(from_the_cache, "warm GETs are served from the cache");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_get_against_the_dispatch_timer_is_answered_by_one_request_sent_after_it() {
+    // Bookmarks come once a second: a consistent GET of a quiet object
+    // neither waits for the next one nor asks the API server's
+    // resourceVersion first (two round trips): its one request, a list
+    // selecting the object by name, answers it.
+    let served = serve(Setup {
+        sim: SimConfig {
+            pods: 50,
+            configmaps: 5,
+            bookmark_dispatch: Some(kubecache_loadtest::sim::BOOKMARK_DISPATCH),
+            ..SimConfig::default()
+        },
+        resources: vec![
+            ApiResource::pods(),
+            resource("", "configmaps", "ConfigMap", true),
+        ],
+        ..Setup::default()
+    })
+    .await;
+    let requests = |sim: &kubecache_loadtest::sim::Sim| {
+        let counters = sim.counters();
+        let sum = |count: fn(&kubecache_loadtest::sim::Counts) -> u64| {
+            counters.values().map(count).sum::<u64>()
+        };
+        (sum(|c| c.consistent_lists), sum(|c| c.consistent_gets))
+    };
+    for step in 0..5 {
+        let (path, written) = write_configmap(&served, &format!("quiet-{step}"));
+        move_the_revision(&served, &format!("quiet-{step}"));
+        let (lists, gets) = requests(&served.sim);
+        let (code, body) = get(&served.url, &path).await;
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+        assert_eq!(resource_version(&body).0, written, "the latest write");
+        assert_eq!(
+            requests(&served.sim),
+            (lists + 1, gets),
+            "{step}: one list selecting it, no limit=1 list"
+        );
+    }
 }
 
 /// The resourceVersion in `X-Kubecache-Resource-Version` and in the list
@@ -394,11 +448,11 @@ async fn an_object_the_api_server_answers_has_the_shape_of_the_caches_own() {
     // Another resource moves the revision: the quiet pods cache is cold.
     write_configmap(&served, "shape");
     let path = format!("/api/v1/namespaces/{}/pods/{}", pod.namespace, pod.name);
-    let pod_gets = |sim: &kubecache_loadtest::sim::Sim| sim.counters()["pods"].consistent_gets;
-    let before = pod_gets(&served.sim);
+    let before = one_object_reads(&served.sim, "pods");
     let (code, upstream) = get(&served.url, &path).await;
     assert_eq!(code, 200, "{}", String::from_utf8_lossy(&upstream));
-    assert_eq!(pod_gets(&served.sim), before + 1, "asked of the API server");
+    let asked = one_object_reads(&served.sim, "pods");
+    assert_eq!(asked, before + 1, "asked of the API server");
     let (_, direct) = get(served.sim.url(), &path).await;
     assert!(resource_version(&direct).1["metadata"]["managedFields"].is_array());
     // The cache's own answer of the same version, once it has it.
@@ -421,11 +475,15 @@ async fn with_cold_get_passthrough_off_a_cold_get_waits_for_the_probe() {
     let served = quiet(cold_gets_wait(), None).await;
     let (path, written) = write_configmap(&served, "off");
     move_the_revision(&served, "off");
-    let before = configmap_gets(&served.sim);
+    let before = configmap_reads(&served.sim);
     let (code, body) = get(&served.url, &path).await;
     assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
     assert_eq!(resource_version(&body).0, written, "the latest write");
-    assert_eq!(configmap_gets(&served.sim), before, "served from the cache");
+    assert_eq!(
+        configmap_reads(&served.sim),
+        before,
+        "served from the cache"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -433,10 +491,14 @@ async fn a_cold_get_of_a_missing_object_gets_the_api_servers_404() {
     let served = quiet(ServeSettings::default(), None).await;
     move_the_revision(&served, "missing");
     let path = "/api/v1/namespaces/default/configmaps/not-there";
-    let before = configmap_gets(&served.sim);
+    let before = configmap_reads(&served.sim);
     let (code, body) = get(&served.url, path).await;
     assert_eq!(code, 404, "{}", String::from_utf8_lossy(&body));
-    assert_eq!(configmap_gets(&served.sim), before + 1, "passed through");
+    assert_eq!(
+        configmap_reads(&served.sim),
+        before + 1,
+        "asked of the API server"
+    );
     let (direct_code, direct) = get(served.sim.url(), path).await;
     assert_eq!((code, body), (direct_code, direct), "the API server's 404");
 }
@@ -449,10 +511,11 @@ async fn a_cold_get_the_caller_may_not_make_is_refused_before_anything_is_sent()
     let sent = |sim: &kubecache_loadtest::sim::Sim| {
         sim.counters()
             .values()
-            .map(|c| c.consistent_gets + c.limit_one_lists)
+            .map(|c| c.consistent_gets + c.consistent_lists)
             .sum::<u64>()
     };
     let before = sent(&served.sim);
+    let reads = configmap_reads(&served.sim);
     // bob reads pods only.
     let (code, body) = common::get_as(&served.url, &path, "bob-token").await;
     assert_eq!(code, 403, "{body}");
@@ -460,7 +523,7 @@ async fn a_cold_get_the_caller_may_not_make_is_refused_before_anything_is_sent()
     // The same read by a caller who may: passed through.
     let (code, body) = common::get_as(&served.url, &path, "admin-token").await;
     assert_eq!(code, 200, "{body}");
-    assert_eq!(configmap_gets(&served.sim), 1);
+    assert_eq!(configmap_reads(&served.sim), reads + 1);
 }
 
 /// A merge patch of `path` through kubecache by the client of `token`: the
@@ -479,10 +542,9 @@ async fn patch_as(url: &str, path: &str, token: &str, patch: &Value) -> u64 {
 }
 
 /// The config map requests kubecache has sent the sim that could prove a
-/// read fresh: watches (probes) and consistent GETs (pass-through).
+/// read fresh: watches (probes) and reads of one object.
 fn configmap_proofs(sim: &kubecache_loadtest::sim::Sim) -> (u64, u64) {
-    let counts = &sim.counters()["configmaps"];
-    (counts.watches, counts.consistent_gets)
+    (sim.counters()["configmaps"].watches, configmap_reads(sim))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,8 +4,10 @@
 //!
 //! - GET of one pod, `--connections` closed-loop clients;
 //! - list of all pods, `--list-connections` clients;
-//! - the quiet resource: GET of one config map by one client, then in
-//!   bursts of `--burst` at once, while a writer patches pods on the sim at
+//! - the quiet resource: GET of one config map one at a time
+//!   (`--paced-reads` of them, `--paced-gap-ms` apart, as a client reading
+//!   now and then does), by one closed-loop client, then in bursts of
+//!   `--burst` at once, while a writer patches pods on the sim at
 //!   `--pod-writes-per-sec` (the global resourceVersion moves, config maps
 //!   do not); latency from the read's arrival to its whole answer;
 //! - read-your-writes: one client (a bearer token, which kubecache tells
@@ -56,6 +58,13 @@ pub struct Fresh {
     /// Clients of the list load.
     #[arg(long, default_value_t = 4)]
     pub list_connections: usize,
+    /// Reads of the quiet resource sent one at a time, `--paced-gap-ms`
+    /// apart.
+    #[arg(long, default_value_t = 100)]
+    pub paced_reads: usize,
+    /// Milliseconds between one paced read's answer and the next read.
+    #[arg(long, default_value_t = 300)]
+    pub paced_gap_ms: u64,
     /// Reads of the quiet resource sent at once.
     #[arg(long, default_value_t = 50)]
     pub burst: usize,
@@ -121,15 +130,19 @@ pub async fn fresh(args: Fresh) -> anyhow::Result<Report> {
     );
 
     let writer = Writer::start(&bench, pods);
+    let (n, gap) = (bench.args.paced_reads, bench.args.paced_gap_ms);
+    let paced = Load::Paced(configmap.clone(), n, Duration::from_millis(gap));
+    let name = format!("GET quiet config map, {n} one at a time {gap} ms apart");
+    let mut quiet = vec![bench.compare(&name, &paced, &mut upstream).await?];
     let one = Load::Clients(configmap.clone(), 1);
-    reads.push(
+    quiet.push(
         bench
             .compare("GET quiet config map, 1 client", &one, &mut upstream)
             .await?,
     );
     let many = Load::Bursts(configmap.clone(), burst);
     let name = format!("GET quiet config map, {burst} at once");
-    reads.push(bench.compare(&name, &many, &mut upstream).await?);
+    quiet.push(bench.compare(&name, &many, &mut upstream).await?);
 
     let mut read_your_writes = Vec::new();
     for (target, url) in [("kubecache", &bench.args.cache), ("sim", &bench.args.sim)] {
@@ -149,6 +162,7 @@ pub async fn fresh(args: Fresh) -> anyhow::Result<Report> {
         seconds: secs as f64,
         pod_writes_per_sec,
         reads,
+        quiet,
         read_your_writes,
         upstream,
     })
@@ -161,6 +175,9 @@ enum Load {
     Clients(String, usize),
     /// `GET path` this many at once, again once all are answered.
     Bursts(String, usize),
+    /// `GET path` this many times by one client, waiting this long after
+    /// each answer (not bounded by the phase's length).
+    Paced(String, usize, Duration),
 }
 
 struct Bench {
@@ -245,6 +262,14 @@ impl Bench {
                     for (took, outcome) in futures::future::join_all(burst).await {
                         samples.record(took, outcome);
                     }
+                }
+            }
+            Load::Paced(path, n, gap) => {
+                let url = format!("{url}{path}");
+                for _ in 0..*n {
+                    let (took, outcome) = timed_get(&self.client, &url).await;
+                    samples.record(took, outcome);
+                    tokio::time::sleep(*gap).await;
                 }
             }
         }

@@ -154,8 +154,10 @@ pub struct Report {
     /// Pod writes per second the writer made during the quiet-resource
     /// and read-your-writes loads.
     pub pod_writes_per_sec: f64,
-    /// Consistent reads, kubecache vs the sim.
+    /// Consistent reads of pods (which churn), kubecache vs the sim.
     pub reads: Vec<Compared>,
+    /// Consistent GETs of the quiet resource, kubecache vs the sim.
+    pub quiet: Vec<Compared>,
     /// Read-your-writes.
     pub read_your_writes: Vec<ReadYourWrites>,
     /// kubecache's freshness requests to the sim.
@@ -183,7 +185,7 @@ impl fmt::Display for Report {
             "| load | server | reads | req/s | p50 ms | p99 ms | p99.9 ms | errors |"
         )?;
         writeln!(f, "|---|---|---:|---:|---:|---:|---:|---:|")?;
-        for c in &self.reads {
+        for c in self.reads.iter().chain(&self.quiet) {
             for (name, s) in [("kubecache", &c.kubecache), ("sim", &c.sim)] {
                 writeln!(
                     f,
@@ -200,6 +202,32 @@ impl fmt::Display for Report {
                 ratio(k.p50_ms, s.p50_ms),
                 ratio(k.p99_ms, s.p99_ms),
                 ratio(k.p999_ms, s.p999_ms)
+            )?;
+        }
+        writeln!(
+            f,
+            "\nConsistent GET of a quiet object, kubecache vs the sim, same run\n"
+        )?;
+        writeln!(
+            f,
+            "| load | p50 ms kubecache | sim | x | p99 ms kubecache | sim | x | req/s kubecache | sim | x |"
+        )?;
+        writeln!(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+        for c in &self.quiet {
+            let (k, s) = (&c.kubecache, &c.sim);
+            writeln!(
+                f,
+                "| {} | {:.1} | {:.1} | {} | {:.1} | {:.1} | {} | {:.0} | {:.0} | {} |",
+                c.load,
+                k.p50_ms,
+                s.p50_ms,
+                ratio(k.p50_ms, s.p50_ms),
+                k.p99_ms,
+                s.p99_ms,
+                ratio(k.p99_ms, s.p99_ms),
+                k.per_sec,
+                s.per_sec,
+                ratio(k.per_sec, s.per_sec)
             )?;
         }
         writeln!(f, "\nRead-your-writes (write a config map, then GET it)\n")?;
@@ -307,6 +335,11 @@ mod tests {
                 kubecache: summary(400.0, 40.0),
                 sim: summary(1000.0, 0.0),
             }],
+            quiet: vec![Compared {
+                load: "GET quiet config map, 1 client".into(),
+                kubecache: summary(300.0, 2.0),
+                sim: summary(200.0, 4.0),
+            }],
             read_your_writes: vec![],
             upstream: vec![],
         };
@@ -319,6 +352,12 @@ mod tests {
         );
         assert!(
             table.contains("| GET pod, 32 conn | kubecache/sim | | 0.40 | - | - | - | |"),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "| GET quiet config map, 1 client | 2.0 | 4.0 | 0.50 | 4.0 | 8.0 | 0.50 | 300 | 200 | 1.50 |"
+            ),
             "{table}"
         );
     }

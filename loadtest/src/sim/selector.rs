@@ -472,6 +472,12 @@ impl FieldSelector {
         self.0.is_empty()
     }
 
+    /// Whether this selects one object by name (`metadata.name=v` among
+    /// its terms).
+    pub fn names_one(&self) -> bool {
+        self.0.iter().any(|t| t.equal && t.field == "metadata.name")
+    }
+
     /// Whether an object with these field values is selected (a missing
     /// field reads as empty).
     pub fn matches<'a>(&self, field: impl Fn(&str) -> Option<&'a str>) -> bool {

@@ -90,6 +90,23 @@ impl Upstream {
         shard
     }
 
+    /// The one object `name` (in `namespace`) of the collection, as a list
+    /// selecting it by `metadata.name` (within the collection's own
+    /// selectors): kube-apiserver reads such a list as one key
+    /// (`MatchesSingle` in `registry/generic/registry/store.go`), as cheap
+    /// as a GET, and needs only the `list` verb; a list without
+    /// resourceVersion also says the API server's current resourceVersion.
+    pub fn named(&self, namespace: Option<&str>, name: &str) -> Upstream {
+        let mut one = self.clone();
+        one.spec.namespace = namespace.map(str::to_owned);
+        let by_name = format!("metadata.name={name}");
+        one.spec.field_selector = Some(match &self.spec.field_selector {
+            Some(fields) => format!("{by_name},{fields}"),
+            None => by_name,
+        });
+        one
+    }
+
     /// The cluster's namespaces, asked in the same encoding.
     pub fn namespaces(&self) -> Upstream {
         Upstream {

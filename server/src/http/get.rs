@@ -2,12 +2,14 @@
 //!
 //! Its `resourceVersion`, as for a list (see [`super::list`]): unset, a
 //! consistent read, except that a GET that would wait for a cold probe is
-//! asked of the API server instead ([`Answer::Upstream`], unless
-//! `--cold-get-passthrough=false`), and that the writer's next read after
-//! its write waits for that write only; `0`, the store as it is; `N`, the
-//! store once it has reached `N`. An object asked of the API server (that
-//! GET, or one a selector-restricted cache does not hold) is shaped as the
-//! cache shapes its own ([`from_upstream`]).
+//! answered by the API server's copy of the object instead, read as
+//! kubecache and shared by every such read of it waiting when it is asked
+//! for ([`crate::served::fetch`]; unless `--cold-get-passthrough=false`),
+//! and that the writer's next read after its write waits for that write
+//! only; `0`, the store as it is; `N`, the store once it has reached `N`.
+//! An object the API server answers (that copy, or the caller's own GET of
+//! one a selector-restricted cache does not hold, [`from_upstream`]) is
+//! shaped as the cache shapes its own.
 //!
 //! The answer is the object (with its own resourceVersion; a Table of it
 //! too, as kube-apiserver's); the `X-Kubecache-Resource-Version` header
@@ -30,6 +32,7 @@ use crate::auth::Credential;
 use crate::error::ApiError;
 use crate::passthrough::PassThrough;
 use crate::served::encoding::Kind;
+use crate::served::fetch::Fetched;
 use crate::served::freshness::Consistent;
 use crate::served::{Cache, Caches};
 
@@ -38,7 +41,7 @@ use crate::served::{Cache, Caches};
 /// consistent read.
 pub async fn serve(
     caches: &Caches,
-    cache: &Cache,
+    cache: &Arc<Cache>,
     namespace: Option<&str>,
     name: &str,
     resource_version: Option<u64>,
@@ -49,9 +52,21 @@ pub async fn serve(
     // The resourceVersion waited for (0: none).
     let waited = match resource_version {
         None if own_write => 0,
-        None => match caches.consistent_get(cache).await? {
+        None => match caches.consistent_get(cache, namespace, name).await? {
             Consistent::Proven(rv) => rv,
-            Consistent::Cold => return Ok(Answer::Upstream(rendering)),
+            Consistent::Fetched(Fetched {
+                object: Some(object),
+                ..
+            }) => {
+                let rv = object.resource_version;
+                let mut response = render(cache, &object, rendering, rv)?;
+                // Not served at a state of the cache.
+                response.headers_mut().remove(RESOURCE_VERSION_HEADER);
+                return Ok(Answer::Served(response));
+            }
+            Consistent::Fetched(Fetched { object: None, .. }) => {
+                return missing(cache, name, rendering);
+            }
         },
         Some(0) => 0,
         Some(rv) => {
@@ -62,14 +77,21 @@ pub async fn serve(
     let snapshot = cache.reader.snapshot();
     let key = ObjectKey::new(namespace.unwrap_or_default(), name);
     let Some(object) = snapshot.get(&key) else {
-        if cache.scope.selects() {
-            return Ok(Answer::Upstream(rendering));
-        }
-        let resource = &cache.resource;
-        return Err(Status::not_found(&resource.group, &resource.plural, name).into());
+        return missing(cache, name, rendering);
     };
     let served_at = snapshot.resource_version().max(waited);
     render(cache, object, rendering, served_at).map(Answer::Served)
+}
+
+/// The answer for an object `cache` does not hold: asked of the API server
+/// by its caller when the cache holds only some objects (it may exist
+/// outside the cache's selectors), else the API server's 404.
+fn missing(cache: &Cache, name: &str, rendering: Rendering) -> Result<Answer, ApiError> {
+    if cache.scope.selects() {
+        return Ok(Answer::Upstream(rendering));
+    }
+    let resource = &cache.resource;
+    Err(Status::not_found(&resource.group, &resource.plural, name).into())
 }
 
 /// The GET of `path` by `credential` that the API server answers for

@@ -7,12 +7,10 @@
 //! (one etcd revision for every resource), so one answer serves the reads
 //! of every cached resource alike.
 //!
-//! The clock is pipelined: a read that arrives when no request has been
-//! sent since starts one at once if fewer than `max_in_flight` are in
+//! The clock is a [`Pipeline`]: a read that arrives when no request has
+//! been sent since starts one at once if fewer than `max_in_flight` are in
 //! flight, else it takes the next slot that frees; every read waiting when
-//! a request is sent shares its answer. Under load a read thus waits about
-//! one round trip, and throughput is not bounded by one batch per round
-//! trip.
+//! a request is sent shares its answer.
 //!
 //! The request is a `limit=1` list of one cached resource: its
 //! `metadata.resourceVersion` is the API server's current revision (a list
@@ -26,22 +24,27 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures::StreamExt;
-use futures::future::BoxFuture;
-use futures::stream::FuturesUnordered;
+use futures::FutureExt;
 use kubecache_reflector::StoreReader;
 use kubecache_reflector::upstream::{Query, Upstream, UpstreamError};
 use kubecache_wire::Status;
-use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
+
+use super::pipeline::{Pipeline, Request};
 
 /// An answer: the API server's current resourceVersion.
 type Answer = Result<u64, Status>;
 
 /// The API server's current resourceVersion, learnt after each ask.
-#[derive(Debug)]
 pub(crate) struct Clock {
-    asks: mpsc::UnboundedSender<oneshot::Sender<Answer>>,
+    pipeline: Arc<Pipeline<(), Answer>>,
+    request: Request<Answer>,
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Clock")
+    }
 }
 
 /// A resource the clock may list.
@@ -76,11 +79,15 @@ impl Source {
 
 impl Clock {
     /// Asks through `sources`, at most `max_in_flight` requests at once.
-    /// Spawns the request loop; it ends when the clock is dropped.
-    pub(crate) fn start(sources: Vec<Source>, max_in_flight: usize) -> Self {
-        let (asks, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(sources.into(), max_in_flight.max(1), rx));
-        Clock { asks }
+    pub(crate) fn new(sources: Vec<Source>, max_in_flight: usize) -> Self {
+        let sources: Arc<[Source]> = sources.into();
+        Clock {
+            pipeline: Pipeline::new(max_in_flight),
+            request: Arc::new(move || {
+                let sources = sources.clone();
+                async move { current(&sources).await }.boxed()
+            }),
+        }
     }
 
     /// The API server's resourceVersion, from a request sent after this
@@ -91,47 +98,11 @@ impl Clock {
     /// 504 when the API server cannot be asked or does not answer by
     /// `deadline`.
     pub(crate) async fn now(&self, deadline: Instant) -> Answer {
-        let (tx, rx) = oneshot::channel();
-        if self.asks.send(tx).is_err() {
-            return Err(unavailable("the request loop has stopped"));
-        }
-        match tokio::time::timeout_at(deadline, rx).await {
+        let asked = self.pipeline.ask((), self.request.clone());
+        match tokio::time::timeout_at(deadline, asked).await {
             Ok(Ok(answer)) => answer,
-            Ok(Err(_)) => Err(unavailable("the request loop has stopped")),
+            Ok(Err(_)) => Err(unavailable("its request ended")),
             Err(_) => Err(unavailable("the API server did not answer in time")),
-        }
-    }
-}
-
-/// The request loop: sends a request for the reads waiting whenever a slot
-/// is free, and answers them.
-async fn run(
-    sources: Arc<[Source]>,
-    max_in_flight: usize,
-    mut asks: mpsc::UnboundedReceiver<oneshot::Sender<Answer>>,
-) {
-    let mut waiting = Vec::new();
-    let mut in_flight =
-        FuturesUnordered::<BoxFuture<'static, (Vec<oneshot::Sender<Answer>>, Answer)>>::new();
-    loop {
-        tokio::select! {
-            ask = asks.recv() => match ask {
-                Some(ask) => waiting.push(ask),
-                None => return,
-            },
-            Some((readers, answer)) = in_flight.next() => {
-                for reader in readers {
-                    let _ = reader.send(answer.clone());
-                }
-            }
-        }
-        while let Ok(ask) = asks.try_recv() {
-            waiting.push(ask);
-        }
-        if !waiting.is_empty() && in_flight.len() < max_in_flight {
-            let readers = std::mem::take(&mut waiting);
-            let sources = sources.clone();
-            in_flight.push(Box::pin(async move { (readers, current(&sources).await) }));
         }
     }
 }
@@ -200,7 +171,7 @@ mod tests {
                 )
             })
             .collect();
-        Arc::new(Clock::start(sources, max_in_flight))
+        Arc::new(Clock::new(sources, max_in_flight))
     }
 
     /// Reads arriving 10 ms apart, each after a write: the revision when

@@ -42,21 +42,30 @@
 //! A read that needs a proof while no bookmarks come often (a cold
 //! cadence, which starts with the read; or an API server whose bookmarks
 //! come less often than probes start) would wait for the next one: about
-//! 1 s. A consistent GET of one object asks [`Freshness::consistent`]
-//! whether to wait: when the store is not complete through `R` and the
-//! proofs are not coming every probe interval (the last two came more than
-//! 1.5 intervals apart, or the newest longer ago than that; see
-//! [`Cadence`]), it answers [`Consistent::Cold`] and the GET is passed
-//! through to the API server (one round trip, consistent by construction;
-//! see [`crate::http`]). The cadence is started all the same, so the reads
-//! that follow are warm and served from the store once its bookmarks come
-//! every interval (about 1.1 s after a quiet spell, against a server that
-//! sends each bookmark when due). kube-apiserver itself dispatches due
-//! bookmarks on a timer of 1–1.25 s (`dispatchEvents` in
-//! `cacher/cacher.go`), so against it proofs come about once a second
-//! however often probes start, and consistent GETs of a quiet resource
-//! pass through rather than wait for them. A consistent list is never
-//! passed through (its answer may be huge): it waits for the next proof.
+//! 1 s. kube-apiserver itself dispatches due bookmarks on a timer of
+//! 1–1.25 s (`dispatchEvents` in `cacher/cacher.go`), so against it proofs
+//! come about once a second however often probes start. A consistent GET
+//! of one object therefore gives [`Freshness::consistent_or`] a `fetch`
+//! (the object read from the API server, as cheaply as a GET, shared by
+//! every read of it waiting when it is sent; see [`super::fetch`]): when
+//! the store is not complete through `R` and the proofs are not coming
+//! every probe interval (the last two came more than 1.5 intervals apart,
+//! or the newest longer ago than that; see [`Cadence`]), the read takes
+//! the fetched object, consistent by construction (a quorum read sent
+//! after the read arrived).
+//!
+//! Learning `R` first and then fetching would cost two round trips, twice
+//! the API server's own latency. So when the `R` learnt last found the
+//! store behind too (a quiet resource: other resources move `R`, its store
+//! stays where its own last change left it), the fetch is sent at once,
+//! without asking the clock. Its answer carries the API server's
+//! resourceVersion too, learnt as the clock's: a resource whose store
+//! keeps up (its own changes move `R`) goes back to the clock's answer
+//! alone, and sends no fetch. The cadence is started all the same, so
+//! against a server that sends each bookmark when due the reads that
+//! follow are warm and served from the store once its bookmarks come every
+//! interval (about 1.1 s after a quiet spell). A consistent list is never
+//! fetched (its answer may be huge): it waits for the next proof.
 //!
 //! The cost: while warm, about one watch opened per `probe_interval` per
 //! resource read consistently, and each open probe receives its resource's
@@ -72,7 +81,7 @@
 //! bookmark time, and bounds the wait by that timer otherwise.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use kubecache_reflector::StoreReader;
@@ -83,7 +92,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::clock::{Clock, Source};
+use super::clock::{Clock, Source, unavailable};
+use super::fetch::Fetched;
 
 /// `timeoutSeconds` of a probe watch: the shortest for which kube-apiserver
 /// sends a bookmark before closing (2 s before the timeout).
@@ -107,8 +117,6 @@ pub(crate) struct Freshness {
     /// When a read last arrived or ended waiting (`None`: never); wakes
     /// the probe cadence.
     demand: watch::Sender<Option<Instant>>,
-    /// The API server's newest resourceVersion learnt so far.
-    learnt: AtomicU64,
     /// How often a probe starts while warm: the longest a warm read waits.
     probe_interval: Duration,
 }
@@ -123,6 +131,11 @@ struct Shared {
     waiting: AtomicUsize,
     /// When probes' bookmarks proved the store complete lately.
     cadence: Mutex<Cadence>,
+    /// The API server's newest resourceVersion learnt so far.
+    learnt: AtomicU64,
+    /// Whether the store was not complete through the resourceVersion
+    /// learnt last.
+    behind: AtomicBool,
 }
 
 impl Shared {
@@ -130,6 +143,15 @@ impl Shared {
         self.reader
             .current_resource_version()
             .max(*self.proven.borrow())
+    }
+
+    /// The API server was at `current` after a read arrived: whether the
+    /// store is complete through it.
+    fn learn(&self, current: u64) -> bool {
+        self.learnt.fetch_max(current, Ordering::AcqRel);
+        let complete = self.complete_through() >= current;
+        self.behind.store(!complete, Ordering::Release);
+        complete
     }
 }
 
@@ -144,13 +166,15 @@ impl Freshness {
             proven: watch::Sender::new(0),
             waiting: AtomicUsize::new(0),
             cadence: Mutex::default(),
+            learnt: AtomicU64::new(0),
+            // Until the API server's revision is learnt, the store may be.
+            behind: AtomicBool::new(true),
         });
         let (demand, idle) = watch::channel(None);
         tokio::spawn(cadence(shared.clone(), idle, probe_interval));
         Freshness {
             shared,
             demand,
-            learnt: AtomicU64::new(0),
             probe_interval,
         }
     }
@@ -169,41 +193,60 @@ impl Freshness {
     /// How far the store is behind the API server's resourceVersion last
     /// learnt by a consistent read (0 when caught up, or never asked).
     pub(crate) fn lag(&self) -> u64 {
-        self.learnt
+        self.shared
+            .learnt
             .load(Ordering::Acquire)
             .saturating_sub(self.complete_through())
     }
 
     /// Waits until the store holds every change up to the API server's
-    /// current resourceVersion, learnt from `clock`. With `cold_passes`,
-    /// answers [`Consistent::Cold`] at once instead when the store is not
-    /// complete through it and no probe's bookmark is due within
-    /// one probe interval (see the module doc); the probes start either way.
+    /// current resourceVersion, learnt from `clock`; that resourceVersion.
     ///
     /// # Errors
     ///
     /// 504 when the API server cannot be asked, or the store does not catch
     /// up within `timeout`.
-    pub(crate) async fn consistent(
+    pub(crate) async fn consistent(&self, clock: &Clock, timeout: Duration) -> Result<u64, Status> {
+        let deadline = Instant::now() + timeout;
+        let current = clock.now(deadline).await?;
+        self.shared.learn(current);
+        self.wait(current, deadline, true).await?;
+        Ok(current)
+    }
+
+    /// As [`Self::consistent`], for a GET of one object that `fetch` (a
+    /// request sent when first polled) answers instead when the store is
+    /// not complete through the API server's resourceVersion and no proof
+    /// is due within about one probe interval. When the resourceVersion
+    /// learnt last found the store behind too (a quiet resource), `fetch`
+    /// is sent at once, without asking the clock: one round trip. The
+    /// probes start either way. See the module doc.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::consistent`], and `fetch`'s.
+    pub(crate) async fn consistent_or(
         &self,
         clock: &Clock,
         timeout: Duration,
-        cold_passes: bool,
+        fetch: impl Future<Output = Result<Fetched, Status>>,
     ) -> Result<Consistent, Status> {
         let deadline = Instant::now() + timeout;
-        let current = clock.now(deadline).await?;
-        self.learnt.fetch_max(current, Ordering::AcqRel);
-        if cold_passes
-            && self.complete_through() < current
-            && !self.shared.cadence.lock().warm(self.probe_interval)
-        {
-            self.keep_warm();
-            metrics::counter!("kubecache_freshness_requests_total", "kind" => "passthrough")
-                .increment(1);
-            return Ok(Consistent::Cold);
+        let cold = || !self.shared.cadence.lock().warm(self.probe_interval);
+        if !(self.shared.behind.load(Ordering::Acquire) && cold()) {
+            let current = clock.now(deadline).await?;
+            if self.shared.learn(current) || !cold() {
+                self.wait(current, deadline, true).await?;
+                return Ok(Consistent::Proven(current));
+            }
         }
-        self.wait(current, deadline, true).await?;
-        Ok(Consistent::Proven(current))
+        self.keep_warm();
+        let fetched = tokio::time::timeout_at(deadline, fetch)
+            .await
+            .map_err(|_| unavailable("the API server did not answer in time"))??;
+        // The API server's resourceVersion when it read the object.
+        self.shared.learn(fetched.resource_version);
+        Ok(Consistent::Fetched(fetched))
     }
 
     /// Waits until the store holds every change up to `rv`, probing when
@@ -268,14 +311,15 @@ impl Freshness {
     }
 }
 
-/// What [`Freshness::consistent`] found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What [`Freshness::consistent_or`] found.
+#[derive(Debug)]
 pub(crate) enum Consistent {
     /// The store holds every change up to this resourceVersion, the API
     /// server's when the read arrived.
     Proven(u64),
-    /// It may not, and no proof is due soon: ask the API server.
-    Cold,
+    /// It may not, and no proof was due soon: the API server's answer to
+    /// a request sent after the read arrived.
+    Fetched(Fetched),
 }
 
 /// When probes' bookmarks proved the store complete: the newest proof and
@@ -472,52 +516,107 @@ mod tests {
         assert_eq!(api.count(""), sent, "nothing a minute after the last read");
     }
 
+    /// A fetch from `api`, one round trip of `latency`: the revision it
+    /// read at.
+    async fn fetch(api: &FakeApi, latency: Duration) -> Result<Fetched, Status> {
+        tokio::time::sleep(latency).await;
+        Ok(Fetched {
+            resource_version: api.revision.load(SeqCst),
+            object: None,
+        })
+    }
+
+    /// What a read was answered by: `Ok(rv)` proven at `rv`, `Err(rv)`
+    /// fetched at `rv`.
+    fn answered(consistent: Result<Consistent, Status>) -> Result<u64, u64> {
+        match consistent.unwrap() {
+            Consistent::Proven(rv) => Ok(rv),
+            Consistent::Fetched(fetched) => Err(fetched.resource_version),
+        }
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn a_cold_get_is_told_to_pass_through_until_bookmarks_come_every_interval() {
+    async fn a_cold_get_is_fetched_until_bookmarks_come_every_interval() {
         let api = Arc::new(FakeApi::default());
         let (_writer, freshness) = quiet(&api);
-        let clock = Clock::start(vec![freshness.source()], 1);
+        let clock = Clock::new(vec![freshness.source()], 1);
         let started = Instant::now();
-        let answer = freshness.consistent(&clock, WAIT, true).await.unwrap();
-        assert_eq!(answer, Consistent::Cold);
+        let answer = freshness.consistent_or(&clock, WAIT, fetch(&api, Duration::ZERO));
+        assert_eq!(answered(answer.await), Err(10));
         assert_eq!(started.elapsed(), Duration::ZERO, "no wait for a probe");
         // The probes started all the same: once their bookmarks come every
         // interval, reads wait for the next one.
         tokio::time::sleep(Duration::from_secs(1) + 2 * INTERVAL).await;
         api.revision.store(11, SeqCst);
         let waited = Instant::now();
-        let answer = freshness.consistent(&clock, WAIT, true).await.unwrap();
-        assert_eq!(answer, Consistent::Proven(11));
+        let answer = freshness.consistent_or(&clock, WAIT, fetch(&api, Duration::ZERO));
+        assert_eq!(answered(answer.await), Ok(11));
         assert!(waited.elapsed() <= INTERVAL, "{:?}", waited.elapsed());
         assert_eq!(freshness.complete_through(), 11);
-        // Turned off, a cold read waits for the probe.
+        // Not to be fetched, a cold read waits for the probe.
         let api = Arc::new(FakeApi::default());
         let (_writer, freshness) = quiet(&api);
-        let clock = Clock::start(vec![freshness.source()], 1);
-        let answer = freshness.consistent(&clock, WAIT, false).await.unwrap();
-        assert_eq!(answer, Consistent::Proven(10));
+        let clock = Clock::new(vec![freshness.source()], 1);
+        assert_eq!(freshness.consistent(&clock, WAIT).await.unwrap(), 10);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn against_a_server_whose_bookmarks_come_once_a_second_cold_gets_keep_passing_through() {
+    async fn a_quiet_get_takes_one_round_trip_against_a_server_whose_bookmarks_come_once_a_second()
+    {
+        const RTT: Duration = Duration::from_millis(5);
         let api = Arc::new(FakeApi {
+            latency: RTT,
             bookmark_tick: Some(Duration::from_secs(1)),
             ..FakeApi::default()
         });
         let (_writer, freshness) = quiet(&api);
-        let clock = Clock::start(vec![freshness.source()], 1);
-        for rv in 11..25 {
+        let clock = Clock::new(vec![freshness.source()], 2);
+        // One at a time, 300 ms apart, while other resources move the
+        // revision: each read is answered at the revision of a request sent
+        // after it arrived, one round trip later (not the clock's and then
+        // the fetch's), whatever the tick.
+        for rv in 11..40 {
             api.revision.store(rv, SeqCst);
             let started = Instant::now();
-            let answer = freshness.consistent(&clock, WAIT, true).await.unwrap();
-            assert_eq!(answer, Consistent::Cold, "{rv}");
-            assert_eq!(started.elapsed(), Duration::ZERO);
-            tokio::time::sleep(Duration::from_millis(270)).await;
+            let answer = freshness.consistent_or(&clock, WAIT, fetch(&api, RTT));
+            assert_eq!(answered(answer.await), Err(rv));
+            assert_eq!(started.elapsed(), RTT, "{rv}");
+            tokio::time::sleep(Duration::from_millis(300)).await;
         }
+        assert_eq!(api.count("limit=1"), 0, "the clock was not asked");
         assert!(
-            freshness.complete_through() >= 20,
+            freshness.complete_through() >= 30,
             "the probes prove all the same"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_store_that_keeps_up_is_read_without_fetching() {
+        let api = Arc::new(FakeApi {
+            bookmark_tick: Some(Duration::from_secs(1)),
+            ..FakeApi::default()
+        });
+        let (mut writer, freshness) = quiet(&api);
+        let clock = Clock::new(vec![freshness.source()], 2);
+        let fetched = AtomicUsize::new(0);
+        let counted = || async {
+            fetched.fetch_add(1, SeqCst);
+            fetch(&api, Duration::from_millis(5)).await
+        };
+        for rv in 10..20 {
+            // The resource's own writes move the revision: its store
+            // reaches it by its own events.
+            api.revision.store(rv, SeqCst);
+            writer.advance(rv);
+            let answer = freshness.consistent_or(&clock, WAIT, counted()).await;
+            if rv > 10 {
+                assert_eq!(answered(answer), Ok(rv));
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        // Only the first read, before the API server's resourceVersion
+        // was learnt, was fetched.
+        assert_eq!(fetched.load(SeqCst), 1);
     }
 
     #[tokio::test(start_paused = true)]

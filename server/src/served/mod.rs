@@ -8,9 +8,11 @@ pub(crate) mod encoding;
 #[cfg(test)]
 mod fake_api;
 pub(crate) mod fanout;
+pub(crate) mod fetch;
 mod filter;
 pub(crate) mod freshness;
 pub(crate) mod pages;
+mod pipeline;
 mod predicates;
 mod quota;
 mod scope;
@@ -22,7 +24,7 @@ use std::time::Duration;
 
 use kubecache_reflector::upstream::{ApiResource, ReflectorStatus, Upstream};
 use kubecache_reflector::{IndexSpec, StoreReader};
-use kubecache_wire::{Status, Transform};
+use kubecache_wire::{ObjectKey, Status, Transform};
 use tokio::sync::watch;
 
 pub use filter::Filter;
@@ -35,6 +37,7 @@ use clock::Clock;
 use fanout::Hub;
 use freshness::{Consistent, Freshness};
 use pages::HeldSnapshots;
+use pipeline::Pipeline;
 use quota::WatchQuota;
 use writes::Writes;
 
@@ -66,7 +69,8 @@ pub struct ServeSettings {
     pub max_selector_requirements: usize,
     /// Most requests for the API server's current resourceVersion in
     /// flight at once, for the consistent reads of every resource (see
-    /// `served/clock.rs`).
+    /// `served/clock.rs`); and most GETs of one object in flight at once
+    /// for its consistent reads.
     pub freshness_requests: usize,
     /// How often a probe watch starts while consistent reads of a resource
     /// may need a proof that it is complete (see `served/freshness.rs`): it
@@ -173,6 +177,11 @@ pub struct Cache {
     /// index values read): an object read from the API server for this
     /// cache's clients is shaped alike.
     pub(crate) transform: Transform,
+    /// The API server, for this resource.
+    upstream: Upstream,
+    /// Fetches of one object from the API server, each answering every
+    /// consistent GET of it waiting when it was sent (see [`fetch`]).
+    fetches: Arc<Pipeline<ObjectKey, fetch::Answer>>,
 }
 
 impl Cache {
@@ -200,13 +209,15 @@ impl Cache {
             indexes,
             builtin,
             protobuf,
-            freshness: Freshness::new(upstream, reader.clone(), settings.probe_interval),
+            freshness: Freshness::new(upstream.clone(), reader.clone(), settings.probe_interval),
             pages: HeldSnapshots::start(settings.continue_ttl),
             reader,
             status,
             watchers: AtomicUsize::new(0),
             writes: Writes::new(settings.read_wait),
             transform,
+            fetches: Pipeline::new(settings.freshness_requests),
+            upstream,
         }
     }
 
@@ -320,7 +331,7 @@ impl Caches {
     pub fn new(caches: Vec<Cache>, settings: ServeSettings) -> Self {
         let sources = caches.iter().map(|c| c.freshness.source()).collect();
         Caches {
-            clock: Clock::start(sources, settings.freshness_requests),
+            clock: Clock::new(sources, settings.freshness_requests),
             caches: caches.into_iter().map(Arc::new).collect(),
             watch_quota: WatchQuota::new(settings.watches_per_client),
             settings,
@@ -349,31 +360,34 @@ impl Caches {
     /// 504 when the API server cannot be asked, or the store does not
     /// catch up within the read wait.
     pub(crate) async fn consistent(&self, cache: &Cache) -> Result<u64, Status> {
-        match cache
+        cache
             .freshness
-            .consistent(&self.clock, self.settings.read_wait, false)
-            .await?
-        {
-            Consistent::Proven(rv) => Ok(rv),
-            Consistent::Cold => unreachable!("only a GET may be told to pass through"),
-        }
+            .consistent(&self.clock, self.settings.read_wait)
+            .await
     }
 
-    /// As [`Self::consistent`] for a GET of one object, which may be
-    /// passed through instead of waiting for a cold probe: then
-    /// [`Consistent::Cold`] (with [`ServeSettings::cold_get_passthrough`]).
+    /// As [`Self::consistent`] for a GET of the object `name` in
+    /// `namespace`, which the API server may answer instead rather than
+    /// wait for a cold probe: then [`Consistent::Fetched`] (with
+    /// [`ServeSettings::cold_get_passthrough`]; see
+    /// [`Freshness::consistent_or`]).
     ///
     /// # Errors
     ///
     /// As [`Self::consistent`].
-    pub(crate) async fn consistent_get(&self, cache: &Cache) -> Result<Consistent, Status> {
+    pub(crate) async fn consistent_get(
+        &self,
+        cache: &Arc<Cache>,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Consistent, Status> {
+        if !self.settings.cold_get_passthrough {
+            return self.consistent(cache).await.map(Consistent::Proven);
+        }
+        let fetch = cache.fetch(namespace, name);
         cache
             .freshness
-            .consistent(
-                &self.clock,
-                self.settings.read_wait,
-                self.settings.cold_get_passthrough,
-            )
+            .consistent_or(&self.clock, self.settings.read_wait, fetch)
             .await
     }
 

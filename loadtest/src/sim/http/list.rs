@@ -97,9 +97,15 @@ pub async fn collection(
     match listed {
         Ok((page, truncate, source)) => {
             let body = encode_list(resource, wire, form, page);
+            // A list of one object named in its namespace is read as one
+            // key (`MatchesSingle` in `registry/generic/registry/store.go`):
+            // served as a GET is, its body not paced as a range's.
+            let one_key =
+                params.fields.names_one() && (target.namespace.is_some() || !resource.namespaced);
             let pace = ctx
                 .serve
                 .serving_cost
+                .filter(|_| !one_key)
                 .map(|cost| Pace { cost, wire, source });
             body_response(StatusCode::OK, wire, false, chunked(body, truncate, pace))
         }
