@@ -58,8 +58,8 @@ pub struct ReviewError(String);
 pub struct Reviewer {
     client: kube::Client,
     settings: AuthSettings,
-    tokens: DecisionCache<[u8; 32], Authenticated, ReviewError>,
-    access: DecisionCache<AccessRequest, Decision, ReviewError>,
+    tokens: DecisionCache<[u8; 32], Authenticated>,
+    access: DecisionCache<AccessRequest, Decision>,
     decisions: OnceLock<Decisions>,
 }
 
