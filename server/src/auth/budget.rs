@@ -105,7 +105,11 @@ mod tests {
         tokio::time::advance(Duration::from_millis(400)).await;
         assert_eq!(taken(&budget, "10.0.0.1", 100).await, 2);
         tokio::time::advance(Duration::from_secs(60)).await;
-        assert_eq!(taken(&budget, "10.0.0.1", 100).await, 5, "no more than a burst");
+        assert_eq!(
+            taken(&budget, "10.0.0.1", 100).await,
+            5,
+            "no more than a burst"
+        );
     }
 
     #[tokio::test(start_paused = true)]
