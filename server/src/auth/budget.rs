@@ -77,11 +77,15 @@ impl ReviewBudget {
     }
 }
 
-/// The address a client is bounded by: itself, or its /64 for IPv6.
+/// The address a client is bounded by: itself, or its /64 for IPv6 (an
+/// IPv4 client of a dual-stack listener, `::ffff:a.b.c.d`, is itself).
 fn prefix(peer: IpAddr) -> IpAddr {
     match peer {
         IpAddr::V4(_) => peer,
-        IpAddr::V6(v6) => IpAddr::V6((v6.to_bits() & !u128::from(u64::MAX)).into()),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((v6.to_bits() & !u128::from(u64::MAX)).into()),
+        },
     }
 }
 
@@ -126,5 +130,9 @@ mod tests {
         assert_eq!(taken(&budget, "2001:db8::1", 2).await, 2);
         assert_eq!(taken(&budget, "2001:db8::ffff:2", 10).await, 1);
         assert_eq!(taken(&budget, "2001:db8:0:1::1", 10).await, 3);
+        // IPv4 clients of a dual-stack listener are each their own.
+        assert_eq!(taken(&budget, "::ffff:10.0.0.1", 10).await, 3);
+        assert_eq!(taken(&budget, "::ffff:10.0.0.2", 10).await, 3);
+        assert_eq!(taken(&budget, "10.0.0.2", 10).await, 0, "the same client");
     }
 }
