@@ -60,7 +60,8 @@ pub struct Hostile {
     #[arg(long, default_value_t = 20)]
     pub hold_secs: u64,
     /// Connections posting a chunked ConfigMap body they never finish (a
-    /// 64 KiB chunk, then silence), anonymously.
+    /// 64 KiB chunk, then silence), anonymously. Like the other holding
+    /// kinds, each reconnects a second after kubecache answers or closes.
     #[arg(long, default_value_t = 50)]
     pub body_holds: usize,
     /// Connections posting with `Expect: 100-continue` and a 1 MiB
@@ -585,6 +586,7 @@ async fn body_hold(victim: Arc<Victim>, tally: Arc<Tally>, hold: Duration) {
     loop {
         if let Some(mut stream) = victim.open(&tally, None, &head).await {
             tally.note(answer(&mut stream, hold).await);
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
 }
@@ -600,6 +602,7 @@ async fn expect_hold(victim: Arc<Victim>, tally: Arc<Tally>) {
     loop {
         if let Some(mut stream) = victim.open(&tally, None, &head).await {
             tally.note(answer(&mut stream, Duration::from_secs(60)).await);
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
 }
@@ -623,6 +626,7 @@ async fn half_open_tls(victim: Arc<Victim>, tally: Arc<Tally>) {
             continue;
         }
         tally.note(answer(&mut stream, Duration::from_secs(60)).await);
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
