@@ -33,7 +33,7 @@
 //! coldGetPassthrough: true
 //! writeStallSeconds: 30
 //! eventLog: { maxEvents: 102400, maxAgeSeconds: 300 }
-//! auth: { mode: kubernetes, allowedTtlSeconds: 60, deniedTtlSeconds: 10, cacheEntries: 10000 }
+//! auth: { mode: kubernetes, allowedTtlSeconds: 60, deniedTtlSeconds: 10, cacheEntries: 10000, tokenReviewsPerSecond: 10 }
 //! connections: { max: 4096, maxPerAddress: 512, headerReadTimeoutSeconds: 32, idleTimeoutSeconds: 90,
 //!                http2MaxStreamsPerConnection: 100 }
 //! stateDir: /var/lib/kubecache    # warm restart: state files here (default: none)
@@ -405,6 +405,12 @@ settings! {
         auth_denied_ttl_seconds: f64 = AuthSettings::DEFAULT_DENIED_TTL.as_secs_f64(),
             key "deniedTtlSeconds", flag "auth-denied-ttl-seconds" S,
             env "KUBECACHE_AUTH_DENIED_TTL_SECONDS";
+        /// reviews of tokens not kept that one client address (an IPv6
+        /// one's /64) may cause, per second, in bursts of as many: beyond
+        /// it, its requests with a new token get 429 without a review
+        auth_token_reviews_per_second: f64 = AuthSettings::DEFAULT_TOKEN_REVIEWS_PER_SECOND,
+            key "tokenReviewsPerSecond", flag "auth-token-reviews-per-second" N,
+            env "KUBECACHE_AUTH_TOKEN_REVIEWS_PER_SECOND";
         file only:
         /// most answers kept of each kind (tokens, access decisions)
         auth_cache_entries: usize = AuthSettings::DEFAULT_CACHE_ENTRIES, key "cacheEntries";
@@ -464,6 +470,14 @@ impl Setting<usize> {
 }
 
 impl Setting<f64> {
+    /// The value, positive and finite.
+    fn positive(self) -> Result<f64, ConfigError> {
+        match self.value {
+            value if value > 0.0 && value.is_finite() => Ok(value),
+            value => Err(self.invalid(format!("{value} is not a positive number"))),
+        }
+    }
+
     /// The value as a duration in seconds, positive and finite.
     fn seconds(self) -> Result<Duration, ConfigError> {
         match Duration::try_from_secs_f64(self.value) {
@@ -646,6 +660,7 @@ impl AuthConfig {
             allowed_ttl: s.auth_allowed_ttl_seconds.seconds()?,
             denied_ttl: s.auth_denied_ttl_seconds.seconds()?,
             cache_entries: s.auth_cache_entries.at_least_one()?,
+            token_reviews_per_second: s.auth_token_reviews_per_second.positive()?,
         };
         Ok(AuthConfig { enabled, settings })
     }

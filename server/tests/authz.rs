@@ -675,3 +675,76 @@ async fn reads_from_the_cache_run_as_the_impersonated_user() {
         assert_eq!(got, code, "{user}: {path}");
     }
 }
+
+/// GETs `path` as `token` over a connection from the loopback address
+/// `source` (as another client host): the code, `Retry-After` and body.
+async fn read_from(
+    url: &str,
+    source: &str,
+    path: &str,
+    token: &str,
+) -> (u16, Option<String>, serde_json::Value) {
+    use http_body_util::BodyExt;
+    let authority = url.trim_start_matches("http://");
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    let stream = socket.connect(authority.parse().unwrap()).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let request = http::Request::get(path)
+        .header("host", authority)
+        .header("authorization", format!("Bearer {token}"))
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let code = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (code, retry_after, serde_json::from_slice(&body).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_churning_tokens_costs_the_api_server_a_bounded_number_of_reviews() {
+    // A bound so low that nothing refills during the test: one review of
+    // a new token per address, then 429s.
+    let served = served(AuthSettings {
+        token_reviews_per_second: 0.001,
+        ..AuthSettings::default()
+    })
+    .await;
+    let path = format!("/api/v1/namespaces/{NAMESPACE}/pods");
+    let (url, churner) = (&served.url, "127.0.0.2");
+    // A token it used before the churn stays served from the cache.
+    assert_eq!(read_from(url, churner, &path, "alice-token").await.0, 200);
+    let before = served.sim.reviews().token_reviews;
+    let mut codes = std::collections::BTreeMap::<u16, usize>::new();
+    for n in 0..50 {
+        let (code, retry_after, status) =
+            read_from(url, churner, &path, &format!("churn-{n}")).await;
+        *codes.entry(code).or_default() += 1;
+        if code == 429 {
+            assert_eq!(retry_after.as_deref(), Some("1"));
+            assert_eq!(status["reason"], "TooManyRequests", "{status}");
+            let message = status["message"].as_str().unwrap();
+            assert!(message.contains("tokenReviewsPerSecond"), "{message}");
+        }
+    }
+    assert_eq!(codes, [(429, 50)].into(), "the one review went to alice");
+    assert_eq!(
+        served.sim.reviews().token_reviews,
+        before,
+        "no review asked"
+    );
+    assert_eq!(read_from(url, churner, &path, "alice-token").await.0, 200);
+    // Another address is unaffected: its new tokens are reviewed.
+    let other = "127.0.0.3";
+    assert_eq!(read_from(url, other, &path, "churn-0").await.0, 401);
+    assert_eq!(read_from(url, other, &path, "alice-token").await.0, 200);
+    assert_eq!(served.sim.reviews().token_reviews, before + 1);
+}

@@ -1,23 +1,30 @@
 //! `kubecache-loadtest chaos` against kubecache, in short: well-behaved
 //! watchers and readers keep getting every event and every answer while
 //! hostile clients (non-readers, slowloris, giant selectors, table lists,
-//! held-page churn, reconnect storms, idle connections) attack kubecache
-//! and the API server cuts and fails its watches.
+//! held-page churn, reconnect storms, idle connections, held bodies and
+//! `Expect: 100-continue`, half-open TLS, Table watches, a streaming-list
+//! storm, token churn, stalled reviews) attack kubecache and the API server
+//! cuts and fails its watches.
 
 mod common;
 
 use common::{Setup, serve};
 use kubecache_loadtest::chaos::{Chaos, Hostile, chaos};
 use kubecache_loadtest::run::Scenario;
-use kubecache_loadtest::sim::SimConfig;
+use kubecache_loadtest::sim::{Policy, SimConfig};
+use kubecache_server::auth::AuthSettings;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_faults() {
     let served = serve(Setup {
         sim: SimConfig {
             pods: 1_000,
+            policy: Some(Policy::demo()),
             ..SimConfig::default()
         },
+        // Authenticated, so that token churn and stalled reviews reach
+        // the reviews.
+        auth: Some(AuthSettings::default()),
         // Node watchers are answered from the cache, not passed through
         // (where the API server's cuts would end them).
         store: common::node_index(),
@@ -28,7 +35,8 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
         load: Scenario {
             url: served.url.clone(),
             upstream: served.sim.url().to_string(),
-            duration_secs: 4,
+            // Long enough for a stalled review to time out (10 s).
+            duration_secs: 12,
             settle_secs: 2,
             concurrency: 2,
             gets: 1.0,
@@ -36,6 +44,8 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
             list_limit: 200,
             watchers: 12,
             writes_per_sec: 50.0,
+            token: Some("admin-token".into()),
+            upstream_token: Some("admin-token".into()),
             ..Scenario::default()
         },
         baseline_secs: Some(2),
@@ -50,6 +60,13 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
             idle_connections: 8,
             hostile_rate: 5.0,
             hold_secs: 2,
+            body_holds: 2,
+            expect_holds: 2,
+            half_open_tls: 2,
+            table_watches: 2,
+            storm_watches: 4,
+            token_churners: 1,
+            stalled_review_waiters: 10,
         },
         fault_interval_secs: 1,
         kubecache_pid: Some(std::process::id()),
@@ -60,10 +77,10 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
     .await
     .unwrap();
     assert!(report.ok(), "{report}");
-    let [baseline, hostile] = &report.phases[..] else {
-        panic!("two phases: {report}");
+    let [baseline, hostile, after] = &report.phases[..] else {
+        panic!("three phases: {report}");
     };
-    for phase in [baseline, hostile] {
+    for phase in [baseline, hostile, after] {
         let watch = phase.run.as_ref().and_then(|r| r.watch.as_ref());
         assert!(
             watch.is_some_and(|w| w.complete && w.deliveries > 0),
@@ -72,9 +89,10 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
         );
     }
     assert!(baseline.hostile.is_empty() && baseline.faults.is_empty());
+    assert!(after.hostile.is_empty() && after.faults.is_empty());
     // Every hostile kind acted, and the faults reached the API server's
     // watches: the reference watch had to resume.
-    assert_eq!(hostile.hostile.len(), 7, "{report}");
+    assert_eq!(hostile.hostile.len(), 14, "{report}");
     assert!(
         hostile.hostile.iter().all(|h| !h.outcomes.is_empty()),
         "{report}"
@@ -90,4 +108,11 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
         .map(|w| w.reference_resumes);
     assert!(resumes.is_some_and(|n| n > 0), "{report}");
     assert!(!report.rss.samples.is_empty(), "{report}");
+    // The sim counted the reviews: the churning tokens' among them.
+    assert!(
+        hostile
+            .reviews_per_sec
+            .is_some_and(|r| r.token_reviews > 0.0),
+        "{report}"
+    );
 }

@@ -3,7 +3,7 @@
 //! until the attack is stopped (their connections are then dropped).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,6 +59,33 @@ pub struct Hostile {
     /// Seconds a non-reader holds its watch before reopening it.
     #[arg(long, default_value_t = 20)]
     pub hold_secs: u64,
+    /// Connections posting a chunked ConfigMap body they never finish (a
+    /// 64 KiB chunk, then silence), anonymously. Like the other holding
+    /// kinds, each reconnects a second after kubecache answers or closes.
+    #[arg(long, default_value_t = 50)]
+    pub body_holds: usize,
+    /// Connections posting with `Expect: 100-continue` and a 1 MiB
+    /// `Content-Length`, then sending nothing.
+    #[arg(long, default_value_t = 50)]
+    pub expect_holds: usize,
+    /// Connections sending half a TLS ClientHello, then silence (against a
+    /// plain-HTTP kubecache: half a request it cannot parse).
+    #[arg(long, default_value_t = 50)]
+    pub half_open_tls: usize,
+    /// Watches of the collection as a Table (`kubectl get -w`), read.
+    #[arg(long, default_value_t = 20)]
+    pub table_watches: usize,
+    /// Streaming lists (`sendInitialEvents=true` watches) opened at once,
+    /// read to their initial-events-end bookmark, then opened again.
+    #[arg(long, default_value_t = 20)]
+    pub storm_watches: usize,
+    /// Clients sending a new random token with each request.
+    #[arg(long, default_value_t = 2)]
+    pub token_churners: usize,
+    /// Requests sent at once with one new token while the simulated API
+    /// server stalls its next 20 `TokenReview`s 15 s (every `--hold-secs`).
+    #[arg(long, default_value_t = 50)]
+    pub stalled_review_waiters: usize,
 }
 
 /// What one kind of hostile client met.
@@ -82,9 +109,14 @@ impl Tally {
     }
 }
 
-/// kubecache as the hostile clients see it.
+/// kubecache as the hostile clients of one kind see it.
 struct Victim {
     addr: SocketAddr,
+    /// The address the kind's connections come from: its own loopback
+    /// address (`127.0.0.2` on) when kubecache is on loopback, so that
+    /// kubecache's per-address bounds tell each kind, and the well-behaved
+    /// clients on `127.0.0.1`, apart, as they would hosts.
+    source: Option<IpAddr>,
     /// `host:port`, for the `Host` header.
     host: String,
     url: String,
@@ -120,6 +152,9 @@ impl Victim {
         if let Some(size) = recv_buffer {
             socket.set_recv_buffer_size(size)?;
         }
+        if let Some(source) = self.source {
+            socket.bind(SocketAddr::new(source, 0))?;
+        }
         socket.connect(self.addr).await
     }
 
@@ -141,6 +176,31 @@ impl Victim {
         tally.note(outcome);
         tokio::time::sleep(Duration::from_secs(1)).await;
         None
+    }
+
+    /// kubecache as the `k`-th kind sees it: from `127.0.0.(2 + k)` when
+    /// kubecache is on IPv4 loopback.
+    fn kind(&self, k: usize) -> Victim {
+        let source = match self.addr.ip() {
+            IpAddr::V4(ip) if ip.is_loopback() => {
+                Some(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2 + k as u8)))
+            }
+            _ => None,
+        };
+        let mut client = reqwest::Client::builder();
+        if let Some(source) = source {
+            client = client.local_address(source);
+        }
+        Victim {
+            addr: self.addr,
+            source,
+            host: self.host.clone(),
+            url: self.url.clone(),
+            path: self.path.clone(),
+            token: self.token.clone(),
+            client: client.build().unwrap_or_default(),
+            pace: self.pace,
+        }
     }
 
     /// A pacer for a looping client.
@@ -173,6 +233,7 @@ impl Attack {
             host: format!("{}:{}", url.host_str().unwrap_or_default(), addr.port()),
             url: config.load.url.clone(),
             path: config.load.path.clone(),
+            source: None,
             token: config.load.token.clone(),
             client: reqwest::Client::new(),
             pace: Duration::from_secs_f64(1.0 / hostile.hostile_rate),
@@ -214,6 +275,35 @@ impl Attack {
             &victim,
             |v, t, _| idle(v, t),
         );
+        attack.spawn("body hold", hostile.body_holds, &victim, move |v, t, _| {
+            body_hold(v, t, hold)
+        });
+        attack.spawn("expect hold", hostile.expect_holds, &victim, |v, t, _| {
+            expect_hold(v, t)
+        });
+        attack.spawn(
+            "half-open TLS",
+            hostile.half_open_tls,
+            &victim,
+            |v, t, _| half_open_tls(v, t),
+        );
+        attack.spawn("table watch", hostile.table_watches, &victim, |v, t, _| {
+            table_watch(v, t)
+        });
+        attack.spawn(
+            "streaming-list storm",
+            hostile.storm_watches,
+            &victim,
+            |v, t, _| streaming_list(v, t),
+        );
+        attack.spawn("token churn", hostile.token_churners, &victim, token_churn);
+        let (waiters, upstream) = (hostile.stalled_review_waiters, config.load.upstream.clone());
+        attack.spawn(
+            "stalled review",
+            usize::from(waiters > 0),
+            &victim,
+            move |v, t, seed| stalled_reviews(v, t, upstream.clone(), waiters, hold, seed),
+        );
         Ok(attack)
     }
 
@@ -223,6 +313,7 @@ impl Attack {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let tally = Arc::new(Tally::default());
+        let victim = Arc::new(victim.kind(self.tallies.len()));
         for i in 0..clients {
             self.tasks
                 .spawn(client(victim.clone(), tally.clone(), i as u64));
@@ -440,6 +531,229 @@ async fn idle(victim: Arc<Victim>, tally: Arc<Tally>) {
         }
         tally.note("closed by kubecache");
         tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Waits for kubecache's answer on `stream` until `limit`: its status
+/// code (after a `100 Continue`, which is not an answer, if one came), or
+/// how the connection ended without one.
+async fn answer(stream: &mut TcpStream, limit: Duration) -> String {
+    let mut continued = "";
+    let reading = async {
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        loop {
+            match stream.read(&mut byte).await {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => return failed("read", &e),
+            }
+            match byte[0] {
+                b'\n' if line.starts_with(b"HTTP/1.1 100") || line.is_empty() => {
+                    if !line.is_empty() {
+                        continued = "100 Continue, then ";
+                    }
+                    line.clear();
+                }
+                b'\n' => break,
+                b'\r' => {}
+                byte if line.len() < 64 => line.push(byte),
+                _ => break,
+            }
+        }
+        match std::str::from_utf8(&line) {
+            Ok(text) if text.starts_with("HTTP/1.1 ") => format!("answered {}", &text[9..12]),
+            _ if line.is_empty() => "closed by kubecache, no answer".into(),
+            _ => "closed by kubecache, not HTTP".into(),
+        }
+    };
+    let outcome = tokio::time::timeout(limit, reading)
+        .await
+        .unwrap_or_else(|_| format!("held {} s, no answer", limit.as_secs()));
+    format!("{continued}{outcome}")
+}
+
+/// Posts a ConfigMap as a chunked body, sends one 64 KiB chunk and never
+/// the rest; holds until kubecache answers or `hold` passes.
+async fn body_hold(victim: Arc<Victim>, tally: Arc<Tally>, hold: Duration) {
+    let head = format!(
+        "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: {}\r\n\
+         Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n\
+         10000\r\n{{\"data\":{{\"x\":\"{}",
+        victim.host,
+        "a".repeat(0x10000 - 14)
+    );
+    loop {
+        if let Some(mut stream) = victim.open(&tally, None, &head).await {
+            tally.note(answer(&mut stream, hold).await);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+/// Posts with `Expect: 100-continue` and never sends the body.
+async fn expect_hold(victim: Arc<Victim>, tally: Arc<Tally>) {
+    let head = format!(
+        "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 1048576\r\n\
+         Expect: 100-continue\r\n\r\n",
+        victim.host
+    );
+    loop {
+        if let Some(mut stream) = victim.open(&tally, None, &head).await {
+            tally.note(answer(&mut stream, Duration::from_secs(60)).await);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+/// Half a TLS ClientHello: a handshake record header announcing 512
+/// bytes, the handshake header and a few bytes of it; then silence.
+async fn half_open_tls(victim: Arc<Victim>, tally: Arc<Tally>) {
+    const HALF_HELLO: [u8; 16] = [
+        0x16, 0x03, 0x01, 0x02, 0x00, // record: handshake, TLS 1.0, 512 bytes
+        0x01, 0x00, 0x01, 0xfc, // ClientHello, 508 bytes
+        0x03, 0x03, 0, 0, 0, 0, 0, // TLS 1.2, the random begins
+    ];
+    loop {
+        let Ok(mut stream) = victim.connect(None).await else {
+            tally.note("connect failed");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        };
+        if stream.write_all(&HALF_HELLO).await.is_err() {
+            tally.note("send failed");
+            continue;
+        }
+        tally.note(answer(&mut stream, Duration::from_secs(60)).await);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Reads a watch (or a streaming list) until kubecache ends it, or
+/// `until` says enough: its opening (the status code) and what ended it.
+async fn read_watch(
+    request: reqwest::RequestBuilder,
+    tally: &Tally,
+    until: impl Fn(&[u8]) -> bool,
+) -> String {
+    use futures::StreamExt;
+    let response = match request.send().await {
+        Ok(response) if response.status().is_success() => response,
+        Ok(response) => return response.status().as_u16().to_string(),
+        Err(e) if e.is_connect() => return "connect error".into(),
+        Err(_) => return "broken answer".into(),
+    };
+    tally.note(format!("opened: {}", response.status().as_u16()));
+    let mut body = response.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        match chunk {
+            Ok(chunk) if until(&chunk) => return "read to the end of its initial events".into(),
+            Ok(_) => {}
+            Err(_) => return "cut mid-stream".into(),
+        }
+    }
+    "ended by kubecache".into()
+}
+
+/// Watches the collection as a Table, reading every row.
+async fn table_watch(victim: Arc<Victim>, tally: Arc<Tally>) {
+    const TABLE: &str = "application/json;as=Table;g=meta.k8s.io;v=v1";
+    loop {
+        let request = victim
+            .client
+            .get(format!("{}{}?watch=1", victim.url, victim.path))
+            .header(reqwest::header::ACCEPT, TABLE);
+        tally.note(read_watch(authorized(&victim, request), &tally, |_| false).await);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Opens a streaming list, reads it to its initial-events-end bookmark,
+/// and opens it again: all the storm's members at once, again and again.
+async fn streaming_list(victim: Arc<Victim>, tally: Arc<Tally>) {
+    const END: &[u8] = b"k8s.io/initial-events-end";
+    loop {
+        let request = victim.client.get(format!(
+            "{}{}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
+            victim.url, victim.path
+        ));
+        let until = |chunk: &[u8]| chunk.windows(END.len()).any(|w| w == END);
+        let read = tokio::time::timeout(
+            Duration::from_secs(120),
+            read_watch(authorized(&victim, request), &tally, until),
+        );
+        tally.note(
+            read.await
+                .unwrap_or_else(|_| "unfinished after 120 s".into()),
+        );
+    }
+}
+
+/// A random token of `rng`, as no client was ever given.
+fn random_token(rng: &mut impl Rng) -> String {
+    format!("chaos-{:032x}", rng.random::<u128>())
+}
+
+/// Lists a page with a new random token each time.
+async fn token_churn(victim: Arc<Victim>, tally: Arc<Tally>, seed: u64) {
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let mut tick = victim.ticker();
+    loop {
+        tick.tick().await;
+        let request = victim
+            .client
+            .get(format!("{}{}?limit=1", victim.url, victim.path))
+            .bearer_auth(random_token(&mut rng));
+        tally.note(fetch(request, Duration::from_secs(30)).await.0);
+    }
+}
+
+/// Every `hold`, arms a 15 s stall of the next 20 `TokenReview`s on the
+/// simulated API server (the token churners' take some) and sends
+/// `waiters` requests at once with one new token: each outcome with how
+/// long it took, in whole seconds.
+async fn stalled_reviews(
+    victim: Arc<Victim>,
+    tally: Arc<Tally>,
+    upstream: String,
+    waiters: usize,
+    hold: Duration,
+    seed: u64,
+) {
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let stall = crate::sim::faults::FaultSpec {
+        target: crate::sim::faults::Target::TokenReview,
+        fault: crate::sim::faults::Fault::Stall { secs: 15 },
+        times: 20,
+    };
+    loop {
+        let armed = victim
+            .client
+            .post(format!("{upstream}/sim/faults"))
+            .json(&stall)
+            .send()
+            .await;
+        tally.note(match armed {
+            Ok(r) if r.status().is_success() => "stall armed",
+            _ => "could not arm the stall",
+        });
+        let token = random_token(&mut rng);
+        let requests = (0..waiters).map(|_| {
+            let request = victim
+                .client
+                .get(format!("{}{}?limit=1", victim.url, victim.path))
+                .bearer_auth(&token);
+            async {
+                let started = std::time::Instant::now();
+                let (outcome, _) = fetch(request, Duration::from_secs(60)).await;
+                format!("{outcome} after {} s", started.elapsed().as_secs())
+            }
+        });
+        for outcome in futures::future::join_all(requests).await {
+            tally.note(outcome);
+        }
+        tokio::time::sleep(hold).await;
     }
 }
 

@@ -1,20 +1,23 @@
 //! `kubecache-loadtest chaos`: can hostile clients and a failing API server
 //! starve well-behaved ones?
 //!
-//! One run, two phases with the same well-behaved load ([`crate::run`]:
+//! One run, three phases with the same well-behaved load ([`crate::run`]:
 //! watchers checked for completeness against the API server's history,
 //! gets and lists measured): a *baseline* phase alone, then a *hostile*
 //! phase with the [`Hostile`] clients attacking kubecache and, when the
 //! upstream is the simulated API server, watch faults driven through its
-//! `/sim/` endpoints every few seconds. Throughout, `/healthz` is probed
-//! every 100 ms on a fresh connection (as a kubelet probes) and kubecache's
-//! RSS is sampled. The report compares the phases; any lost event or
-//! failed well-behaved request fails the run.
+//! `/sim/` endpoints every few seconds, then an *after* phase alone again
+//! (as long as the baseline), to see kubecache recover. Throughout,
+//! `/healthz` is probed every 100 ms on a fresh connection (as a kubelet
+//! probes), kubecache's RSS is sampled and the reviews the simulated API
+//! server is asked are counted. The report compares the phases; any lost
+//! event or failed well-behaved request fails the run.
 
 mod faults;
 mod health;
 mod hostile;
 mod report;
+mod reviews;
 mod rss;
 
 use std::time::Instant;
@@ -24,6 +27,7 @@ use serde::Serialize;
 use crate::run::Scenario;
 pub use hostile::{Hostile, HostileReport};
 pub use report::{ChaosReport, PhaseReport};
+pub use reviews::ReviewRates;
 pub use rss::{PhaseRss, RssReport, slope_per_minute};
 
 /// A chaos run, from flags.
@@ -74,18 +78,16 @@ pub async fn chaos(config: Chaos) -> anyhow::Result<ChaosReport> {
     let health = health::Prober::start(&config.load)?;
     let rss = rss::Sampler::start(&config, started)?;
     let mut phases = Vec::new();
-    for hostile in [false, true] {
+    let reviews = reviews::Counter::new(&config.load.upstream);
+    for (name, hostile) in [("baseline", false), ("hostile", true), ("after", false)] {
         let mut load = config.load.clone();
         if !hostile {
             load.duration_secs = config.baseline_secs.unwrap_or(load.duration_secs);
         }
         let start_secs = started.elapsed().as_secs_f64();
-        eprintln!(
-            "phase {}: {} s",
-            if hostile { "hostile" } else { "baseline" },
-            load.duration_secs
-        );
+        eprintln!("phase {name}: {} s", load.duration_secs);
         health.restart();
+        let reviewed = reviews.count().await;
         let attack = hostile
             .then(|| hostile::Attack::start(&config))
             .transpose()?;
@@ -95,12 +97,13 @@ pub async fn chaos(config: Chaos) -> anyhow::Result<ChaosReport> {
         eprintln!();
         let end_secs = started.elapsed().as_secs_f64();
         phases.push(PhaseReport {
-            name: if hostile { "hostile" } else { "baseline" },
+            name,
             start_secs,
             end_secs,
             healthz: health.restart().report(end_secs - start_secs),
             hostile: attack.map(hostile::Attack::stop).unwrap_or_default(),
             faults: faults.map(faults::Driver::stop).unwrap_or_default(),
+            reviews_per_sec: reviews.rate_since(reviewed, end_secs - start_secs).await,
             failure: run.as_ref().err().map(|e| format!("{e:#}")),
             run: run.ok(),
         });

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::Chaos;
 use super::hostile::HostileReport;
+use super::reviews::ReviewRates;
 use super::rss::RssReport;
 use crate::run::{OpReport, Report};
 
@@ -30,6 +31,9 @@ pub struct PhaseReport {
     pub hostile: Vec<HostileReport>,
     /// Upstream faults driven, by kind.
     pub faults: BTreeMap<String, u64>,
+    /// Reviews the simulated API server was asked, per second (`None`:
+    /// the upstream is not the sim).
+    pub reviews_per_sec: Option<ReviewRates>,
 }
 
 impl PhaseReport {
@@ -60,6 +64,30 @@ impl ChaosReport {
     pub fn ok(&self) -> bool {
         self.phases.iter().all(PhaseReport::ok)
     }
+
+    /// A phase's GET p99 over the baseline's.
+    fn get_p99_ratio(&self, phase: &PhaseReport) -> Option<f64> {
+        let p99 = |phase: &PhaseReport| {
+            phase
+                .op("get")
+                .filter(|o| o.latency.count > 0)
+                .map(|o| o.latency.p99_ms)
+        };
+        Some(p99(phase)? / p99(self.phases.first()?)?)
+    }
+
+    /// RSS at the end of the phase after the attack over that at the end of
+    /// the baseline.
+    fn rss_after_ratio(&self) -> Option<f64> {
+        let last = |name: &str| {
+            self.rss
+                .phases
+                .iter()
+                .find(|p| p.phase == name)
+                .and_then(|p| p.last_mb)
+        };
+        Some(last("after")? / last("baseline")?)
+    }
 }
 
 /// `p50 / p99` of a request kind, or `-`.
@@ -77,15 +105,18 @@ impl fmt::Display for ChaosReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{:<9} {:>6} {:>17} {:>17} {:>13} {:>15} {:>7} {:>9}",
+            "{:<9} {:>6} {:>17} {:>7} {:>17} {:>13} {:>15} {:>18} {:>7} {:>9} {:>13}",
             "phase",
             "s",
             "get p50/p99 ms",
+            "p99 ×",
             "list p50/p99 ms",
             "lag p99 ms",
             "healthz p99 ms",
+            "healthz ok/max ms",
             "errors",
-            "complete"
+            "complete",
+            "TR/s SAR/s"
         )?;
         for phase in &self.phases {
             let watch = phase.run.as_ref().and_then(|r| r.watch.as_ref());
@@ -96,22 +127,42 @@ impl fmt::Display for ChaosReport {
                 .map(|r| r.errors)
                 .sum::<u64>()
                 + phase.healthz.errors;
+            let healthz = &phase.healthz;
             writeln!(
                 f,
-                "{:<9} {:>6.0} {:>17} {:>17} {:>13} {:>15.1} {:>7} {:>9}",
+                "{:<9} {:>6.0} {:>17} {:>7} {:>17} {:>13} {:>15.1} {:>18} {:>7} {:>9} {:>13}",
                 phase.name,
                 phase.end_secs - phase.start_secs,
                 percentiles(phase.op("get")),
+                self.get_p99_ratio(phase)
+                    .map_or("-".into(), |r| format!("{r:.2}")),
                 percentiles(phase.op("list")),
                 watch.map_or("-".into(), |w| format!("{:.1}", w.lag.p99_ms)),
-                phase.healthz.latency.p99_ms,
+                healthz.latency.p99_ms,
+                format!(
+                    "{}/{} {:.0}",
+                    healthz.latency.count,
+                    healthz.latency.count as u64 + healthz.errors,
+                    healthz.latency.max_ms
+                ),
                 errors,
                 match (&phase.run, watch) {
                     (None, _) => "NOT RUN",
                     (Some(_), None) => "-",
                     (Some(_), Some(w)) if w.complete => "yes",
                     (Some(_), Some(_)) => "NO",
-                }
+                },
+                phase.reviews_per_sec.map_or("-".into(), |r| format!(
+                    "{:.1} {:.1}",
+                    r.token_reviews, r.subject_access_reviews
+                )),
+            )?;
+        }
+        if let Some(ratio) = self.rss_after_ratio() {
+            writeln!(
+                f,
+                "RSS at the end of the after phase: {:+.0}% of the baseline's",
+                (ratio - 1.0) * 100.0
             )?;
         }
         for phase in &self.phases {

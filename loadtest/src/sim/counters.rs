@@ -29,6 +29,17 @@ pub struct Counts {
     pub lists: u64,
 }
 
+/// Reviews asked since the start (`GET /sim/reviews`): what a cache
+/// authenticating its clients costs the API server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reviews {
+    /// `TokenReview`s.
+    pub token_reviews: u64,
+    /// `SubjectAccessReview`s.
+    pub subject_access_reviews: u64,
+}
+
 /// What was asked of each resource.
 #[derive(Debug)]
 pub struct Counters {
@@ -37,6 +48,8 @@ pub struct Counters {
     discovery: AtomicU64,
     /// List requests being answered, and the most at once, by resource.
     lists_in_flight: Vec<[AtomicU64; 2]>,
+    /// `TokenReview`s, `SubjectAccessReview`s.
+    reviews: [AtomicU64; 2],
 }
 
 /// A list request being answered: counted in flight until dropped.
@@ -69,6 +82,7 @@ impl Default for Counters {
             by_resource: RESOURCES.iter().map(|_| Default::default()).collect(),
             discovery: AtomicU64::new(0),
             lists_in_flight: RESOURCES.iter().map(|_| Default::default()).collect(),
+            reviews: Default::default(),
         }
     }
 }
@@ -82,6 +96,21 @@ impl Counters {
     /// Discovery and OpenAPI requests so far.
     pub fn discovery_requests(&self) -> u64 {
         self.discovery.load(Ordering::Relaxed)
+    }
+
+    /// Counts one review, a `TokenReview` if `token`, else a
+    /// `SubjectAccessReview`.
+    pub fn review(&self, token: bool) {
+        self.reviews[usize::from(!token)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The reviews so far.
+    pub fn reviews(&self) -> Reviews {
+        let [token, access] = &self.reviews;
+        Reviews {
+            token_reviews: token.load(Ordering::Relaxed),
+            subject_access_reviews: access.load(Ordering::Relaxed),
+        }
     }
 
     /// Counts one request of `resource`.

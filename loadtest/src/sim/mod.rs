@@ -44,7 +44,7 @@ use tokio::task::JoinHandle;
 
 pub use auth::{Policy, RoleRef, Rule, Subject, User};
 pub use cost::ServingCost;
-pub use counters::Counts;
+pub use counters::{Counts, Reviews};
 pub use faults::{Fault, FaultSpec, Target as FaultTarget};
 pub use object::StoredObject;
 pub use resources::{RESOURCES, Resource, ResourceId, ids};
@@ -262,6 +262,11 @@ impl Sim {
     /// fresh (as `GET /sim/counters` answers).
     pub fn counters(&self) -> std::collections::BTreeMap<String, Counts> {
         self.ctx.counters.snapshot()
+    }
+
+    /// The reviews asked so far (as `GET /sim/reviews` answers).
+    pub fn reviews(&self) -> Reviews {
+        self.ctx.counters.reviews()
     }
 
     /// The discovery requests answered so far (`/version`, `/api`,

@@ -1,13 +1,20 @@
 //! The decisions of reviews, kept for a while: bounded, expiring, and
 //! asked once however many requests want the same answer at the same time.
+//!
+//! On moka's cache: its TinyLFU admission keeps the answers asked often
+//! (a controller's token, its usual requests) when a flood of new keys (a
+//! client sending a new random token each time) fills it, where evicting
+//! arbitrary or least recent entries would make the hot ones be reviewed
+//! again; and its `try_get_with` runs one review per key, sharing the
+//! answer, or the error, with every request waiting for it.
 
-use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use parking_lot::Mutex;
-use tokio::sync::OnceCell;
+use moka::future::Cache;
+use moka::ops::compute::Op;
 use tokio::time::Instant;
 
 /// Answers to reviews by key, each kept for the time-to-live its answer
@@ -15,27 +22,34 @@ use tokio::time::Instant;
 /// with its error, at once, and is not kept: the next request asks again.
 /// (Were the error not shared, each waiter would retry in turn, and the
 /// k-th of many would wait k review timeouts.)
-#[derive(Debug)]
-pub struct DecisionCache<K, V, E> {
-    entries: Mutex<HashMap<K, Arc<Slot<V, E>>>>,
-    capacity: usize,
+pub struct DecisionCache<K, V> {
+    entries: Cache<K, Kept<V>>,
+    /// Bumped by [`DecisionCache::clear`]: an answer of an older generation
+    /// (of a review in flight when it was cleared) is not served.
+    generation: AtomicU64,
 }
 
-/// One key's answer, or the review in flight for it.
-#[derive(Debug)]
-struct Slot<V, E> {
-    answer: OnceCell<Result<(V, Instant), E>>,
+/// An answer and when it expires, by the tokio clock (paused in tests;
+/// moka's own clock only reclaims the memory of expired answers).
+#[derive(Debug, Clone)]
+struct Kept<V> {
+    answer: V,
+    ttl: Duration,
+    expires: Instant,
+    generation: u64,
 }
 
-impl<V, E> Slot<V, E> {
-    /// Whether a new request must ask again: the answer expired, or the
-    /// review failed.
-    fn expired(&self, now: Instant) -> bool {
-        match self.answer.get() {
-            Some(Ok((_, expires))) => *expires <= now,
-            Some(Err(_)) => true,
-            None => false,
-        }
+/// moka expires each answer after its own time-to-live.
+struct ByTtl;
+
+impl<K, V> moka::Expiry<K, Kept<V>> for ByTtl {
+    fn expire_after_create(
+        &self,
+        _: &K,
+        kept: &Kept<V>,
+        _: std::time::Instant,
+    ) -> Option<Duration> {
+        Some(kept.ttl)
     }
 }
 
@@ -48,24 +62,32 @@ pub enum Source {
     Reviewed,
 }
 
-impl<K: Hash + Eq + Clone, V: Clone, E: Clone> DecisionCache<K, V, E> {
+impl<K, V> DecisionCache<K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+{
     /// A cache of at most `capacity` keys.
     pub fn new(capacity: usize) -> Self {
         DecisionCache {
-            entries: Mutex::new(HashMap::new()),
-            capacity: capacity.max(1),
+            entries: Cache::builder()
+                .max_capacity(capacity.max(1) as u64)
+                .expire_after(ByTtl)
+                .build(),
+            generation: AtomicU64::new(0),
         }
     }
 
-    /// How many keys it holds.
+    /// How many keys it holds (moka's count, which may lag a moment).
     pub fn len(&self) -> usize {
-        self.entries.lock().len()
+        self.entries.entry_count() as usize
     }
 
     /// Forgets every kept answer; reviews in flight finish for their own
-    /// requests, and keep nothing.
+    /// requests, and their answers are not served to later ones.
     pub fn clear(&self) {
-        self.entries.lock().clear();
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.entries.invalidate_all();
     }
 
     /// The answer for `key`: kept, or asked of `review` and kept for
@@ -74,66 +96,51 @@ impl<K: Hash + Eq + Clone, V: Clone, E: Clone> DecisionCache<K, V, E> {
     /// # Errors
     ///
     /// The error of the review this request waited for, which is not kept.
-    pub async fn get_or_review<F>(
+    pub async fn get_or_review<E, F>(
         &self,
         key: &K,
         ttl: impl Fn(&V) -> Duration,
         review: F,
     ) -> Result<(V, Source), E>
     where
+        E: Clone + Send + Sync + 'static,
         F: Future<Output = Result<V, E>>,
     {
-        let slot = self.slot(key);
+        let generation = self.generation.load(Ordering::Acquire);
+        let now = Instant::now();
+        let fresh = move |kept: &Kept<V>| kept.expires > now && kept.generation == generation;
+        if let Some(kept) = self.entries.get(key).await {
+            if fresh(&kept) {
+                return Ok((kept.answer, Source::Cached));
+            }
+            // Stale: removed unless another request has just replaced it.
+            self.entries
+                .entry_by_ref(key)
+                .and_compute_with(|entry| async move {
+                    match entry {
+                        Some(entry) if !fresh(entry.value()) => Op::Remove,
+                        _ => Op::Nop,
+                    }
+                })
+                .await;
+        }
         let mut source = Source::Cached;
-        let answer = slot
-            .answer
-            .get_or_init(|| async {
+        let kept = self
+            .entries
+            .try_get_with_by_ref(key, async {
                 source = Source::Reviewed;
                 let answer = review.await?;
-                let expires = Instant::now() + ttl(&answer);
-                Ok((answer, expires))
+                let ttl = ttl(&answer);
+                Ok(Kept {
+                    answer,
+                    ttl,
+                    expires: Instant::now() + ttl,
+                    generation,
+                })
             })
-            .await;
-        match answer {
-            Ok((answer, _)) => Ok((answer.clone(), source)),
-            Err(error) => Err(error.clone()),
-        }
-    }
-
-    /// The slot of `key`, a fresh one if it has none or its answer expired.
-    fn slot(&self, key: &K) -> Arc<Slot<V, E>> {
-        let now = Instant::now();
-        let mut entries = self.entries.lock();
-        if let Some(slot) = entries.get(key)
-            && !slot.expired(now)
-        {
-            return slot.clone();
-        }
-        if entries.len() >= self.capacity && !entries.contains_key(key) {
-            make_room(&mut entries, self.capacity, now);
-        }
-        let slot = Arc::new(Slot {
-            answer: OnceCell::new(),
-        });
-        entries.insert(key.clone(), slot.clone());
-        slot
-    }
-}
-
-/// Drops the expired answers and, if that is not enough, an eighth of the
-/// rest (arbitrary ones), so that a full cache pays for a sweep only once
-/// per many insertions.
-fn make_room<K: Hash + Eq + Clone, V, E>(
-    entries: &mut HashMap<K, Arc<Slot<V, E>>>,
-    capacity: usize,
-    now: Instant,
-) {
-    entries.retain(|_, slot| !slot.expired(now));
-    if entries.len() >= capacity {
-        let drop: Vec<K> = entries.keys().take(capacity / 8 + 1).cloned().collect();
-        for key in drop {
-            entries.remove(&key);
-        }
+            .await
+            .map_err(|error: Arc<E>| E::clone(&error))?;
+        Ok((kept.answer, source))
     }
 }
 
@@ -145,7 +152,7 @@ mod tests {
 
     const TTL: Duration = Duration::from_secs(10);
 
-    async fn ask(cache: &DecisionCache<u32, u32, ()>, key: u32, reviews: &AtomicUsize) -> Source {
+    async fn ask(cache: &DecisionCache<u32, u32>, key: u32, reviews: &AtomicUsize) -> Source {
         let (answer, source) = cache
             .get_or_review(&key, |_| TTL, async {
                 reviews.fetch_add(1, Ordering::SeqCst);
@@ -197,7 +204,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_review_is_not_kept() {
-        let cache = DecisionCache::<u32, u32, ()>::new(10);
+        let cache = DecisionCache::<u32, u32>::new(10);
         let failed = cache.get_or_review(&1, |_| TTL, async { Err(()) }).await;
         assert_eq!(failed, Err(()));
         let reviews = AtomicUsize::new(0);
@@ -206,7 +213,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_slow_failing_review_fails_every_waiter_at_once() {
-        let cache = DecisionCache::<u32, u32, &str>::new(10);
+        let cache = DecisionCache::<u32, u32>::new(10);
         let reviews = AtomicUsize::new(0);
         let started = Instant::now();
         let waiters = (0..200).map(|_| {
@@ -228,9 +235,46 @@ mod tests {
         let reviews = AtomicUsize::new(0);
         for key in 0..1000 {
             ask(&cache, key, &reviews).await;
-            assert!(cache.len() <= 64);
         }
-        // The newest answer is kept.
-        assert_eq!(ask(&cache, 999, &reviews).await, Source::Cached);
+        cache.entries.run_pending_tasks().await;
+        assert!(cache.len() <= 64, "{}", cache.len());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hot_answers_stay_while_a_flood_of_new_keys_churns_through() {
+        let hot = 1_000_000..1_000_100;
+        let cache = DecisionCache::new(1_000);
+        let reviews = AtomicUsize::new(0);
+        for key in hot.clone() {
+            assert_eq!(ask(&cache, key, &reviews).await, Source::Reviewed);
+        }
+        for key in 0..10_000 {
+            ask(&cache, key, &reviews).await;
+            if key % 100 == 0 {
+                for key in hot.clone() {
+                    let source = ask(&cache, key, &reviews).await;
+                    assert_eq!(source, Source::Cached, "{key} re-reviewed");
+                }
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_of_a_review_in_flight_when_cleared_is_not_kept() {
+        let cache = DecisionCache::new(10);
+        let reviews = AtomicUsize::new(0);
+        let in_flight = cache.get_or_review(&1, |_| TTL, async {
+            reviews.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Ok::<_, ()>(2)
+        });
+        let clear = async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            cache.clear();
+        };
+        let (answer, ()) = tokio::join!(in_flight, clear);
+        assert_eq!(answer, Ok((2, Source::Reviewed)), "its own request served");
+        assert_eq!(ask(&cache, 1, &reviews).await, Source::Reviewed);
+        assert_eq!(reviews.load(Ordering::SeqCst), 2);
     }
 }

@@ -11,14 +11,17 @@
 //! When the API server cannot be asked, requests fail closed with a 503.
 
 mod attributes;
+mod budget;
 mod cache;
 mod impersonation;
 mod review;
 
 use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
+use axum::extract::ConnectInfo;
 use axum::http::request::Parts;
 use axum::http::{Extensions, HeaderMap, HeaderValue, header};
 use kubecache_wire::Status;
@@ -207,6 +210,9 @@ impl Credential {
 pub struct Caller {
     /// What proves the caller's own user.
     pub credential: Credential,
+    /// The client's address, when it came over a socket: what bounds its
+    /// reviews of unknown tokens.
+    pub peer: Option<IpAddr>,
     /// Whom the caller asks to act as; `Err`: the plain-text 500
     /// kube-apiserver answers a request that impersonates parts without a
     /// user (its whole message, with the request's URI).
@@ -225,6 +231,10 @@ impl Caller {
         });
         Caller {
             credential: Credential::of(&parts.extensions, &parts.headers),
+            peer: parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|ConnectInfo(peer)| peer.ip()),
             impersonation,
         }
     }
@@ -287,6 +297,9 @@ pub struct AuthSettings {
     pub denied_ttl: Duration,
     /// Most answers kept of each kind (tokens, access decisions).
     pub cache_entries: usize,
+    /// Reviews of tokens not kept each client address may ask for, per
+    /// second (and in bursts of as many).
+    pub token_reviews_per_second: f64,
 }
 
 impl AuthSettings {
@@ -300,6 +313,11 @@ impl AuthSettings {
     /// Ten thousand answers of each kind: users × distinct requests of a
     /// large cluster's operators, a few MB at most.
     pub const DEFAULT_CACHE_ENTRIES: usize = 10_000;
+    /// Ten new tokens per second and address: far more than a client with
+    /// its own token, or a pod's containers starting, ever asks; a client
+    /// sending a new random token each time costs the API server ten
+    /// reviews a second, not one per request.
+    pub const DEFAULT_TOKEN_REVIEWS_PER_SECOND: f64 = 10.0;
 }
 
 impl Default for AuthSettings {
@@ -308,6 +326,7 @@ impl Default for AuthSettings {
             allowed_ttl: Self::DEFAULT_ALLOWED_TTL,
             denied_ttl: Self::DEFAULT_DENIED_TTL,
             cache_entries: Self::DEFAULT_CACHE_ENTRIES,
+            token_reviews_per_second: Self::DEFAULT_TOKEN_REVIEWS_PER_SECOND,
         }
     }
 }
@@ -434,10 +453,10 @@ impl Auth {
 async fn acting_user(reviewer: &Reviewer, caller: &Caller) -> Result<Arc<User>, ApiError> {
     let user = match &caller.credential {
         Credential::Certificate(user) => user.clone(),
-        Credential::Token(token) => match reviewer.authenticate(token).await {
+        Credential::Token(token) => match reviewer.authenticate(token, caller.peer).await {
             Ok(Some(user)) => user,
             Ok(None) => return Err(Status::unauthorized().into()),
-            Err(error) => return Err(unavailable(&error).into()),
+            Err(error) => return Err(unanswered(&error).into()),
         },
         Credential::FailedCertificate(_) => return Err(Status::unauthorized().into()),
         Credential::Anonymous => User::anonymous(),
@@ -468,16 +487,33 @@ async fn allow(
             tracing::debug!(user = %info.username, request = %attributes.describe(), "forbidden");
             Err(attributes.forbidden(info, &reason))
         }
-        Err(error) => Err(unavailable(&error)),
+        Err(error) => Err(unanswered(&error)),
     }
 }
 
-/// 503 when the API server cannot be asked: kubecache fails closed.
-fn unavailable(error: &ReviewError) -> Status {
-    tracing::warn!(%error, "cannot review a request: refusing it");
-    Status::service_unavailable(format!(
-        "kubecache cannot check this request with the API server, so refuses it: {error}"
-    ))
+/// What a request without a review answer gets: 503 when the API server
+/// cannot be asked (kubecache fails closed), 429 when its client's address
+/// has used up its reviews of unknown tokens.
+fn unanswered(error: &ReviewError) -> Status {
+    match error {
+        ReviewError::Failed(_) => {
+            tracing::warn!(%error, "cannot review a request: refusing it");
+            Status::service_unavailable(format!(
+                "kubecache cannot check this request with the API server, so refuses it: {error}"
+            ))
+        }
+        ReviewError::Refused { per_second } => {
+            tracing::debug!(%error, "token review refused");
+            Status::failure(
+                429,
+                "TooManyRequests",
+                format!(
+                    "kubecache asks the API server to review at most {per_second} new tokens per second from one client address (auth.tokenReviewsPerSecond); try again later"
+                ),
+            )
+            .retry_after(1)
+        }
+    }
 }
 
 #[cfg(test)]

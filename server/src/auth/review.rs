@@ -2,6 +2,7 @@
 //! each bearer token and a `SubjectAccessReview` for each (user, request),
 //! their answers kept in [`DecisionCache`]s.
 
+use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 use tokio::time::Instant;
 
+use super::budget::ReviewBudget;
 use super::cache::{DecisionCache, Source};
 use super::{Attributes, AuthSettings, BearerToken, User, UserInfo};
 
@@ -49,17 +51,28 @@ pub enum Decision {
     Denied(String),
 }
 
-/// The API server could not be asked, or did not answer.
+/// Why a review has no answer.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{0}")]
-pub struct ReviewError(String);
+pub enum ReviewError {
+    /// The API server could not be asked, or did not answer.
+    #[error("{0}")]
+    Failed(String),
+    /// Not asked: the client's address has used up its reviews of unknown
+    /// tokens (see [`ReviewBudget`]).
+    #[error("more than {per_second} reviews of unknown tokens per second from one address")]
+    Refused {
+        /// The bound.
+        per_second: f64,
+    },
+}
 
 /// Asks the API server, through kubecache's own client, and keeps answers.
 pub struct Reviewer {
     client: kube::Client,
     settings: AuthSettings,
-    tokens: DecisionCache<[u8; 32], Authenticated, ReviewError>,
-    access: DecisionCache<AccessRequest, Decision, ReviewError>,
+    tokens: DecisionCache<[u8; 32], Authenticated>,
+    access: DecisionCache<AccessRequest, Decision>,
+    budget: ReviewBudget,
     decisions: OnceLock<Decisions>,
 }
 
@@ -81,24 +94,47 @@ impl Reviewer {
             client,
             tokens: DecisionCache::new(settings.cache_entries),
             access: DecisionCache::new(settings.cache_entries),
+            budget: ReviewBudget::new(settings.token_reviews_per_second),
             decisions: OnceLock::new(),
             settings,
         }
     }
 
     /// The user of `token`, or `None` if the API server does not know it.
+    /// A token not kept is reviewed only within the bound of `peer`, the
+    /// client's address (if it came over a socket).
     ///
     /// # Errors
     ///
-    /// The `TokenReview` failed.
-    pub async fn authenticate(&self, token: &BearerToken) -> Result<Authenticated, ReviewError> {
+    /// The `TokenReview` failed, or was refused for `peer` (and so for
+    /// every request waiting for the same token).
+    pub async fn authenticate(
+        &self,
+        token: &BearerToken,
+        peer: Option<IpAddr>,
+    ) -> Result<Authenticated, ReviewError> {
         let ttl = |user: &Authenticated| self.ttl(user.is_some());
-        let review = timed(Review::Token, self.token_review(token.secret()));
+        let review = async {
+            if let Some(peer) = peer
+                && !self.budget.take(peer).await
+            {
+                return Err(ReviewError::Refused {
+                    per_second: self.budget.per_second(),
+                });
+            }
+            timed(Review::Token, self.token_review(token.secret())).await
+        };
         let (user, source) = self
             .tokens
             .get_or_review(token.digest(), ttl, review)
             .await
-            .inspect_err(|_| self.count(Review::Token, Outcome::Error, Source::Reviewed))?;
+            .inspect_err(|error| {
+                let outcome = match error {
+                    ReviewError::Failed(_) => Outcome::Error,
+                    ReviewError::Refused { .. } => Outcome::Refused,
+                };
+                self.count(Review::Token, outcome, Source::Reviewed);
+            })?;
         let result = if user.is_some() {
             Outcome::Allowed
         } else {
@@ -159,7 +195,7 @@ impl Reviewer {
                         metrics::counter!(
                             "kubecache_auth_decisions_total",
                             "review" => ["token", "access"][review],
-                            "result" => ["allowed", "denied", "error"][result],
+                            "result" => ["allowed", "denied", "error", "refused"][result],
                             "cache" => ["hit", "miss"][cache],
                         )
                     })
@@ -192,7 +228,7 @@ impl Reviewer {
         let answer = Api::<TokenReview>::all(self.client.clone())
             .create(&PostParams::default(), &review)
             .await
-            .map_err(|e| ReviewError(format!("TokenReview: {e}")))?;
+            .map_err(|e| ReviewError::Failed(format!("TokenReview: {e}")))?;
         let status = answer.status.unwrap_or_default();
         if status.authenticated != Some(true) {
             return Ok(None);
@@ -249,7 +285,7 @@ impl Reviewer {
         let answer = Api::<SubjectAccessReview>::all(self.client.clone())
             .create(&PostParams::default(), &review)
             .await
-            .map_err(|e| ReviewError(format!("SubjectAccessReview: {e}")))?;
+            .map_err(|e| ReviewError::Failed(format!("SubjectAccessReview: {e}")))?;
         let status = answer.status.unwrap_or_default();
         Ok(if status.allowed {
             Decision::Allowed
@@ -272,11 +308,13 @@ enum Outcome {
     Allowed,
     Denied,
     Error,
+    /// A token review not asked (see [`ReviewBudget`]).
+    Refused,
 }
 
 /// `kubecache_auth_decisions_total`'s counters by review, result and cache
 /// (hit, miss).
-type Decisions = [[[metrics::Counter; 2]; 3]; 2];
+type Decisions = [[[metrics::Counter; 2]; 4]; 2];
 
 /// Bounds a review by [`Reviewer::TIMEOUT`] and times it into
 /// `kubecache_auth_review_duration_seconds`.
@@ -292,7 +330,7 @@ async fn timed<T>(
     let answer = tokio::time::timeout(Reviewer::TIMEOUT, call)
         .await
         .unwrap_or_else(|_| {
-            Err(ReviewError(format!(
+            Err(ReviewError::Failed(format!(
                 "no answer to a {review} review within {:?}",
                 Reviewer::TIMEOUT
             )))

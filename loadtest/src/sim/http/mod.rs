@@ -1,7 +1,8 @@
 //! The simulator's HTTP API: the Kubernetes paths for the served resources
 //! and their subresources, discovery, the OpenAPI documents, the review APIs, and `/sim/faults` to
 //! arm faults, `/sim/cut-watches` to cut every open watch from outside
-//! the process and `/sim/counters` to read the [`Counters`]. Every request but those under `/sim/` passes
+//! the process, `/sim/counters` to read the [`Counters`] and `/sim/reviews`
+//! the reviews asked. Every request but those under `/sim/` passes
 //! [`auth::guard`] first.
 
 mod auth;
@@ -125,6 +126,7 @@ pub fn router(ctx: Arc<Context>) -> Router {
         .route("/sim/faults", post(arm_fault))
         .route("/sim/cut-watches", post(cut_watches))
         .route("/sim/counters", get(counters))
+        .route("/sim/reviews", get(reviews))
         .fallback(dispatch)
         .layer(axum::middleware::from_fn_with_state(
             ctx.clone(),
@@ -148,6 +150,10 @@ async fn arm_fault(State(ctx): State<Arc<Context>>, body: Bytes) -> Response {
 
 async fn counters(State(ctx): State<Arc<Context>>) -> axum::Json<impl serde::Serialize> {
     axum::Json(ctx.counters.snapshot())
+}
+
+async fn reviews(State(ctx): State<Arc<Context>>) -> axum::Json<impl serde::Serialize> {
+    axum::Json(ctx.counters.reviews())
 }
 
 async fn cut_watches(State(ctx): State<Arc<Context>>) -> StatusCode {

@@ -78,6 +78,7 @@ async fn review(
     if request.method() != Method::POST {
         return method_not_allowed(wire);
     }
+    ctx.counters.review(kind == RequestKind::TokenReview);
     let forbidden = || faults::forbidden(kind, None, None);
     if let Err(response) = fault_for(ctx, kind, wire, forbidden).await {
         return response;
