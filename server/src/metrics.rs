@@ -335,7 +335,11 @@ fn describe() {
     );
     describe_counter!(
         "kubecache_offloaded_requests_total",
-        "Lists built on a blocking thread because they examine or render many objects."
+        "Lists, and watches' initial events, built on a blocking thread because they examine or render many objects."
+    );
+    describe_counter!(
+        "kubecache_table_rows_rendered_total",
+        "Table rows rendered: a list's or a get's rows, and each watch event's row once for every Table watcher receiving it."
     );
     describe_counter!(
         "kubecache_auth_decisions_total",
