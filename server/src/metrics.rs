@@ -341,6 +341,19 @@ fn describe() {
         "kubecache_table_rows_rendered_total",
         "Table rows rendered: a list's or a get's rows, and each watch event's row once for every Table watcher receiving it."
     );
+    describe_gauge!(
+        "kubecache_initial_send_seats_in_use",
+        "Large initial sends (a watch's initial events, a list, of more than 500 objects) being written."
+    );
+    describe_gauge!(
+        "kubecache_initial_send_queue",
+        "Large initial sends waiting for a seat."
+    );
+    describe_histogram!(
+        "kubecache_initial_send_wait_seconds",
+        Unit::Seconds,
+        "How long each large initial send waited for its seat."
+    );
     describe_counter!(
         "kubecache_auth_decisions_total",
         "Authentication (review=token) and authorization (review=access) decisions by result (allowed, denied, error) and cache (hit, miss: asked of the API server)."

@@ -162,19 +162,21 @@ pub(crate) async fn serve(
                 "too old resource version: {rv} ({oldest})"
             ))),
         },
-        (None, _) => {
+        (None, _) if initial => {
+            // A large send waits for its seat (its consistent read done),
+            // then sends the state it finds then.
+            let candidates = filter.candidate_count(&cache.reader.snapshot());
+            let seat = caches.seats.take(candidates).await;
             let (snapshot, subscription) = cache.reader.snapshot_and_subscribe();
-            if initial {
-                let end = params.send_initial_events == Some(true) && params.allow_bookmarks;
-                Start::Initial {
-                    frames: initial_events(&filter, &snapshot, rendering, &cache.resource).await,
-                    end_bookmark: end.then_some(snapshot.resource_version().max(waited)),
-                    subscription,
-                }
-            } else {
-                Start::After(subscription)
+            let end = params.send_initial_events == Some(true) && params.allow_bookmarks;
+            Start::Initial {
+                frames: initial_events(&filter, &snapshot, rendering, &cache.resource).await,
+                end_bookmark: end.then_some(snapshot.resource_version().max(waited)),
+                subscription,
+                seat,
             }
         }
+        (None, _) => Start::After(cache.reader.snapshot_and_subscribe().1),
     };
     let settings = &caches.settings;
     let timeout = params.timeout.unwrap_or_else(default_timeout).min(LONGEST);

@@ -26,10 +26,10 @@ use super::body::Outbox;
 
 use crate::http::negotiate::Rendering;
 use crate::http::table::{self, LineOptions};
-use crate::served::Cache;
 use crate::served::encoding::{Kind, Shape};
 use crate::served::fanout::frame::{self, Frame, decide};
 use crate::served::fanout::{Join, Signals};
+use crate::served::{Cache, Seat};
 use crate::served::{Filter, Predicates};
 use kubecache_wire::Encoding;
 
@@ -68,11 +68,13 @@ impl Gathered {
 /// Where the stream starts.
 pub(crate) enum Start {
     /// These `ADDED` events, then the initial-events-end bookmark at this
-    /// resourceVersion if asked, then the events of the subscription.
+    /// resourceVersion if asked, then the events of the subscription; the
+    /// seat of a large send is freed once they are written.
     Initial {
         frames: Vec<Frame>,
         end_bookmark: Option<u64>,
         subscription: Subscription,
+        seat: Option<Seat>,
     },
     /// The events of the subscription.
     After(Subscription),
@@ -168,6 +170,7 @@ impl Watch {
                 frames,
                 end_bookmark,
                 subscription,
+                seat,
             } => {
                 for frame in frames {
                     if self.timed_out() {
@@ -178,6 +181,7 @@ impl Watch {
                 if let Some(rv) = end_bookmark.filter(|_| !self.timed_out()) {
                     out.bookmark(rv, true).await;
                 }
+                drop(seat);
                 subscription
             }
             Start::After(subscription) => subscription,
@@ -519,6 +523,7 @@ mod tests {
             frames,
             end_bookmark: Some(1000),
             subscription: cache.reader.snapshot_and_subscribe().1,
+            seat: None,
         };
         let outbox = Outbox::default();
         let mut body = super::super::body::WatchBody::new(outbox.clone(), watch.run(start, outbox));

@@ -1,6 +1,6 @@
-//! Many clients asking for the same costly thing at once (issue 30,
-//! findings 4 and 5): Table watches share each event's rendered row, and
-//! streaming lists queue for seats instead of starving everyone else.
+//! Table watches (`kubectl get -w`) by the hundred (issue 30, finding 4):
+//! each event's row is rendered once and shared, initial rows off the
+//! async workers.
 
 mod common;
 
