@@ -28,6 +28,7 @@
 //! watcherQueue: 1024
 //! maxSelectorRequirements: 100
 //! maxWatchesPerClient: 1000
+//! initialSendSeats: 4
 //! freshnessRequests: 2
 //! probeIntervalSeconds: 0.1
 //! coldGetPassthrough: true
@@ -331,6 +332,12 @@ settings! {
         max_watches_per_client: usize = ServeSettings::DEFAULT_WATCHES_PER_CLIENT,
             key "maxWatchesPerClient", flag "max-watches-per-client" N,
             env "KUBECACHE_MAX_WATCHES_PER_CLIENT";
+        /// large initial sends written at once (a watch's initial events
+        /// or a list, of more than 500 objects); the others queue in
+        /// arrival order (see [Expensive requests](#expensive-requests))
+        initial_send_seats: usize, unset "one per core, at least 2",
+            key "initialSendSeats", flag "initial-send-seats" N,
+            env "KUBECACHE_INITIAL_SEND_SEATS";
         /// most requests for the API server's current resourceVersion in
         /// flight at once, shared by the consistent reads of every resource;
         /// and most reads of one object in flight at once for its cold
@@ -765,6 +772,12 @@ impl Config {
             watches_per_client: s.max_watches_per_client.at_least_one()?,
             max_selector_requirements: s.max_selector_requirements.value,
             cold_get_passthrough: s.cold_get_passthrough.value,
+            initial_send_seats: Setting {
+                name: s.initial_send_seats.name,
+                value: (s.initial_send_seats.value)
+                    .unwrap_or_else(ServeSettings::default_initial_send_seats),
+            }
+            .at_least_one()?,
             ..ServeSettings::default()
         };
         let write_stall = s.write_stall_seconds.seconds()?;

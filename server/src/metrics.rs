@@ -335,7 +335,24 @@ fn describe() {
     );
     describe_counter!(
         "kubecache_offloaded_requests_total",
-        "Lists built on a blocking thread because they examine or render many objects."
+        "Lists, and watches' initial events, built on a blocking thread because they examine or render many objects."
+    );
+    describe_counter!(
+        "kubecache_table_rows_rendered_total",
+        "Table rows rendered: a list's or a get's rows, and each watch event's row once for every Table watcher receiving it."
+    );
+    describe_gauge!(
+        "kubecache_initial_send_seats_in_use",
+        "Large initial sends (a watch's initial events, a list, of more than 500 objects) being written."
+    );
+    describe_gauge!(
+        "kubecache_initial_send_queue",
+        "Large initial sends waiting for a seat."
+    );
+    describe_histogram!(
+        "kubecache_initial_send_wait_seconds",
+        Unit::Seconds,
+        "How long each large initial send waited for its seat."
     );
     describe_counter!(
         "kubecache_auth_decisions_total",

@@ -139,6 +139,18 @@ pub(crate) fn stream(chunks: Chunks) -> Body {
     ))
 }
 
+/// `response` with `held` kept until its body is sent or dropped (a
+/// large send's seat).
+pub(crate) fn holding<T: Send + Sync + 'static>(response: Response, held: T) -> Response {
+    use http_body_util::BodyExt;
+    response.map(|body| {
+        Body::new(body.map_frame(move |frame| {
+            let _ = &held;
+            frame
+        }))
+    })
+}
+
 /// The head and tail of a JSON list of a typed kind: `kind`, `apiVersion`,
 /// `metadata` in Go's `ListMeta` order, then `items`.
 fn typed_envelope(api_version: &str, kind: &str, meta: &ListMeta) -> (String, String) {

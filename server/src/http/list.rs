@@ -109,11 +109,18 @@ pub async fn serve(
             .map(|token| object_key(token.last_key())),
         before,
     };
-    if !offload::is_heavy(page.work(filter, &snapshot, rendering)) {
-        return Ok(page.serve(cache, &snapshot, filter, rendering));
-    }
-    let (cache, filter) = (cache.clone(), filter.clone());
-    Ok(offload::run(move || page.serve(&cache, &snapshot, &filter, rendering)).await)
+    // A large list waits for its seat (its consistent read done).
+    let seat = caches.seats.take(page.sent(filter, &snapshot)).await;
+    let response = if offload::is_heavy(page.work(filter, &snapshot, rendering)) {
+        let (cache, filter) = (cache.clone(), filter.clone());
+        offload::run(move || page.serve(&cache, &snapshot, &filter, rendering)).await
+    } else {
+        page.serve(cache, &snapshot, filter, rendering)
+    };
+    Ok(match seat {
+        Some(seat) => bodies::holding(response, seat),
+        None => response,
+    })
 }
 
 /// The snapshot a list continues from at `rv`: held, or the store as it is
@@ -141,15 +148,20 @@ struct Page {
 }
 
 impl Page {
-    /// What serving the page costs: objects examined, and rows rendered.
-    fn work(&self, filter: &Filter, snapshot: &Snapshot, rendering: Rendering) -> offload::Work {
-        let candidates = filter.candidate_count(snapshot);
+    /// At most how many objects the page sends.
+    fn sent(&self, filter: &Filter, snapshot: &Snapshot) -> usize {
         let limit = if self.limit == 0 {
             usize::MAX
         } else {
             self.limit
         };
-        let served = candidates.min(limit);
+        filter.candidate_count(snapshot).min(limit)
+    }
+
+    /// What serving the page costs: objects examined, and rows rendered.
+    fn work(&self, filter: &Filter, snapshot: &Snapshot, rendering: Rendering) -> offload::Work {
+        let candidates = filter.candidate_count(snapshot);
+        let served = self.sent(filter, snapshot);
         offload::Work {
             examined: if filter.requires() {
                 candidates

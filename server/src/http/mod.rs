@@ -26,7 +26,7 @@ mod offload;
 mod path;
 mod query;
 mod route;
-mod table;
+pub(crate) mod table;
 mod watch;
 
 use std::net::{IpAddr, SocketAddr};

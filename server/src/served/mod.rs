@@ -16,6 +16,7 @@ mod pipeline;
 mod predicates;
 mod quota;
 mod scope;
+mod seats;
 mod writes;
 
 use std::sync::Arc;
@@ -39,6 +40,7 @@ use freshness::{Consistent, Freshness};
 use pages::HeldSnapshots;
 use pipeline::Pipeline;
 use quota::WatchQuota;
+pub(crate) use seats::{Seat, Seats};
 use writes::Writes;
 
 /// The names of the built-in indexes in the query API; configured field
@@ -80,6 +82,9 @@ pub struct ServeSettings {
     /// probe is passed through to the API server instead (see
     /// `served/freshness.rs`).
     pub cold_get_passthrough: bool,
+    /// Large initial sends (a watch's initial events, a list of many
+    /// objects) written at once; the others queue (see `served/seats.rs`).
+    pub initial_send_seats: usize,
 }
 
 impl ServeSettings {
@@ -128,6 +133,16 @@ impl ServeSettings {
     /// the API server reaching its revision, at about ten probe watches
     /// opened per second per resource while reads wait.
     pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_millis(100);
+
+    /// One per core, at least two (so that one client that stops reading
+    /// does not hold them all): each seated send keeps a core busy while
+    /// its client reads as fast as loopback, and more at once only slice
+    /// the same cores finer, away from GETs and watch delivery.
+    pub fn default_initial_send_seats() -> usize {
+        std::thread::available_parallelism()
+            .map_or(1, std::num::NonZero::get)
+            .max(2)
+    }
 }
 
 impl Default for ServeSettings {
@@ -142,6 +157,7 @@ impl Default for ServeSettings {
             freshness_requests: Self::DEFAULT_FRESHNESS_REQUESTS,
             probe_interval: Self::DEFAULT_PROBE_INTERVAL,
             cold_get_passthrough: true,
+            initial_send_seats: Self::default_initial_send_seats(),
         }
     }
 }
@@ -324,6 +340,8 @@ pub struct Caches {
     pub(crate) watch_quota: WatchQuota,
     /// The API server's current resourceVersion, for consistent reads.
     clock: Clock,
+    /// Seats of large initial sends, shared by every resource.
+    pub(crate) seats: Seats,
 }
 
 impl Caches {
@@ -334,6 +352,7 @@ impl Caches {
             clock: Clock::new(sources, settings.freshness_requests),
             caches: caches.into_iter().map(Arc::new).collect(),
             watch_quota: WatchQuota::new(settings.watches_per_client),
+            seats: Seats::new(settings.initial_send_seats),
             settings,
             shutdown: watch::Sender::new(false),
         }

@@ -340,6 +340,12 @@ impl WatchLines {
         Self::send(base, request).await
     }
 
+    /// The same, asking for `accept` (a Table: `kubectl get -w`).
+    pub async fn open_accepting(base: &str, path: &str, accept: &str) -> WatchLines {
+        let request = http::Request::get(path).header(http::header::ACCEPT, accept);
+        Self::send(base, request).await
+    }
+
     async fn send(base: &str, request: http::request::Builder) -> WatchLines {
         let mut request = request
             .body(http_body_util::Empty::<bytes::Bytes>::new())

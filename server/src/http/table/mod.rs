@@ -16,10 +16,14 @@
 //! Watches (`kubectl get -w`) send one one-row Table per event; only the
 //! first carries `columnDefinitions` (later ones `null`), and a bookmark is
 //! a Table of one row printed from an empty object, as kube-apiserver
-//! sends them.
+//! sends them. An event's line is rendered once per [`LineOptions`] and
+//! shared by every Table watcher that receives it with those options
+//! ([`watch_line`]), as JSON events are encoded once: a hundred `kubectl
+//! get pods -w` cost one row per event, not a hundred.
 //!
 //! Tables are for people: each row parses its object once, which costs
 //! about as much as the JSON path's whole answer.
+//! `kubecache_table_rows_rendered_total` counts the rows.
 
 mod json;
 mod printers;
@@ -37,7 +41,7 @@ use serde_json::value::RawValue;
 
 use json::Json;
 
-use crate::served::fanout::frame;
+use crate::served::fanout::frame::{self, Frame};
 
 /// `includeObject`: what each row carries besides its cells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +69,22 @@ pub(crate) fn include_object(query: &str) -> Result<IncludeObject, Status> {
         }
     }
     Ok(IncludeObject::Metadata)
+}
+
+/// What a Table watch line of an event depends on besides the event: the
+/// watchers that ask for the same share one rendering of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LineOptions {
+    /// `meta.k8s.io/{version}`.
+    pub version: &'static str,
+    pub include: IncludeObject,
+    /// The watch's first line, which carries the column definitions.
+    pub first: bool,
+}
+
+/// `kubecache_table_rows_rendered_total`: `rows` more rendered.
+fn count_rows(rows: usize) {
+    metrics::counter!("kubecache_table_rows_rendered_total").increment(rows as u64);
 }
 
 /// `metadata` of a `Table` answer: a list's, or the one object's
@@ -124,13 +144,31 @@ pub(crate) fn render(
         }
         row(&mut out, (printer, hidden), include, &object.json, now);
     }
+    count_rows(objects.len());
     out.raw("]}\n");
     out.into_bytes()
 }
 
+/// The watch line of `frame`'s event, an object of `resource`, with
+/// `options`: rendered by the first watcher that asks, ages relative to
+/// then, and shared by every other (see [`Frame::table_line`]).
+pub(crate) fn watch_line(frame: &Frame, resource: &ApiResource, options: LineOptions) -> Bytes {
+    frame.table_line(options, || {
+        event_line(
+            frame.kind.as_str(),
+            resource,
+            options.version,
+            options.include,
+            &frame.object.json,
+            options.first,
+            Utc::now(),
+        )
+    })
+}
+
 /// A watch line `{"type":…,"object":TABLE}` of one object (its JSON),
 /// ages relative to `now`; with the column definitions only when `first`.
-pub(crate) fn event_line(
+fn event_line(
     event_type: &str,
     resource: &ApiResource,
     version: &str,
@@ -154,6 +192,7 @@ pub(crate) fn event_line(
     let printer = printers::find(resource).0;
     let hidden = printers::internal_annotations(resource);
     row(&mut out, (printer, hidden), include, object_json, now);
+    count_rows(1);
     out.raw("]}}\n");
     out.into_bytes()
 }

@@ -48,9 +48,10 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::Response;
+use kubecache_reflector::upstream::ApiResource;
 use kubecache_reflector::{Snapshot, TooOld};
 use kubecache_wire::list_options::CollectionParams;
-use kubecache_wire::{CachedObject, Status};
+use kubecache_wire::{ChangeType, Status};
 use rand::Rng;
 use tokio::time::Instant;
 
@@ -58,24 +59,65 @@ use crate::error::ApiError;
 use crate::http::bodies::response;
 use crate::http::negotiate::Rendering;
 use crate::http::offload;
+use crate::http::table::{self, LineOptions};
+use crate::served::fanout::frame::Frame;
 use crate::served::{Cache, Caches};
 use crate::served::{Filter, Owner, Predicates};
 use crate::serving::AnswerDeadline;
 use body::{Outbox, WatchBody};
 use stream::{Start, Watch};
 
-/// The objects of `snapshot` that `filter` selects, the ones a watch starts
-/// with; off the async workers when that examines many objects.
-async fn selected(filter: &Filter, snapshot: &Snapshot) -> Vec<Arc<CachedObject>> {
+/// The `ADDED` events a watch starts with: the objects of `snapshot` that
+/// `filter` selects, a Table watch's lines rendered with them; off the
+/// async workers when that examines many objects or renders many rows.
+async fn initial_events(
+    filter: &Filter,
+    snapshot: &Snapshot,
+    rendering: Rendering,
+    resource: &ApiResource,
+) -> Vec<Frame> {
+    let examined = filter.candidate_count(snapshot);
     let work = offload::Work {
-        examined: filter.candidate_count(snapshot),
-        rendered: 0,
+        examined,
+        rendered: match rendering {
+            Rendering::Encoded(..) => 0,
+            Rendering::Table { .. } => examined,
+        },
     };
     if !offload::is_heavy(work) {
-        return filter.select(snapshot, None).cloned().collect();
+        return frames(filter, snapshot, rendering, resource);
     }
-    let (filter, snapshot) = (filter.clone(), snapshot.clone());
-    offload::run(move || filter.select(&snapshot, None).cloned().collect()).await
+    let (filter, snapshot, resource) = (filter.clone(), snapshot.clone(), resource.clone());
+    offload::run(move || frames(&filter, &snapshot, rendering, &resource)).await
+}
+
+/// See [`initial_events`].
+fn frames(
+    filter: &Filter,
+    snapshot: &Snapshot,
+    rendering: Rendering,
+    resource: &ApiResource,
+) -> Vec<Frame> {
+    let frames: Vec<Frame> = filter
+        .select(snapshot, None)
+        .map(|object| Frame::new(ChangeType::Added, object.clone(), object.resource_version))
+        .collect();
+    if let Rendering::Table { version, include } = rendering {
+        // The lines the watch writes first: the first carries the columns.
+        for (i, frame) in frames.iter().enumerate() {
+            let first = i == 0;
+            table::watch_line(
+                frame,
+                resource,
+                LineOptions {
+                    version,
+                    include,
+                    first,
+                },
+            );
+        }
+    }
+    frames
 }
 
 /// A watch of `cache`, counted against `owner`'s watches while it runs.
@@ -120,19 +162,21 @@ pub(crate) async fn serve(
                 "too old resource version: {rv} ({oldest})"
             ))),
         },
-        (None, _) => {
+        (None, _) if initial => {
+            // A large send waits for its seat (its consistent read done),
+            // then sends the state it finds then.
+            let candidates = filter.candidate_count(&cache.reader.snapshot());
+            let seat = caches.seats.take(candidates).await;
             let (snapshot, subscription) = cache.reader.snapshot_and_subscribe();
-            if initial {
-                let end = params.send_initial_events == Some(true) && params.allow_bookmarks;
-                Start::Initial {
-                    objects: selected(&filter, &snapshot).await,
-                    end_bookmark: end.then_some(snapshot.resource_version().max(waited)),
-                    subscription,
-                }
-            } else {
-                Start::After(subscription)
+            let end = params.send_initial_events == Some(true) && params.allow_bookmarks;
+            Start::Initial {
+                frames: initial_events(&filter, &snapshot, rendering, &cache.resource).await,
+                end_bookmark: end.then_some(snapshot.resource_version().max(waited)),
+                subscription,
+                seat,
             }
         }
+        (None, _) => Start::After(cache.reader.snapshot_and_subscribe().1),
     };
     let settings = &caches.settings;
     let timeout = params.timeout.unwrap_or_else(default_timeout).min(LONGEST);

@@ -18,20 +18,19 @@ use std::time::Duration;
 use bytes::Bytes;
 use kubecache_reflector::upstream::ApiResource;
 use kubecache_reflector::{Subscription, TryRecvError};
-use kubecache_wire::{CachedObject, Status};
+use kubecache_wire::Status;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep_until};
 
 use super::body::Outbox;
 
 use crate::http::negotiate::Rendering;
-use crate::http::table;
-use crate::served::Cache;
+use crate::http::table::{self, LineOptions};
 use crate::served::encoding::{Kind, Shape};
 use crate::served::fanout::frame::{self, Frame, decide};
 use crate::served::fanout::{Join, Signals};
+use crate::served::{Cache, Seat};
 use crate::served::{Filter, Predicates};
-use kubecache_wire::ChangeType;
 use kubecache_wire::Encoding;
 
 /// Bytes gathered before they are handed to the connection.
@@ -68,12 +67,14 @@ impl Gathered {
 
 /// Where the stream starts.
 pub(crate) enum Start {
-    /// `ADDED` for these objects, then the initial-events-end bookmark at
-    /// this resourceVersion if asked, then the events of the subscription.
+    /// These `ADDED` events, then the initial-events-end bookmark at this
+    /// resourceVersion if asked, then the events of the subscription; the
+    /// seat of a large send is freed once they are written.
     Initial {
-        objects: Vec<Arc<CachedObject>>,
+        frames: Vec<Frame>,
         end_bookmark: Option<u64>,
         subscription: Subscription,
+        seat: Option<Seat>,
     },
     /// The events of the subscription.
     After(Subscription),
@@ -166,24 +167,21 @@ impl Watch {
     async fn stream(mut self, start: Start, out: &mut Writer) -> Result<Ending, Ending> {
         let mut subscription = match start {
             Start::Initial {
-                objects,
+                frames,
                 end_bookmark,
                 subscription,
+                seat,
             } => {
-                for object in objects {
+                for frame in frames {
                     if self.timed_out() {
                         return Ok(out.end(Ending::Timeout).await);
                     }
-                    out.event(&Frame::new(
-                        ChangeType::Added,
-                        object.clone(),
-                        object.resource_version,
-                    ))
-                    .await?;
+                    out.event(&frame).await?;
                 }
                 if let Some(rv) = end_bookmark.filter(|_| !self.timed_out()) {
                     out.bookmark(rv, true).await;
                 }
+                drop(seat);
                 subscription
             }
             Start::After(subscription) => subscription,
@@ -390,15 +388,12 @@ impl Writer {
             },
             Rendering::Table { version, include } => {
                 let first = !std::mem::replace(&mut self.table_sent, true);
-                table::event_line(
-                    frame.kind.as_str(),
-                    &self.resource,
+                let options = LineOptions {
                     version,
                     include,
-                    &frame.object.json,
                     first,
-                    chrono::Utc::now(),
-                )
+                };
+                table::watch_line(frame, &self.resource, options)
             }
         };
         self.line(line).await;
@@ -459,6 +454,7 @@ mod tests {
     use crate::served::{Filter, ServeSettings};
     use http_body_util::BodyExt;
     use kubecache_reflector::upstream::{ApiResource, ResourceSpec, Upstream};
+    use kubecache_wire::{CachedObject, ChangeType};
 
     /// A cache of pods (its store empty: the watch is handed its objects)
     /// and `n` pods of about 1 KiB each.
@@ -516,10 +512,18 @@ mod tests {
             from: 0,
             cache: cache.clone(),
         };
+        let frames = objects
+            .into_iter()
+            .map(|object| {
+                let position = object.resource_version;
+                Frame::new(ChangeType::Added, object, position)
+            })
+            .collect();
         let start = Start::Initial {
-            objects,
+            frames,
             end_bookmark: Some(1000),
             subscription: cache.reader.snapshot_and_subscribe().1,
+            seat: None,
         };
         let outbox = Outbox::default();
         let mut body = super::super::body::WatchBody::new(outbox.clone(), watch.run(start, outbox));

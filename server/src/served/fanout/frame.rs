@@ -2,7 +2,8 @@
 //! events in each encoding, as kube-apiserver writes them: JSON lines
 //! `{"type":…,"object":…}\n`, or protobuf frames (a 4-byte big-endian
 //! length, then a `WatchEvent` whose object is `k8s\0` + `runtime.Unknown`),
-//! each carrying the whole object or its `PartialObjectMetadata`.
+//! each carrying the whole object or its `PartialObjectMetadata`; or one-row
+//! Tables (see [`crate::http::table`]).
 
 use std::sync::{Arc, OnceLock};
 
@@ -10,7 +11,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kubecache_reflector::Event;
 use kubecache_wire::protobuf;
 use kubecache_wire::{CachedObject, ChangeType, Status};
+use parking_lot::Mutex;
 
+use crate::http::table::LineOptions;
 use crate::served::encoding::{Kind, Shape};
 use crate::served::{Filter, Predicates};
 use kubecache_wire::Encoding;
@@ -30,6 +33,9 @@ pub(crate) struct Frame {
     pub object: Arc<CachedObject>,
     /// The event in each shape and wire (see [`slot`]).
     encoded: [OnceLock<Bytes>; 4],
+    /// The event as a Table watch line, by the options each was rendered
+    /// with (see [`Frame::table_line`]).
+    tables: Mutex<Vec<(LineOptions, Bytes)>>,
 }
 
 /// Where the event in `shape` and `wire` is kept.
@@ -55,7 +61,21 @@ impl Frame {
             kind,
             object,
             encoded: Default::default(),
+            tables: Mutex::default(),
         }
+    }
+
+    /// The event as a Table watch line with `options`: made by `render`
+    /// for the first watcher that asks, which the others asking meanwhile
+    /// wait for, then kept.
+    pub fn table_line(&self, options: LineOptions, render: impl FnOnce() -> Bytes) -> Bytes {
+        let mut tables = self.tables.lock();
+        if let Some((_, line)) = tables.iter().find(|(made, _)| *made == options) {
+            return line.clone();
+        }
+        let line = render();
+        tables.push((options, line.clone()));
+        line
     }
 
     /// The event's bytes in `shape` and `wire`, for objects of `resource`.
