@@ -45,6 +45,14 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listen (--listen): binding {}", config.listen))?;
+    let health = match config.health_listen {
+        Some(address) => Some(
+            tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("healthListen (--health-listen): binding {address}"))?,
+        ),
+        None => None,
+    };
     let scheme = if config.tls.is_some() {
         "https"
     } else {
@@ -61,6 +69,9 @@ async fn main() -> anyhow::Result<()> {
         ),
         None => tracing::info!(listen = %config.listen, "serving HTTP"),
     }
+    if let Some(address) = health.as_ref().and_then(|h| h.local_addr().ok()) {
+        tracing::info!(listen = %address, "serving /healthz, /livez and /readyz over HTTP");
+    }
     let app = App::start(config, &upstream).await?;
     tokio::spawn(kubecache_server::progress::report(
         app.caches().clone(),
@@ -68,7 +79,7 @@ async fn main() -> anyhow::Result<()> {
     ));
     #[cfg(unix)]
     tokio::spawn(forget_on_hangup(app.auth().clone()));
-    app.run(listener, stop_signal()).await;
+    app.run(listener, health, stop_signal()).await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -35,6 +35,7 @@
 //! axum's `ConnectInfo<SocketAddr>`.
 
 mod activity;
+mod arriving;
 mod client_cert;
 mod limits;
 mod stall;
@@ -49,7 +50,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::ConnectInfo;
 use axum::response::IntoResponse;
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -60,6 +61,7 @@ use stall::{Deadline, WriteStall};
 pub use tls::{Tls, TlsError, TlsFile, TlsFiles};
 
 use activity::{Activity, Watched};
+use arriving::Arriving;
 use limits::{Gate, Refusal, Ticket};
 
 use client_cert::ClientCertificate;
@@ -201,7 +203,7 @@ impl Server {
             let accepted = Accepted {
                 peer,
                 refusal,
-                _ticket: ticket,
+                ticket: Arc::new(ticket),
             };
             tokio::spawn(connection.clone().run(stream, accepted, stopping.clone()));
         }
@@ -226,8 +228,9 @@ struct Accepted {
     peer: SocketAddr,
     /// Why it was refused, if it was.
     refusal: Option<Refusal>,
-    /// Its place among the connections, until its task ends.
-    _ticket: Ticket,
+    /// Its place among the connections, until its task and its requests
+    /// end.
+    ticket: Arc<Ticket>,
 }
 
 impl Connection {
@@ -262,7 +265,8 @@ impl Connection {
     /// HTTP/1 over an established stream (upgrades allowed, as
     /// `axum::serve` allows them), what `certificate` proves on every
     /// request; a refused connection answers one request, a 429 but for
-    /// [`PROBES`].
+    /// [`PROBES`], and so does a request with a body beyond its address's
+    /// uploads, unread, closing its connection.
     async fn http<S>(
         &self,
         stream: S,
@@ -273,22 +277,35 @@ impl Connection {
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
     {
         let Accepted { peer, refusal, .. } = *accepted;
-        let refused = refusal.map(|refusal| refusal.status(&self.limits, peer.ip()));
+        let ticket = accepted.ticket.clone();
+        let limits = self.limits;
         let activity = Activity::new();
         let deadline = Deadline::default();
         let router = self.router.clone();
         let requests = activity.clone();
         let answer_deadline = deadline.clone();
-        let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             let in_flight = requests.start();
+            ticket.first_request();
+            let (place, refusal) = match refusal {
+                None if !request.body().is_end_stream() => match ticket.upload() {
+                    Some(place) => (Some(place), None),
+                    None => (None, Some(Refusal::MaxUploadsPerAddress)),
+                },
+                refusal => (None, refusal),
+            };
+            let refused = refusal
+                .filter(|_| !PROBES.contains(&request.uri().path()))
+                .map(|refusal| {
+                    let status = refusal.status(&limits, peer.ip());
+                    let answer = crate::error::ApiError::Status(status).into_response();
+                    ([(hyper::header::CONNECTION, "close")], answer).into_response()
+                });
+            let mut request = request.map(|body| Arriving::new(body, requests.clone(), place));
             request.extensions_mut().insert(ConnectInfo(peer));
             if let Some(proved) = certificate.as_ref().and_then(ClientCertificate::proves) {
                 request.extensions_mut().insert(proved);
             }
-            let refused = refused
-                .as_ref()
-                .filter(|_| !PROBES.contains(&request.uri().path()))
-                .map(|status| crate::error::ApiError::Status(status.clone()).into_response());
             let router = router.clone();
             let answer_deadline = answer_deadline.clone();
             async move {
