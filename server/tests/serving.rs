@@ -1048,3 +1048,68 @@ async fn half_open_tls_handshakes_of_one_address_do_not_block_another_s_and_are_
         (200, "anonymous".into())
     );
 }
+
+#[tokio::test]
+async fn the_health_listener_answers_while_every_connection_place_of_the_api_is_taken() {
+    let kubeconfig = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("health-listener-{}.kubeconfig", std::process::id()));
+    let (kubecache, api) = common::process::kubecache(
+        &[
+            "--simulate",
+            "20",
+            "--simulate-scheme",
+            "http",
+            "--auth",
+            "none",
+            "--kubeconfig-out",
+            kubeconfig.to_str().unwrap(),
+            "--max-connections",
+            "2",
+            "--max-pending-connections-per-address",
+            "2",
+            "--header-read-timeout-seconds",
+            "3600",
+        ],
+        &[],
+    );
+    let serving = "serving /healthz, /livez and /readyz over HTTP";
+    kubecache
+        .logged("the health listener", |out| out.contains(serving))
+        .await;
+    let health: SocketAddr = kubecache
+        .output()
+        .lines()
+        .find(|line| line.contains(serving))
+        .and_then(|line| line.rsplit("listen=").next())
+        .and_then(|address| address.trim().parse().ok())
+        .expect("the health listener's address in the log");
+    let probe = |address, path: &'static str| {
+        kubecache_testkit::raw_http::get(address, None, path, None).map(|(code, _)| code)
+    };
+    kubecache
+        .until("ready", async || matches!(probe(api, "/readyz"), Ok(200)))
+        .await;
+    // Silent connections take every place of the API's: the admitted,
+    // then the refusals (each waits an hour for its head) ...
+    let mut silent = Vec::new();
+    for _ in 0..2 + kubecache_server::serving::REFUSALS {
+        silent.push(TcpStream::connect(api).await.unwrap());
+    }
+    // ... so a probe on the API's port waits in the listen backlog ...
+    let mut waiting = TcpStream::connect(api).await.unwrap();
+    let request = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    waiting.write_all(request.as_bytes()).await.unwrap();
+    let waiting = tokio::spawn(async move { rest(&mut waiting).await });
+    // ... while the health listener answers every probe.
+    for path in ["/healthz", "/livez", "/readyz"] {
+        assert_eq!(probe(health, path).unwrap(), 200, "{path}");
+    }
+    assert!(
+        !waiting.is_finished(),
+        "the API's places were not all taken"
+    );
+    // Places freed, the API's port answers again.
+    drop(silent);
+    let answer = waiting.await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+}
