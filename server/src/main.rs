@@ -14,7 +14,10 @@
 //! Go's runtime does), and the connection limits are lowered, with a
 //! warning, if they would not fit in it.
 //!
-//! Health: a resource whose reflector fails (401, 403, 404: it retries)
+//! Health: `/healthz`, `/livez` and `/readyz` are also served alone on the
+//! health listener (`--health-listen`), bound here with the API's, so that
+//! the kubelet's probes never wait behind the API's clients. A resource
+//! whose reflector fails (401, 403, 404: it retries)
 //! is not ready, and `/readyz` says why; a reflector task that ends (a bug)
 //! is logged, and `/livez` fails so that the kubelet restarts the process.
 

@@ -128,27 +128,27 @@ pub fn raise_descriptor_limit() -> std::io::Result<u64> {
 /// `kubecache_connections_refused_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Refusal {
-    MaxConnections,
-    MaxPerAddress,
-    MaxPendingPerAddress,
+    Total,
+    PerAddress,
+    PendingPerAddress,
     /// Of a request with a body, not of its connection.
-    MaxUploadsPerAddress,
+    UploadsPerAddress,
 }
 
 impl Refusal {
     const ALL: [Refusal; 4] = [
-        Refusal::MaxConnections,
-        Refusal::MaxPerAddress,
-        Refusal::MaxPendingPerAddress,
-        Refusal::MaxUploadsPerAddress,
+        Refusal::Total,
+        Refusal::PerAddress,
+        Refusal::PendingPerAddress,
+        Refusal::UploadsPerAddress,
     ];
 
     fn label(self) -> &'static str {
         match self {
-            Refusal::MaxConnections => "max_connections",
-            Refusal::MaxPerAddress => "max_connections_per_address",
-            Refusal::MaxPendingPerAddress => "max_pending_connections_per_address",
-            Refusal::MaxUploadsPerAddress => "max_uploads_per_address",
+            Refusal::Total => "max_connections",
+            Refusal::PerAddress => "max_connections_per_address",
+            Refusal::PendingPerAddress => "max_pending_connections_per_address",
+            Refusal::UploadsPerAddress => "max_uploads_per_address",
         }
     }
 
@@ -160,20 +160,20 @@ impl Refusal {
     /// The answer to a refused connection's request.
     pub(super) fn status(self, limits: &Limits, address: IpAddr) -> Status {
         let message = match self {
-            Refusal::MaxConnections => format!(
+            Refusal::Total => format!(
                 "too many connections: kubecache holds its most ({}); retry later",
                 limits.max_connections
             ),
-            Refusal::MaxPerAddress => format!(
+            Refusal::PerAddress => format!(
                 "too many connections from {address}: at most {} at once; retry later",
                 limits.max_connections_per_address
             ),
-            Refusal::MaxPendingPerAddress => format!(
+            Refusal::PendingPerAddress => format!(
                 "too many new connections from {address}: at most {} at once before their \
                  first request; retry later",
                 limits.max_pending_per_address
             ),
-            Refusal::MaxUploadsPerAddress => format!(
+            Refusal::UploadsPerAddress => format!(
                 "too many requests from {address} sending a body: at most {} at once; \
                  retry later",
                 limits.max_uploads_per_address
@@ -245,11 +245,11 @@ impl Gate {
         let mut counts = self.counts.lock();
         let from_address = counts.by_address.get(&address).copied().unwrap_or_default();
         let refusal = if counts.admitted >= self.limits.max_connections {
-            Some(Refusal::MaxConnections)
+            Some(Refusal::Total)
         } else if from_address.connections >= self.limits.max_connections_per_address {
-            Some(Refusal::MaxPerAddress)
+            Some(Refusal::PerAddress)
         } else if from_address.pending >= self.limits.max_pending_per_address {
-            Some(Refusal::MaxPendingPerAddress)
+            Some(Refusal::PendingPerAddress)
         } else {
             None
         };
@@ -319,7 +319,7 @@ impl Ticket {
             .get(&self.address)
             .map_or(0, |held| held.uploads);
         if uploads >= gate.limits.max_uploads_per_address {
-            Refusal::MaxUploadsPerAddress.count();
+            Refusal::UploadsPerAddress.count();
             return None;
         }
         counts.held(self.address, |held| held.uploads += 1);
@@ -397,10 +397,10 @@ mod tests {
         assert_eq!(refusal, None);
         let (_second, refusal) = enter(a).await;
         assert_eq!(refusal, None);
-        assert_eq!(enter(a).await.1, Some(Refusal::MaxPerAddress));
+        assert_eq!(enter(a).await.1, Some(Refusal::PerAddress));
         let (_third, refusal) = enter(b).await;
         assert_eq!(refusal, None);
-        assert_eq!(enter(b).await.1, Some(Refusal::MaxConnections));
+        assert_eq!(enter(b).await.1, Some(Refusal::Total));
         drop(first);
         let (_again, refusal) = enter(a).await;
         assert_eq!(refusal, None);
@@ -440,7 +440,7 @@ mod tests {
         };
         let (first, _) = enter(a).await;
         let (_second, _) = enter(a).await;
-        assert_eq!(enter(a).await.1, Some(Refusal::MaxPendingPerAddress));
+        assert_eq!(enter(a).await.1, Some(Refusal::PendingPerAddress));
         assert_eq!(enter(b).await.1, None);
         // Past its first request's head, a connection is not pending.
         first.first_request();

@@ -18,10 +18,12 @@
 //! Ending long answers (watches) and bounding the wait is the caller's
 //! part. Dropping the `serve` future stops the same way, without waiting.
 //!
-//! Limits ([`Limits`]): connections in all and per client address (see
-//! `limits`: beyond them a request gets a 429 `Status`, but the kubelet's
-//! probes are answered); a header-read and an idle timeout per connection
-//! (see `activity`: Go's, not hyper's, semantics); request heads of at
+//! Limits ([`Limits`]): connections in all and per client address, and
+//! per address those before their first request and requests sending a
+//! body (see `limits`: beyond them a request gets a 429 `Status`, but the
+//! kubelet's probes are answered); a header-read and an idle timeout per
+//! connection (see `activity`: Go's, not hyper's, semantics), a body
+//! waited for timed as a head (see `arriving`); request heads of at
 //! most [`MAX_HEADER_BYTES`]. What hyper answers itself, with an empty
 //! body (no `Status` can be put in it): 431 for a head beyond that, 414
 //! for a request target beyond 65534 bytes, 400 for a request that does
@@ -290,7 +292,7 @@ impl Connection {
             let (place, refusal) = match refusal {
                 None if !request.body().is_end_stream() => match ticket.upload() {
                     Some(place) => (Some(place), None),
-                    None => (None, Some(Refusal::MaxUploadsPerAddress)),
+                    None => (None, Some(Refusal::UploadsPerAddress)),
                 },
                 refusal => (None, refusal),
             };
