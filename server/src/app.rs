@@ -168,6 +168,13 @@ impl App {
             .write_stall(self.write_stall)
     }
 
+    /// The server of the health endpoints alone on `listener`: plain
+    /// HTTP, within [`Limits::PROBES`], apart from the API's connections.
+    pub fn health_server(&self, listener: TcpListener) -> Server {
+        Server::new(listener, crate::http::health_router(self.caches.clone()))
+            .limits(Limits::PROBES)
+    }
+
     /// Ends every reflector, as a panic outside their steps would (their
     /// stores close; `/livez` fails). Serving goes on.
     pub fn stop_reflectors(&self) {
@@ -176,9 +183,22 @@ impl App {
         }
     }
 
-    /// Serves on `listener` until `stop` resolves, then stops as the
-    /// module doc says.
-    pub async fn run(mut self, listener: TcpListener, stop: impl Future<Output = ()> + Send) {
+    /// Serves on `listener`, and the health endpoints on `health`, until
+    /// `stop` resolves, then stops as the module doc says (the health
+    /// endpoints answer while answers in flight finish).
+    pub async fn run(
+        mut self,
+        listener: TcpListener,
+        health: Option<TcpListener>,
+        stop: impl Future<Output = ()> + Send,
+    ) {
+        let health = health.map(|listener| self.health_server(listener));
+        let health = async move {
+            match health {
+                Some(health) => health.serve(std::future::pending()).await,
+                None => std::future::pending().await,
+            }
+        };
         let stopping = self.caches.clone();
         let server = self.server(listener).serve(async move {
             stop.await;
@@ -188,6 +208,7 @@ impl App {
         let mut shutting_down = self.caches.shutting_down();
         tokio::select! {
             () = server => {},
+            () = health => {},
             _ = async {
                 let _ = shutting_down.wait_for(|down| *down).await;
                 tokio::time::sleep(SHUTDOWN_GRACE).await;

@@ -16,6 +16,7 @@
 //!
 //! ```yaml
 //! listen: "0.0.0.0:8080"
+//! healthListen: "0.0.0.0:8081"  # /healthz, /livez, /readyz alone, plain HTTP; off: none
 //! tlsCertFile: /etc/kubecache-tls/tls.crt       # HTTPS (both or neither)
 //! tlsPrivateKeyFile: /etc/kubecache-tls/tls.key
 //! clientCAFile: /etc/kubecache-client-ca/ca.crt # verify client certificates
@@ -35,8 +36,8 @@
 //! writeStallSeconds: 30
 //! eventLog: { maxEvents: 102400, maxAgeSeconds: 300 }
 //! auth: { mode: kubernetes, allowedTtlSeconds: 60, deniedTtlSeconds: 10, cacheEntries: 10000, tokenReviewsPerSecond: 10 }
-//! connections: { max: 4096, maxPerAddress: 512, headerReadTimeoutSeconds: 32, idleTimeoutSeconds: 90,
-//!                http2MaxStreamsPerConnection: 100 }
+//! connections: { max: 4096, maxPerAddress: 512, maxPendingPerAddress: 64, maxUploadsPerAddress: 64,
+//!                headerReadTimeoutSeconds: 32, idleTimeoutSeconds: 90, http2MaxStreamsPerConnection: 100 }
 //! stateDir: /var/lib/kubecache    # warm restart: state files here (default: none)
 //! stateSaveIntervalSeconds: 60
 //! resources:
@@ -275,6 +276,12 @@ settings! {
         /// address of the HTTP API
         listen: String = "0.0.0.0:8080".into(),
             key "listen", flag "listen" ADDR, env "KUBECACHE_LISTEN";
+        /// address of the health endpoints alone (`/healthz`, `/livez`,
+        /// `/readyz`), plain HTTP, for the kubelet's probes: no client of
+        /// the API can take its connections (see [Connections and
+        /// limits](#connections-and-limits)); `off`: none
+        health_listen: String = "0.0.0.0:8081".into(),
+            key "healthListen", flag "health-listen" ADDR, env "KUBECACHE_HEALTH_LISTEN";
         /// serve HTTPS with this certificate chain (PEM, leaf first); needs
         /// the key
         tls_cert_file: PathBuf, unset "none (plain HTTP)",
@@ -434,6 +441,17 @@ settings! {
         max_connections_per_address: usize = Limits::default().max_connections_per_address,
             key "maxPerAddress", flag "max-connections-per-address" N,
             env "KUBECACHE_MAX_CONNECTIONS_PER_ADDRESS";
+        /// connections from one client IP address at once before their
+        /// first request's head (TLS handshake included); more are refused
+        /// as beyond `maxPerAddress`
+        max_pending_per_address: usize = Limits::default().max_pending_per_address,
+            key "maxPendingPerAddress", flag "max-pending-connections-per-address" N,
+            env "KUBECACHE_MAX_PENDING_CONNECTIONS_PER_ADDRESS";
+        /// requests from one client IP address sending a body at once; one
+        /// more gets a 429, its body unread
+        max_uploads_per_address: usize = Limits::default().max_uploads_per_address,
+            key "maxUploadsPerAddress", flag "max-uploads-per-address" N,
+            env "KUBECACHE_MAX_UPLOADS_PER_ADDRESS";
         /// longest a request's head (request line and headers) may take
         /// from its first byte; a slower client is disconnected
         header_read_timeout_seconds: f64 = Limits::default().header_read_timeout.as_secs_f64(),
@@ -605,6 +623,8 @@ struct IndexFile {
 pub struct Config {
     /// Where the HTTP API listens.
     pub listen: SocketAddr,
+    /// Where the health endpoints alone listen, if anywhere.
+    pub health_listen: Option<SocketAddr>,
     /// HTTPS, its files loaded; plain HTTP if `None`.
     pub tls: Option<Tls>,
     /// Longest a write to a client may make no progress before its
@@ -681,6 +701,8 @@ fn connections(s: &Settings) -> Result<Limits, ConfigError> {
         max_connections: s.max_connections.at_least_one()?,
         max_connections_per_address: s.max_connections_per_address.at_least_one()?,
         http2_max_streams_per_connection: s.http2_max_streams_per_connection.at_least_one()?,
+        max_pending_per_address: s.max_pending_per_address.at_least_one()?,
+        max_uploads_per_address: s.max_uploads_per_address.at_least_one()?,
     })
 }
 
@@ -758,6 +780,13 @@ impl Config {
             .value
             .parse()
             .map_err(|e| s.listen.invalid(format!("{:?}: {e}", s.listen.value)))?;
+        let health_listen = match s.health_listen.value.as_str() {
+            "off" => None,
+            address => Some(address.parse().map_err(|e| {
+                s.health_listen
+                    .invalid(format!("{address:?}: {e} (an address, or off)"))
+            })?),
+        };
         let tls = tls(&s)?;
         let strategy: Strategy = s.strategy.parse()?;
         let wire: RequestEncoding = s.wire.parse()?;
@@ -823,6 +852,7 @@ impl Config {
         }
         Ok(Config {
             listen,
+            health_listen,
             tls,
             write_stall,
             serve,
@@ -1160,6 +1190,9 @@ mod tests {
     fn the_defaults_cache_pods_on_port_8080() {
         let config = resolve("", &[]).unwrap();
         assert_eq!(config.listen.to_string(), "0.0.0.0:8080");
+        assert_eq!(config.health_listen, Some("0.0.0.0:8081".parse().unwrap()));
+        let off = resolve("healthListen: \"off\"", &[]).unwrap();
+        assert_eq!(off.health_listen, None);
         assert_eq!(config.resources.len(), 1);
         assert_eq!(config.resources[0].name, "pods");
         assert_eq!(config.serve, ServeSettings::default());
@@ -1284,6 +1317,10 @@ resources:
         );
         assert_eq!(error_field("wire: yaml", &[]), "wire (--wire)");
         assert_eq!(error_field("listen: nowhere", &[]), "listen (--listen)");
+        assert_eq!(
+            error_field("", &["--health-listen", "nowhere"]),
+            "healthListen (--health-listen)"
+        );
         assert_eq!(
             error_field("readWaitSeconds: -1", &[]),
             "readWaitSeconds (--read-wait-seconds)"

@@ -23,6 +23,6 @@ pub mod serving;
 pub mod warm_restart;
 
 pub use app::{App, SHUTDOWN_GRACE};
-pub use http::router;
+pub use http::{health_router, router};
 pub use passthrough::PassThrough;
 pub use served::{Cache, Caches, Filter, Predicates, ServeSettings};

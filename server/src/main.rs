@@ -14,7 +14,10 @@
 //! Go's runtime does), and the connection limits are lowered, with a
 //! warning, if they would not fit in it.
 //!
-//! Health: a resource whose reflector fails (401, 403, 404: it retries)
+//! Health: `/healthz`, `/livez` and `/readyz` are also served alone on the
+//! health listener (`--health-listen`), bound here with the API's, so that
+//! the kubelet's probes never wait behind the API's clients. A resource
+//! whose reflector fails (401, 403, 404: it retries)
 //! is not ready, and `/readyz` says why; a reflector task that ends (a bug)
 //! is logged, and `/livez` fails so that the kubelet restarts the process.
 
@@ -45,6 +48,14 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listen (--listen): binding {}", config.listen))?;
+    let health = match config.health_listen {
+        Some(address) => Some(
+            tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("healthListen (--health-listen): binding {address}"))?,
+        ),
+        None => None,
+    };
     let scheme = if config.tls.is_some() {
         "https"
     } else {
@@ -61,6 +72,9 @@ async fn main() -> anyhow::Result<()> {
         ),
         None => tracing::info!(listen = %config.listen, "serving HTTP"),
     }
+    if let Some(address) = health.as_ref().and_then(|h| h.local_addr().ok()) {
+        tracing::info!(listen = %address, "serving /healthz, /livez and /readyz over HTTP");
+    }
     let app = App::start(config, &upstream).await?;
     tokio::spawn(kubecache_server::progress::report(
         app.caches().clone(),
@@ -68,7 +82,7 @@ async fn main() -> anyhow::Result<()> {
     ));
     #[cfg(unix)]
     tokio::spawn(forget_on_hangup(app.auth().clone()));
-    app.run(listener, stop_signal()).await;
+    app.run(listener, health, stop_signal()).await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -13,10 +13,12 @@
 //!   need: list and watch on each, create on TokenReviews and
 //!   SubjectAccessReviews, impersonation of users and groups exactly where
 //!   client certificates are on, nothing more;
-//! - every rendering serves HTTPS from a mounted Secret, and its probes,
-//!   Service, ServiceMonitor and scrape annotations all use HTTPS on the
-//!   port kubecache listens on (the ServiceMonitor verifying the certificate
+//! - every rendering serves HTTPS from a mounted Secret, and its Service,
+//!   ServiceMonitor and scrape annotations all use HTTPS on the port
+//!   kubecache listens on (the ServiceMonitor verifying the certificate
 //!   with the Secret's CA, for the name a cert-manager Certificate covers);
+//!   its startup, readiness and liveness probes are plain HTTP GETs on the
+//!   health listener's port, which the Service does not expose;
 //! - every rendering keeps each replica's state on a volume that outlives
 //!   its pod, and evicts one replica at a time.
 //!
@@ -609,37 +611,83 @@ fn https_problems(docs: &[Doc]) -> Result<Vec<String>, String> {
             ));
         }
     }
-    // Probes, Service and scrapes use HTTPS on the port kubecache listens on.
+    // Service and scrapes use HTTPS on the port kubecache listens on.
+    let port_of = |address: &str| -> Result<(i32, String), String> {
+        let port: i32 = address
+            .rsplit_once(':')
+            .and_then(|(_, port)| port.parse().ok())
+            .ok_or(format!("{address:?} has no port"))?;
+        let name = container
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.container_port == port)
+            .ok_or(format!("no containerPort {port}"))?
+            .name
+            .clone()
+            .unwrap_or_default();
+        Ok((port, name))
+    };
+    let is = |(port, name): &(i32, String), target: &IntOrString| match target {
+        IntOrString::Int(number) => number == port,
+        IntOrString::String(named) => named == name,
+    };
     let listen =
         setting(docs, "--listen", "KUBECACHE_LISTEN", "listen")?.ok_or("no listen address")?;
-    let port: i32 = listen
-        .rsplit_once(':')
-        .and_then(|(_, port)| port.parse().ok())
-        .ok_or(format!("listen {listen:?} has no port"))?;
-    let port_name = container
-        .ports
-        .iter()
-        .flatten()
-        .find(|p| p.container_port == port)
-        .ok_or(format!("no containerPort {port}"))?
-        .name
-        .clone()
-        .unwrap_or_default();
-    let is_kubecache_port = |target: &IntOrString| match target {
-        IntOrString::Int(number) => *number == port,
-        IntOrString::String(name) => *name == port_name,
-    };
-    for (which, probe) in [
-        ("readinessProbe", &container.readiness_probe),
-        ("livenessProbe", &container.liveness_probe),
+    let api = port_of(&listen)?;
+    let port = api.0;
+    let is_kubecache_port = |target: &IntOrString| is(&api, target);
+    // The probes are plain HTTP on the health listener's port, which no
+    // client of the API can take.
+    let health = setting(
+        docs,
+        "--health-listen",
+        "KUBECACHE_HEALTH_LISTEN",
+        "healthListen",
+    )?
+    .ok_or("no healthListen: the probes would share the API's connections")?;
+    let health = port_of(&health)?;
+    for (which, probe, paths) in [
+        (
+            "startupProbe",
+            &container.startup_probe,
+            &["/healthz", "/livez"][..],
+        ),
+        (
+            "readinessProbe",
+            &container.readiness_probe,
+            &["/readyz"][..],
+        ),
+        (
+            "livenessProbe",
+            &container.liveness_probe,
+            &["/healthz", "/livez"][..],
+        ),
     ] {
         match probe.as_ref().and_then(|p| p.http_get.as_ref()) {
-            Some(get) if get.scheme.as_deref() == Some("HTTPS") && is_kubecache_port(&get.port) => {
-            }
+            Some(get)
+                if get.scheme.as_deref().unwrap_or("HTTP") == "HTTP"
+                    && is(&health, &get.port)
+                    && get
+                        .path
+                        .as_deref()
+                        .is_some_and(|path| paths.contains(&path)) => {}
             other => problems.push(format!(
-                "{which}: not an HTTPS GET on port {port}: {other:?}"
+                "{which}: not an HTTP GET of {paths:?} on the health port {}: {other:?}",
+                health.0
             )),
         }
+    }
+    if let Some(exposed) = service
+        .spec
+        .iter()
+        .flat_map(|spec| spec.ports.iter().flatten())
+        .find(|p| p.target_port.as_ref().is_some_and(|t| is(&health, t)))
+    {
+        problems.push(format!(
+            "the Service exposes the health port {}: {exposed:?}",
+            health.0
+        ));
     }
     let service_port = service
         .spec
@@ -960,7 +1008,7 @@ fn the_cluster_role_grants_exactly_list_and_watch_on_the_configured_resources_th
 }
 
 #[test]
-fn every_rendering_serves_https_from_a_mounted_secret_on_the_port_its_probes_service_and_scrapes_use()
+fn every_rendering_serves_https_from_a_mounted_secret_on_the_port_its_service_and_scrapes_use_and_probes_the_health_port()
  {
     let mut problems = Vec::new();
     let mut client_ca = 0;
@@ -977,13 +1025,20 @@ fn every_rendering_serves_https_from_a_mounted_secret_on_the_port_its_probes_ser
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     assert!(client_ca > 0, "no rendering turns client certificates on");
 
-    // And the check fails for a probe over HTTP and a scrape unverified.
+    // And the check fails for a probe on the API's port, a Service of the
+    // health port, and a scrape unverified.
     let mut docs = render_offline(&kubernetes_dir().join("base"));
     for doc in docs.iter_mut() {
         match doc.kind() {
             "StatefulSet" => {
-                doc.value["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]
-                    ["scheme"] = Value::from("HTTP");
+                doc.value["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"] =
+                    serde_json::json!({ "path": "/readyz", "port": "https", "scheme": "HTTPS" });
+            }
+            "Service" => {
+                let ports = doc.value["spec"]["ports"].as_array_mut().expect("ports");
+                ports.push(
+                    serde_json::json!({ "name": "health", "port": 8081, "targetPort": "health" }),
+                );
             }
             "ServiceMonitor" => {
                 doc.value["spec"]["endpoints"][0]["tlsConfig"] =
@@ -995,6 +1050,9 @@ fn every_rendering_serves_https_from_a_mounted_secret_on_the_port_its_probes_ser
     let problems = https_problems(&docs).expect("a complete rendering");
     assert!(
         problems.iter().any(|p| p.starts_with("readinessProbe:"))
+            && problems
+                .iter()
+                .any(|p| p.starts_with("the Service exposes"))
             && problems.iter().any(|p| p.starts_with("ServiceMonitor:")),
         "{problems:#?}"
     );

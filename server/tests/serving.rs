@@ -870,3 +870,250 @@ async fn every_error_kubecache_answers_is_a_status_and_hyper_s_own_are_empty() {
     );
     assert_eq!(raw(addr, within_limit.as_bytes()).await.0, 200);
 }
+
+// ---------------------------------------------------------------------------
+// Capacity that hostile connections cannot take (issue 30)
+
+/// kubecache's router, plus `/upload`, which reads its body whole and
+/// says how long it was.
+fn uploads() -> Router {
+    kubecache_router().route(
+        "/upload",
+        axum::routing::post(|body: Bytes| async move { body.len().to_string() }),
+    )
+}
+
+/// A POST of a 10-byte body from `source` that asks for `100 Continue`
+/// and then sends nothing.
+async fn expect_continue(source: [u8; 4], addr: SocketAddr) -> TcpStream {
+    let mut stream = connect_from(source, addr).await;
+    let head = "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\
+                Expect: 100-continue\r\n\r\n";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream
+}
+
+/// Reads what comes on `stream` until `wanted` has all come.
+async fn read_until(stream: &mut TcpStream, wanted: &str) {
+    let mut read = Vec::new();
+    within(&format!("{wanted:?} arrives"), async {
+        while !String::from_utf8_lossy(&read).contains(wanted) {
+            let mut buffer = [0u8; 1024];
+            let n = stream.read(&mut buffer).await.unwrap();
+            assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&read));
+            read.extend_from_slice(&buffer[..n]);
+        }
+    })
+    .await;
+}
+
+/// What comes on `stream` until the server closes it.
+async fn rest(stream: &mut TcpStream) -> String {
+    let mut rest = Vec::new();
+    within("the connection is closed", stream.read_to_end(&mut rest))
+        .await
+        .unwrap();
+    String::from_utf8_lossy(&rest).into_owned()
+}
+
+#[tokio::test]
+async fn requests_waiting_for_a_body_that_never_comes_take_no_one_else_s_place_and_are_cut_as_heads_are()
+ {
+    let limits = |header_read| Limits {
+        header_read_timeout: header_read,
+        max_connections: 4,
+        max_connections_per_address: 4,
+        max_uploads_per_address: 2,
+        ..Limits::default()
+    };
+    let (a, b) = ([127, 0, 0, 1], [127, 0, 0, 2]);
+    // Bodies that may be waited for an hour.
+    let patient = start(uploads(), |s| s.limits(limits(LONG))).await;
+    let addr = patient.addr;
+    let mut holders = Vec::new();
+    for _ in 0..2 {
+        let mut holder = expect_continue(a, addr).await;
+        read_until(&mut holder, "HTTP/1.1 100 Continue\r\n\r\n").await;
+        holders.push(holder);
+    }
+    // Beyond the address's uploads: a 429 Status, the body unread, and
+    // the connection closed ...
+    for _ in 0..2 {
+        let answer = rest(&mut expect_continue(a, addr).await).await;
+        assert!(answer.starts_with("HTTP/1.1 429 "), "{answer}");
+        let body = status(answer.split_once("\r\n\r\n").unwrap().1);
+        assert_eq!(body["reason"], "TooManyRequests");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap()
+                .contains("from 127.0.0.1 sending a body: at most 2"),
+            "{body}"
+        );
+    }
+    // ... so another address's requests and the probes are served.
+    within("another address is served", async {
+        loop {
+            let (mut sender, _) = watched_http1(connect_from(b, addr).await).await;
+            if get_on(&mut sender, "/metrics").await.unwrap().0 == 200 {
+                assert_eq!(
+                    get_on(&mut sender, "/healthz").await.unwrap(),
+                    (200, "ok".into())
+                );
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    // A body that comes is read, however long it was waited for.
+    holders[0].write_all(b"0123456789").await.unwrap();
+    read_until(&mut holders[0], "\r\n\r\n10").await;
+
+    // With a short header-read timeout, a body waited for is cut at it,
+    // unanswered, as a head would be; a body that comes is served.
+    let hasty = start(uploads(), |s| s.limits(limits(SHORT))).await;
+    let mut holder = expect_continue(a, hasty.addr).await;
+    assert_eq!(rest(&mut holder).await, "HTTP/1.1 100 Continue\r\n\r\n");
+    let mut sender = connect_from(a, hasty.addr).await;
+    let request = "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\
+                   Connection: close\r\n\r\n0123456789";
+    sender.write_all(request.as_bytes()).await.unwrap();
+    let answer = rest(&mut sender).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 200 ") && answer.ends_with("\r\n\r\n10"),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
+async fn half_open_tls_handshakes_of_one_address_do_not_block_another_s_and_are_cut_at_the_deadline()
+ {
+    let pki = Pki::new("half-open");
+    let config = client_config(&pki.ca_pem(), None);
+    let files = tls_files(&pki, "kubecache", None);
+    let server = |handshake| {
+        let files = files.clone();
+        move |s: Server| {
+            s.tls(Some(Tls::load(files).unwrap()))
+                .handshake_timeout(handshake)
+                .limits(Limits {
+                    max_connections: 4,
+                    max_connections_per_address: 4,
+                    max_pending_per_address: 2,
+                    ..Limits::default()
+                })
+        }
+    };
+    // A started handshake record, then nothing: from one address, more
+    // than every place (the admitted, then the refusals).
+    let half_open = async |addr| {
+        let mut held = Vec::new();
+        for _ in 0..4 + kubecache_server::serving::REFUSALS + 4 {
+            let mut stream = connect_from([127, 0, 0, 1], addr).await;
+            stream.write_all(&[22, 3, 1]).await.unwrap();
+            held.push(stream);
+        }
+        held
+    };
+    let from_b = async |addr| {
+        let tcp = connect_from([127, 0, 0, 2], addr).await;
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let tls = tokio_rustls::TlsConnector::from(config.clone())
+            .connect(name, tcp)
+            .await
+            .unwrap();
+        get_on(&mut http1(tls).await.unwrap(), "/whoami")
+            .await
+            .unwrap()
+    };
+    // Handshakes that may take an hour: another address's is served.
+    let patient = start(whoami(), server(LONG)).await;
+    let _held = half_open(patient.addr).await;
+    assert_eq!(
+        within("another address is served", from_b(patient.addr)).await,
+        (200, "anonymous".into())
+    );
+    // With a short deadline, every half-open handshake is cut at it,
+    // unanswered (those beyond the refusals at once, with their bytes
+    // unread: a reset).
+    let hasty = start(whoami(), server(SHORT)).await;
+    for mut stream in half_open(hasty.addr).await {
+        let mut rest = Vec::new();
+        let _ = within(
+            "the half-open handshake is cut",
+            stream.read_to_end(&mut rest),
+        )
+        .await;
+        assert_eq!(rest, b"");
+    }
+    assert_eq!(
+        within("another address is served", from_b(hasty.addr)).await,
+        (200, "anonymous".into())
+    );
+}
+
+#[tokio::test]
+async fn the_health_listener_answers_while_every_connection_place_of_the_api_is_taken() {
+    let kubeconfig = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("health-listener-{}.kubeconfig", std::process::id()));
+    let (kubecache, api) = common::process::kubecache(
+        &[
+            "--simulate",
+            "20",
+            "--simulate-scheme",
+            "http",
+            "--auth",
+            "none",
+            "--kubeconfig-out",
+            kubeconfig.to_str().unwrap(),
+            "--max-connections",
+            "2",
+            "--max-pending-connections-per-address",
+            "2",
+            "--header-read-timeout-seconds",
+            "3600",
+        ],
+        &[],
+    );
+    let serving = "serving /healthz, /livez and /readyz over HTTP";
+    kubecache
+        .logged("the health listener", |out| out.contains(serving))
+        .await;
+    let health: SocketAddr = kubecache
+        .output()
+        .lines()
+        .find(|line| line.contains(serving))
+        .and_then(|line| line.rsplit("listen=").next())
+        .and_then(|address| address.trim().parse().ok())
+        .expect("the health listener's address in the log");
+    let probe = |address, path: &'static str| {
+        kubecache_testkit::raw_http::get(address, None, path, None).map(|(code, _)| code)
+    };
+    kubecache
+        .until("ready", async || matches!(probe(api, "/readyz"), Ok(200)))
+        .await;
+    // Silent connections take every place of the API's: the admitted,
+    // then the refusals (each waits an hour for its head) ...
+    let mut silent = Vec::new();
+    for _ in 0..2 + kubecache_server::serving::REFUSALS {
+        silent.push(TcpStream::connect(api).await.unwrap());
+    }
+    // ... so a probe on the API's port waits in the listen backlog ...
+    let mut waiting = TcpStream::connect(api).await.unwrap();
+    let request = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    waiting.write_all(request.as_bytes()).await.unwrap();
+    let waiting = tokio::spawn(async move { rest(&mut waiting).await });
+    // ... while the health listener answers every probe.
+    for path in ["/healthz", "/livez", "/readyz"] {
+        assert_eq!(probe(health, path).unwrap(), 200, "{path}");
+    }
+    assert!(
+        !waiting.is_finished(),
+        "the API's places were not all taken"
+    );
+    // Places freed, the API's port answers again.
+    drop(silent);
+    let answer = waiting.await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+}

@@ -41,7 +41,7 @@ impl Process {
     }
 
     /// The `kubecache` binary at `binary` with `args` plus `--listen` on a
-    /// free port of 127.0.0.1, and `env` on top of an environment without
+    /// free port of 127.0.0.1 (and its health listener on another), and `env` on top of an environment without
     /// `KUBECACHE_*` settings (so the caller's shell cannot change the
     /// test), logging at `info` without colour; and where it listens.
     pub fn kubecache(binary: &Path, args: &[&str], env: &[(&str, &Path)]) -> (Process, SocketAddr) {
@@ -56,6 +56,7 @@ impl Process {
             .args(args)
             .arg("--listen")
             .arg(addr.to_string())
+            .args(["--health-listen", "127.0.0.1:0"])
             .envs(env.iter().copied())
             .env("NO_COLOR", "1")
             .env("RUST_LOG", "info");

@@ -27,6 +27,11 @@ pub fn method_not_allowed(method: &str) -> ApiError {
     ))
 }
 
+/// [`method_not_allowed`] of a request's method, as a router's fallback.
+pub async fn method_not_allowed_fallback(method: axum::http::Method) -> ApiError {
+    method_not_allowed(method.as_str())
+}
+
 /// 405 for a write to the query API, which only reads.
 pub fn read_only(method: &str) -> ApiError {
     ApiError::Status(Status::failure(

@@ -20,6 +20,7 @@ mod discovery;
 mod error;
 mod get;
 mod gzip;
+mod health;
 mod list;
 mod negotiate;
 mod offload;
@@ -35,7 +36,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::request::Parts;
-use axum::http::{Method, StatusCode, header};
+use axum::http::{Method, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::{Extension, Router};
@@ -80,18 +81,15 @@ pub fn router(caches: Arc<Caches>, auth: Arc<Auth>, upstream: PassThrough) -> Ro
         upstream,
         documents: discovery::Documents::default(),
     });
+    let health = health::routes(shared.caches.clone());
     Router::new()
-        .route("/healthz", get(healthz))
-        .route("/livez", get(livez))
-        .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/v1/{*rest}", any(query_api))
-        .method_not_allowed_fallback(|method: Method| async move {
-            error::method_not_allowed(method.as_str())
-        })
+        .method_not_allowed_fallback(error::method_not_allowed_fallback)
         // Everything else is the Kubernetes API.
         .fallback(kubernetes)
         .with_state(shared)
+        .merge(health)
         .layer(axum::middleware::from_fn(authorization_warning))
         // Outermost, so that it sees every answer, errors included.
         .layer(axum::middleware::from_fn(crate::metrics::track))
@@ -129,6 +127,14 @@ async fn metrics(State(shared): State<Arc<Shared>>, request: Parts) -> Response 
     (Extension(Endpoint("metrics")), answer).into_response()
 }
 
+/// The health endpoints alone (for the health listener), over `caches`:
+/// anything else is a 404.
+pub fn health_router(caches: Arc<Caches>) -> Router {
+    health::routes(caches)
+        .fallback(|| async { error::no_such_path() })
+        .layer(axum::middleware::from_fn(crate::metrics::track))
+}
+
 /// `/v1/…`.
 async fn query_api(State(shared): State<Arc<Shared>>, request: Parts) -> impl IntoResponse {
     let answer = async {
@@ -152,70 +158,6 @@ async fn query_api(State(shared): State<Arc<Shared>>, request: Parts) -> impl In
         .await
     };
     (Extension(Endpoint("query")), answer.await)
-}
-
-/// Alive as long as it answers.
-async fn healthz() -> impl IntoResponse {
-    (Extension(Endpoint("health")), "ok")
-}
-
-/// Alive while every resource's reflector runs. A reflector ends only on a
-/// panic outside its steps (a bug: its own step panics are caught) or when
-/// aborted; its store then never changes again, so the kubelet had better
-/// restart the process. Failing reflectors (403, 404 ...) are alive: they
-/// retry, and `/readyz` says why they are not ready.
-async fn livez(State(shared): State<Arc<Shared>>) -> Response {
-    let caches = &shared.caches;
-    let stopped: Vec<String> = caches
-        .iter()
-        .filter(|cache| cache.reader.is_closed())
-        .map(|cache| format!("[-]reflector {} failed: it stopped\n", cache.name()))
-        .collect();
-    let (code, body) = if stopped.is_empty() {
-        (StatusCode::OK, "ok".to_string())
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            stopped.concat() + "livez check failed\n",
-        )
-    };
-    (code, Extension(Endpoint("health")), body).into_response()
-}
-
-/// Ready when every configured resource has synced; the body says which
-/// have not and why, in kube-apiserver's `/readyz` style. A store restored
-/// from a state file is ready at once (it serves the state as saved; reads
-/// that need freshness wait); its line says so until it has caught up.
-async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
-    let caches = &shared.caches;
-    let mut body = String::new();
-    let mut ready = true;
-    for cache in caches.iter() {
-        match cache.reader.readiness() {
-            kubecache_reflector::Readiness::Ready => {
-                let restored = match cache.status.borrow().restored {
-                    Some(r) if !r.caught_up => format!(
-                        " (restored from the state file at resourceVersion {}, catching up)",
-                        r.resource_version
-                    ),
-                    _ => String::new(),
-                };
-                body.push_str(&format!("[+]cache {} ok{restored}\n", cache.name()));
-            }
-            kubecache_reflector::Readiness::NotReady { reason } => {
-                ready = false;
-                body.push_str(&format!("[-]cache {} failed: {reason}\n", cache.name()));
-            }
-        }
-    }
-    let code = if ready {
-        body.push_str("readyz check passed\n");
-        StatusCode::OK
-    } else {
-        body.push_str("readyz check failed\n");
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (code, Extension(Endpoint("health")), body).into_response()
 }
 
 /// The Kubernetes API: a read a cache answers, or a pass-through.

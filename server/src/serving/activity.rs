@@ -3,13 +3,18 @@
 //! arrive within the header-read timeout of its first byte (of the
 //! accept, for a connection's first request), and a keep-alive connection
 //! may wait for its next request's first byte for the idle timeout. While a
-//! request is in flight (a watch for as long as it streams) neither runs.
+//! request is in flight (a watch for as long as it streams) neither runs,
+//! unless every request in flight waits for its body's next bytes (an
+//! `Expect: 100-continue` that never sends one): that wait is timed as a
+//! head is, from the last byte, so a request is not held in flight by a
+//! client that sends nothing.
 //!
 //! hyper's own `header_read_timeout` cannot be used: it starts when hyper
 //! waits for a next request, so it would also cut every idle keep-alive
 //! connection at the header-read timeout. Here the stream ([`Watched`])
-//! says when bytes arrive, and each request holds an [`InFlight`] until
-//! its response body is done or dropped.
+//! says when bytes arrive, each request holds an [`InFlight`] until
+//! its response body is done or dropped, and a request body waiting for
+//! the client holds an [`Awaiting`].
 
 use std::io;
 use std::pin::Pin;
@@ -33,7 +38,9 @@ pub(super) struct Activity(watch::Sender<State>);
 struct State {
     phase: Phase,
     in_flight: usize,
-    /// When `phase` began.
+    /// Request bodies waiting for the client's next bytes.
+    awaiting: usize,
+    /// When `phase` began (for `ReadingBody`: or the last byte arrived).
     since: Instant,
 }
 
@@ -44,6 +51,9 @@ pub(super) enum Phase {
     Idle,
     /// A request's head is being read: the header-read timeout.
     ReadingHead,
+    /// Every request in flight waits for its body's next bytes: the
+    /// header-read timeout, from the last byte.
+    ReadingBody,
     /// Requests in flight: none.
     Serving,
 }
@@ -54,20 +64,39 @@ impl Activity {
         Arc::new(Activity(watch::Sender::new(State {
             phase: Phase::ReadingHead,
             in_flight: 0,
+            awaiting: 0,
             since: Instant::now(),
         })))
     }
 
-    /// Bytes arrived: an idle connection starts reading a head.
+    /// Bytes arrived: an idle connection starts reading a head, a body
+    /// waited for has made progress.
     fn read(&self) {
-        self.0.send_if_modified(|state| {
-            let idle = state.phase == Phase::Idle;
-            if idle {
+        self.0.send_if_modified(|state| match state.phase {
+            Phase::Idle => {
                 state.phase = Phase::ReadingHead;
                 state.since = Instant::now();
+                true
             }
-            idle
+            Phase::ReadingBody => {
+                state.since = Instant::now();
+                true
+            }
+            Phase::ReadingHead | Phase::Serving => false,
         });
+    }
+
+    /// A request body waits for the client's next bytes until the
+    /// returned guard drops.
+    pub(super) fn awaiting(self: &Arc<Self>) -> Awaiting {
+        self.0.send_modify(|state| {
+            state.awaiting += 1;
+            if state.in_flight > 0 && state.awaiting >= state.in_flight {
+                state.phase = Phase::ReadingBody;
+                state.since = Instant::now();
+            }
+        });
+        Awaiting(self.clone())
     }
 
     /// A request starts; it is in flight until the returned guard drops.
@@ -87,7 +116,7 @@ impl Activity {
             let state = *changes.borrow_and_update();
             let timeout = match state.phase {
                 Phase::Idle => idle,
-                Phase::ReadingHead => header_read,
+                Phase::ReadingHead | Phase::ReadingBody => header_read,
                 Phase::Serving => {
                     // Only a change can end this phase (the sender lives
                     // in `self`, so `changed` does not fail).
@@ -167,6 +196,23 @@ impl Drop for InFlight {
             if state.in_flight == 0 {
                 state.phase = Phase::Idle;
                 state.since = Instant::now();
+            } else if state.awaiting >= state.in_flight {
+                state.phase = Phase::ReadingBody;
+                state.since = Instant::now();
+            }
+        });
+    }
+}
+
+/// A request body waiting for the client; dropping it ends the wait.
+pub(super) struct Awaiting(Arc<Activity>);
+
+impl Drop for Awaiting {
+    fn drop(&mut self) {
+        self.0.0.send_modify(|state| {
+            state.awaiting -= 1;
+            if state.phase == Phase::ReadingBody {
+                state.phase = Phase::Serving;
             }
         });
     }
@@ -277,5 +323,24 @@ mod tests {
             expires_within(&activity, HEADER).await,
             Some(Phase::ReadingHead)
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_waiting_for_its_body_is_timed_as_a_head_from_its_last_byte() {
+        let activity = Activity::new();
+        let request = activity.start();
+        let waiting = activity.awaiting();
+        tokio::time::advance(HEADER / 2).await;
+        activity.read();
+        assert_eq!(expires_within(&activity, HEADER / 2).await, None);
+        assert_eq!(
+            expires_within(&activity, HEADER).await,
+            Some(Phase::ReadingBody)
+        );
+        // Its body arrived: in flight again, never timed.
+        drop(waiting);
+        assert_eq!(expires_within(&activity, IDLE * 100).await, None);
+        drop(request);
+        assert_eq!(expires_within(&activity, IDLE).await, Some(Phase::Idle));
     }
 }

@@ -301,7 +301,7 @@ mod tests {
         let accepted = Accepted {
             peer,
             refusal,
-            _ticket: ticket,
+            ticket: Arc::new(ticket),
         };
         let (server_io, client_io) = tokio::io::duplex(1 << 20);
         let (_stop, mut stop) = watch::channel(false);

@@ -20,10 +20,12 @@
 //! Ending long answers (watches) and bounding the wait is the caller's
 //! part. Dropping the `serve` future stops the same way, without waiting.
 //!
-//! Limits ([`Limits`]): connections in all and per client address (see
-//! `limits`: beyond them a request gets a 429 `Status`, but the kubelet's
-//! probes are answered); a header-read and an idle timeout per connection
-//! (see `activity`: Go's, not hyper's, semantics); request heads of at
+//! Limits ([`Limits`]): connections in all and per client address, and
+//! per address those before their first request and requests sending a
+//! body (see `limits`: beyond them a request gets a 429 `Status`, but the
+//! kubelet's probes are answered); a header-read and an idle timeout per
+//! connection (see `activity`: Go's, not hyper's, semantics), a body
+//! waited for timed as a head (see `arriving`); request heads of at
 //! most [`MAX_HEADER_BYTES`]. What hyper answers itself, with an empty
 //! body (no `Status` can be put in it): 431 for a head beyond that, 414
 //! for a request target beyond 65534 bytes, 400 for a request that does
@@ -38,6 +40,7 @@
 //! request as axum's `ConnectInfo<SocketAddr>`.
 
 mod activity;
+mod arriving;
 mod client_cert;
 mod http2;
 mod limits;
@@ -53,7 +56,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::ConnectInfo;
 use axum::response::IntoResponse;
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -64,6 +67,7 @@ use stall::{Deadline, WriteStall};
 pub use tls::{Tls, TlsError, TlsFile, TlsFiles};
 
 use activity::{Activity, Watched};
+use arriving::Arriving;
 use http2::Stream;
 use limits::{Gate, Refusal, Ticket};
 
@@ -206,7 +210,7 @@ impl Server {
             let accepted = Accepted {
                 peer,
                 refusal,
-                _ticket: ticket,
+                ticket: Arc::new(ticket),
             };
             tokio::spawn(connection.clone().run(stream, accepted, stopping.clone()));
         }
@@ -231,8 +235,9 @@ struct Accepted {
     peer: SocketAddr,
     /// Why it was refused, if it was.
     refusal: Option<Refusal>,
-    /// Its place among the connections, until its task ends.
-    _ticket: Ticket,
+    /// Its place among the connections, until its task and its requests
+    /// end.
+    ticket: Arc<Ticket>,
 }
 
 impl Connection {
@@ -274,7 +279,9 @@ impl Connection {
     /// HTTP/1 (upgrades allowed, as `axum::serve` allows them) or HTTP/2
     /// over an established stream, what `certificate` proves on every
     /// request; a refused connection answers one request (under HTTP/2,
-    /// those it sent at once), a 429 but for [`PROBES`].
+    /// those it sent at once), a 429 but for [`PROBES`], and so does a
+    /// request with a body beyond its address's uploads, unread, closing
+    /// its connection.
     async fn http<S>(
         &self,
         stream: S,
@@ -286,22 +293,35 @@ impl Connection {
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
     {
         let Accepted { peer, refusal, .. } = *accepted;
-        let refused = refusal.map(|refusal| refusal.status(&self.limits, peer.ip()));
+        let ticket = accepted.ticket.clone();
+        let limits = self.limits;
         let activity = Activity::new();
         let deadline = Deadline::default();
         let router = self.router.clone();
         let requests = activity.clone();
         let answer_deadline = deadline.clone();
-        let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             let in_flight = requests.start();
+            ticket.first_request();
+            let (place, refusal) = match refusal {
+                None if !request.body().is_end_stream() => match ticket.upload() {
+                    Some(place) => (Some(place), None),
+                    None => (None, Some(Refusal::UploadsPerAddress)),
+                },
+                refusal => (None, refusal),
+            };
+            let refused = refusal
+                .filter(|_| !PROBES.contains(&request.uri().path()))
+                .map(|refusal| {
+                    let status = refusal.status(&limits, peer.ip());
+                    let answer = crate::error::ApiError::Status(status).into_response();
+                    ([(hyper::header::CONNECTION, "close")], answer).into_response()
+                });
+            let mut request = request.map(|body| Arriving::new(body, requests.clone(), place));
             request.extensions_mut().insert(ConnectInfo(peer));
             if let Some(proved) = certificate.as_ref().and_then(ClientCertificate::proves) {
                 request.extensions_mut().insert(proved);
             }
-            let refused = refused
-                .as_ref()
-                .filter(|_| !PROBES.contains(&request.uri().path()))
-                .map(|status| crate::error::ApiError::Status(status.clone()).into_response());
             let router = router.clone();
             let answer_deadline = answer_deadline.clone();
             async move {

@@ -1,0 +1,67 @@
+//! A request body on its way from the client, as the connection counts it:
+//! it holds its address's upload place (see `limits`) until it has all
+//! arrived or is dropped, and while its reader waits for the client's next
+//! bytes it tells the connection's activity, which then times the wait as
+//! it times a request head (see `activity`).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+
+use super::activity::{Activity, Awaiting};
+use super::limits::UploadPlace;
+
+/// A request's body, counted.
+pub(super) struct Arriving {
+    body: Incoming,
+    activity: Arc<Activity>,
+    /// While its reader waits for the client.
+    waiting: Option<Awaiting>,
+    /// Until its last byte (none for a request without a body).
+    place: Option<UploadPlace>,
+}
+
+impl Arriving {
+    pub(super) fn new(body: Incoming, activity: Arc<Activity>, place: Option<UploadPlace>) -> Self {
+        Arriving {
+            body,
+            activity,
+            waiting: None,
+            place,
+        }
+    }
+}
+
+impl Body for Arriving {
+    type Data = bytes::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.body).poll_frame(cx);
+        if polled.is_pending() {
+            if this.waiting.is_none() {
+                this.waiting = Some(this.activity.awaiting());
+            }
+            return polled;
+        }
+        this.waiting = None;
+        if !matches!(polled, Poll::Ready(Some(Ok(_)))) || this.body.is_end_stream() {
+            this.place = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
