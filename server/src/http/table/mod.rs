@@ -151,9 +151,9 @@ pub(crate) fn render(
 
 /// The watch line of `frame`'s event, an object of `resource`, with
 /// `options`: rendered by the first watcher that asks, ages relative to
-/// then, and shared by every other (see [`Frame::table_line`]).
+/// then, and shared by every other (see [`Frame::rendered`]).
 pub(crate) fn watch_line(frame: &Frame, resource: &ApiResource, options: LineOptions) -> Bytes {
-    frame.table_line(options, || {
+    frame.rendered(options, || {
         event_line(
             frame.kind.as_str(),
             resource,

@@ -5,6 +5,7 @@
 //! each carrying the whole object or its `PartialObjectMetadata`; or one-row
 //! Tables (see [`crate::http::table`]).
 
+use std::any::Any;
 use std::sync::{Arc, OnceLock};
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -13,7 +14,6 @@ use kubecache_wire::protobuf;
 use kubecache_wire::{CachedObject, ChangeType, Status};
 use parking_lot::Mutex;
 
-use crate::http::table::LineOptions;
 use crate::served::encoding::{Kind, Shape};
 use crate::served::{Filter, Predicates};
 use kubecache_wire::Encoding;
@@ -33,9 +33,9 @@ pub(crate) struct Frame {
     pub object: Arc<CachedObject>,
     /// The event in each shape and wire (see [`slot`]).
     encoded: [OnceLock<Bytes>; 4],
-    /// The event as a Table watch line, by the options each was rendered
-    /// with (see [`Frame::table_line`]).
-    tables: Mutex<Vec<(LineOptions, Bytes)>>,
+    /// The event rendered by a layer above (a Table watch line), by the
+    /// key of what each rendering depends on (see [`Frame::rendered`]).
+    renderings: Mutex<Vec<(Box<dyn Any + Send + Sync>, Bytes)>>,
 }
 
 /// Where the event in `shape` and `wire` is kept.
@@ -61,20 +61,28 @@ impl Frame {
             kind,
             object,
             encoded: Default::default(),
-            tables: Mutex::default(),
+            renderings: Mutex::default(),
         }
     }
 
-    /// The event as a Table watch line with `options`: made by `render`
-    /// for the first watcher that asks, which the others asking meanwhile
-    /// wait for, then kept.
-    pub fn table_line(&self, options: LineOptions, render: impl FnOnce() -> Bytes) -> Bytes {
-        let mut tables = self.tables.lock();
-        if let Some((_, line)) = tables.iter().find(|(made, _)| *made == options) {
+    /// The event rendered as `key` says (a Table watch line: `key` is
+    /// what the line depends on besides the event): made by `render` for
+    /// the first watcher that asks, which the others asking meanwhile wait
+    /// for, then kept. The key's type is the renderer's own, so this layer
+    /// knows nothing of what it renders.
+    pub fn rendered<K>(&self, key: K, render: impl FnOnce() -> Bytes) -> Bytes
+    where
+        K: PartialEq + Send + Sync + 'static,
+    {
+        let mut renderings = self.renderings.lock();
+        let made = |(made, _): &&(Box<dyn Any + Send + Sync>, Bytes)| {
+            made.downcast_ref::<K>() == Some(&key)
+        };
+        if let Some((_, line)) = renderings.iter().find(made) {
             return line.clone();
         }
         let line = render();
-        tables.push((options, line.clone()));
+        renderings.push((Box::new(key), line.clone()));
         line
     }
 
