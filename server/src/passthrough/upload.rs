@@ -7,7 +7,9 @@
 //! costs kubecache the bytes in flight between two sockets, not a buffer
 //! of up to [`MAX_BODY`] held for as long as the caller takes to send it.
 //! A body is cut at [`MAX_BODY`] (413) and when it is not whole within
-//! [`BODY_DEADLINE`] (408).
+//! [`BODY_DEADLINE`] (408). A body the API server answered before it was
+//! whole is read to its end and dropped, within the same bounds, so that
+//! kubecache's answer is not lost to a reset.
 
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
@@ -16,6 +18,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use bytes::Bytes;
+use http_body_util::BodyExt;
 use hyper::body::{Frame, SizeHint};
 use kubecache_wire::Status;
 use tokio::time::Sleep;
@@ -130,10 +133,39 @@ impl hyper::body::Body for Upload {
     }
 }
 
+impl Drop for Upload {
+    /// The API server answered before the body was whole (a refusal): the
+    /// rest is read and discarded, within the limit and the deadline, as
+    /// Go's net/http lingers. Dropped unread, the bytes still arriving
+    /// would turn the connection's close into a reset, which can reach the
+    /// client before the answer.
+    fn drop(&mut self) {
+        if self.cut.get().is_some() || hyper::body::Body::is_end_stream(&self.body) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut body = std::mem::take(&mut self.body);
+        let room = MAX_BODY.saturating_sub(self.sent);
+        let deadline = self.deadline.deadline();
+        runtime.spawn(async move {
+            let drain = async {
+                let mut read = 0;
+                while let Some(Ok(frame)) = body.frame().await {
+                    read += frame.data_ref().map_or(0, Bytes::len);
+                    if read > room {
+                        break;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout_at(deadline, drain).await;
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use http_body_util::BodyExt;
-
     use super::*;
 
     #[tokio::test(start_paused = true)]
