@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Setup, serve};
+use common::{Served, Setup, serve};
 use kubecache_loadtest::sim::{Policy, SimConfig};
 use kubecache_server::auth::AuthSettings;
 use kubecache_testkit::golden;
@@ -72,9 +72,10 @@ fn header(response: &http::Response<bytes::Bytes>, name: &str) -> String {
         .unwrap_or_default()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn discovery_is_answered_from_kubecache_s_copies_to_whoever_may_read_it() {
-    let served = serve(Setup {
+/// kubecache with authentication in front of a sim with the demo's users
+/// and RBAC.
+async fn served_with_the_demo_policy() -> Served {
+    serve(Setup {
         sim: SimConfig {
             pods: 10,
             policy: Some(Policy::demo()),
@@ -83,7 +84,12 @@ async fn discovery_is_answered_from_kubecache_s_copies_to_whoever_may_read_it() 
         auth: Some(AuthSettings::default()),
         ..Setup::default()
     })
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_is_answered_from_kubecache_s_copies_to_whoever_may_read_it() {
+    let served = served_with_the_demo_policy().await;
     let sim = served.sim.url().to_string();
     // The API server's bytes, and its refusals, for each caller.
     for token in [Some("alice-token"), Some("eve-token"), None] {
@@ -136,16 +142,7 @@ async fn discovery_is_answered_from_kubecache_s_copies_to_whoever_may_read_it() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discovery_bytes_are_the_api_server_s_and_openapi_is_served_for_kubectl_s_cache() {
-    let served = serve(Setup {
-        sim: SimConfig {
-            pods: 10,
-            policy: Some(Policy::demo()),
-            ..SimConfig::default()
-        },
-        auth: Some(AuthSettings::default()),
-        ..Setup::default()
-    })
-    .await;
+    let served = served_with_the_demo_policy().await;
     let alice = Some("alice-token");
 
     // Where the sim serves what a real API server serves, kubecache's
