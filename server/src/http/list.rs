@@ -51,10 +51,10 @@ use super::offload;
 use super::table::{self, TableMeta};
 use crate::error::{self, ApiError};
 use crate::served::encoding::{Kind, Shape};
-use crate::served::{Cache, Caches, Filter, Owner};
+use crate::served::{Cache, Caches, Filter, Flow, Owner};
 
 /// A list of `cache`'s objects that `filter` selects, with `params`, for
-/// `owner`; `own_write`: the client's first read after its write, which
+/// `flow`; `own_write`: the client's first read after its write, which
 /// needs no consistent read.
 pub async fn serve(
     caches: &Caches,
@@ -62,7 +62,7 @@ pub async fn serve(
     filter: &Filter,
     params: &CollectionParams,
     rendering: Rendering,
-    owner: Option<Owner>,
+    flow: Flow,
     own_write: bool,
 ) -> Result<Response, ApiError> {
     let wait = caches.settings.read_wait;
@@ -100,7 +100,7 @@ pub async fn serve(
         }
     };
     let page = Page {
-        owner,
+        owner: flow.owner,
         resource_version: snapshot.resource_version().max(waited),
         limit: params.limit,
         after: params
@@ -110,7 +110,7 @@ pub async fn serve(
         before,
     };
     // A large list waits for its seat (its consistent read done).
-    let seat = caches.seats.take(page.sent(filter, &snapshot)).await;
+    let seat = caches.seats.take(page.sent(filter, &snapshot), flow).await;
     let response = if offload::is_heavy(page.work(filter, &snapshot, rendering)) {
         let (cache, filter) = (cache.clone(), filter.clone());
         offload::run(move || page.serve(&cache, &snapshot, &filter, rendering)).await

@@ -49,7 +49,7 @@ use route::{CacheRead, Collection, Route, What};
 use crate::auth::{Attributes, Auth, Caller, Credential, User};
 use crate::metrics::Endpoint;
 use crate::passthrough::PassThrough;
-use crate::served::{Cache, Caches, Filter, Owner};
+use crate::served::{Cache, Caches, Filter, Flow, Owner};
 
 /// What the handlers share, behind one `Arc` (axum clones the state for
 /// every request).
@@ -291,7 +291,7 @@ async fn from_cache(
         .extensions
         .get::<ConnectInfo<SocketAddr>>()
         .map(|ConnectInfo(peer)| peer.ip());
-    let owner = owner(user.as_deref(), credential, peer);
+    let flow = Flow::new(owner(user.as_deref(), credential, peer), peer);
     let caches = &shared.caches;
     match what {
         What::Get {
@@ -327,12 +327,9 @@ async fn from_cache(
             )
             .with_shards(params.shards.take());
             let answer = if params.watch {
-                watch::serve(caches, &cache, filter, params, predicates, rendering, owner).await
+                watch::serve(caches, &cache, filter, params, predicates, rendering, flow).await
             } else {
-                list::serve(
-                    caches, &cache, &filter, &params, rendering, owner, own_write,
-                )
-                .await
+                list::serve(caches, &cache, &filter, &params, rendering, flow, own_write).await
             };
             answer.map(Answer::Served)
         }

@@ -40,7 +40,7 @@ use freshness::{Consistent, Freshness};
 use pages::HeldSnapshots;
 use pipeline::Pipeline;
 use quota::WatchQuota;
-pub(crate) use seats::{Seat, Seats};
+pub(crate) use seats::{Flow, Seat, Seats};
 use writes::Writes;
 
 /// The names of the built-in indexes in the query API; configured field

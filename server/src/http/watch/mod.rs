@@ -62,7 +62,7 @@ use crate::http::offload;
 use crate::http::table::{self, LineOptions};
 use crate::served::fanout::frame::Frame;
 use crate::served::{Cache, Caches};
-use crate::served::{Filter, Owner, Predicates};
+use crate::served::{Filter, Flow, Predicates};
 use crate::serving::AnswerDeadline;
 use body::{Outbox, WatchBody};
 use stream::{Start, Watch};
@@ -120,11 +120,12 @@ fn frames(
     frames
 }
 
-/// A watch of `cache`, counted against `owner`'s watches while it runs.
+/// A watch of `cache` for `flow`, counted against its owner's watches
+/// while it runs.
 ///
 /// # Errors
 ///
-/// 429 when `owner` has as many watches open as one client may, and the
+/// 429 when the owner has as many watches open as one client may, and the
 /// errors of the wait for `params.resource_version`.
 pub(crate) async fn serve(
     caches: &Caches,
@@ -133,9 +134,9 @@ pub(crate) async fn serve(
     params: CollectionParams,
     predicates: Predicates,
     rendering: Rendering,
-    owner: Option<Owner>,
+    flow: Flow,
 ) -> Result<Response, ApiError> {
-    let slot = owner.map(|o| caches.watch_quota.take(o)).transpose()?;
+    let slot = flow.owner.map(|o| caches.watch_quota.take(o)).transpose()?;
     let wait = caches.settings.read_wait;
     let from = params.resource_version.filter(|&rv| rv > 0);
     // Without sendInitialEvents, the legacy rule: the current state first
@@ -166,7 +167,7 @@ pub(crate) async fn serve(
             // A large send waits for its seat (its consistent read done),
             // then sends the state it finds then.
             let candidates = filter.candidate_count(&cache.reader.snapshot());
-            let seat = caches.seats.take(candidates).await;
+            let seat = caches.seats.take(candidates, flow).await;
             let (snapshot, subscription) = cache.reader.snapshot_and_subscribe();
             let end = params.send_initial_events == Some(true) && params.allow_bookmarks;
             Start::Initial {
