@@ -347,12 +347,16 @@ fn describe() {
     );
     describe_gauge!(
         "kubecache_initial_send_queue",
-        "Large initial sends waiting for a seat."
+        "Large initial sends waiting for a seat (again, after theirs was taken back)."
+    );
+    describe_counter!(
+        "kubecache_initial_send_seats_taken_back_total",
+        "Seats taken back from large initial sends whose clients stopped reading for a second, for sends that waited."
     );
     describe_histogram!(
         "kubecache_initial_send_wait_seconds",
         Unit::Seconds,
-        "How long each large initial send waited for its seat."
+        "How long each large initial send waited for its seat, each time it waited."
     );
     describe_counter!(
         "kubecache_auth_decisions_total",

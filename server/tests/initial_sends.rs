@@ -28,7 +28,8 @@ async fn a_streaming_list_storm_queues_for_seats_and_gets_are_answered_meanwhile
     const SEATS: usize = 2;
     const STORM: usize = 6;
     // Enough pods that a send does not fit in the sockets' buffers: a
-    // member that does not read holds its seat.
+    // member that does not read holds its seat (until, stalled a second,
+    // it is taken back for a waiting member).
     const PODS: usize = 10_000;
     let served = serve(Setup {
         sim: SimConfig {
@@ -96,7 +97,8 @@ async fn a_streaming_list_storm_queues_for_seats_and_gets_are_answered_meanwhile
         .collect();
 
     // Two members are seated, blocked on clients that do not read; the
-    // others queue.
+    // others queue (a stalled member whose seat is taken back queues
+    // again).
     wait::until_async("the seats taken and the rest queued", async || {
         metric(&url, "kubecache_initial_send_seats_in_use").await == SEATS as f64
             && metric(&url, "kubecache_initial_send_queue").await == (STORM - SEATS) as f64
@@ -114,9 +116,8 @@ async fn a_streaming_list_storm_queues_for_seats_and_gets_are_answered_meanwhile
     assert_eq!(code, 200);
     let pod: serde_json::Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(pod["metadata"]["name"], patched.name.as_str());
-    assert_eq!(
-        metric(&url, "kubecache_initial_send_seats_in_use").await,
-        SEATS as f64,
+    assert!(
+        metric(&url, "kubecache_initial_send_seats_in_use").await <= SEATS as f64,
         "never more than the seats"
     );
 
@@ -144,8 +145,8 @@ async fn a_streaming_list_storm_queues_for_seats_and_gets_are_answered_meanwhile
         0.0
     );
     assert_eq!(metric(&url, "kubecache_initial_send_queue").await, 0.0);
-    assert_eq!(
-        metric(&url, "kubecache_initial_send_wait_seconds_count").await,
-        STORM as f64
+    assert!(
+        metric(&url, "kubecache_initial_send_wait_seconds_count").await >= STORM as f64,
+        "every member seated"
     );
 }

@@ -15,7 +15,9 @@
 //! (see [`crate::served::encoding`]): a body copies bytes. List bodies are
 //! streamed in chunks of about [`CHUNK`] bytes.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -24,6 +26,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kubecache_wire::protobuf;
 use kubecache_wire::{CachedObject, Encoding, Status};
 
+use crate::served::Seat;
 use crate::served::encoding::{Kind, Shape};
 
 /// The header that says which resourceVersion a response was served at.
@@ -139,16 +142,42 @@ pub(crate) fn stream(chunks: Chunks) -> Body {
     ))
 }
 
-/// `response` with `held` kept until its body is sent or dropped (a
-/// large send's seat).
-pub(crate) fn holding<T: Send + Sync + 'static>(response: Response, held: T) -> Response {
-    use http_body_util::BodyExt;
-    response.map(|body| {
-        Body::new(body.map_frame(move |frame| {
-            let _ = &held;
-            frame
-        }))
-    })
+/// `response`, its body sent while it holds `seat` (see
+/// `served/seats.rs`), which is freed once the body is sent or dropped.
+pub(crate) fn seated(response: Response, seat: Seat) -> Response {
+    response.map(|body| Body::new(Seated { body, seat }))
+}
+
+/// A body sent while it holds its seat.
+struct Seated {
+    body: Body,
+    seat: Seat,
+}
+
+impl hyper::body::Body for Seated {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, axum::Error>>> {
+        let this = &mut *self;
+        ready!(this.seat.poll_ready(cx));
+        let polled = Pin::new(&mut this.body).poll_frame(cx);
+        if let Poll::Ready(Some(_)) = polled {
+            this.seat.progressed();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// The head and tail of a JSON list of a typed kind: `kind`, `apiVersion`,

@@ -118,7 +118,7 @@ pub async fn serve(
         page.serve(cache, &snapshot, filter, rendering)
     };
     Ok(match seat {
-        Some(seat) => bodies::holding(response, seat),
+        Some(seat) => bodies::seated(response, seat),
         None => response,
     })
 }

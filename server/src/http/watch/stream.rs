@@ -69,7 +69,8 @@ impl Gathered {
 pub(crate) enum Start {
     /// These `ADDED` events, then the initial-events-end bookmark at this
     /// resourceVersion if asked, then the events of the subscription; the
-    /// seat of a large send is freed once they are written.
+    /// seat of a large send is freed once they are written (and held only
+    /// while they are being written, see `served/seats.rs`).
     Initial {
         frames: Vec<Frame>,
         end_bookmark: Option<u64>,
@@ -170,13 +171,19 @@ impl Watch {
                 frames,
                 end_bookmark,
                 subscription,
-                seat,
+                mut seat,
             } => {
                 for frame in frames {
                     if self.timed_out() {
                         return Ok(out.end(Ending::Timeout).await);
                     }
+                    if let Some(seat) = &mut seat {
+                        seat.ready().await;
+                    }
                     out.event(&frame).await?;
+                    if let Some(seat) = &seat {
+                        seat.progressed();
+                    }
                 }
                 if let Some(rv) = end_bookmark.filter(|_| !self.timed_out()) {
                     out.bookmark(rv, true).await;
