@@ -340,9 +340,9 @@ settings! {
             key "maxWatchesPerClient", flag "max-watches-per-client" N,
             env "KUBECACHE_MAX_WATCHES_PER_CLIENT";
         /// large initial sends written at once (a watch's initial events
-        /// or a list, of more than 500 objects); the others queue in
-        /// arrival order (see [Expensive requests](#expensive-requests))
-        initial_send_seats: usize, unset "one per core, at least 2",
+        /// or a list, of more than 500 objects); the others queue, fairly
+        /// between clients (see [Expensive requests](#expensive-requests))
+        initial_send_seats: usize, unset "half the cores, at least 1",
             key "initialSendSeats", flag "initial-send-seats" N,
             env "KUBECACHE_INITIAL_SEND_SEATS";
         /// most requests for the API server's current resourceVersion in
