@@ -419,9 +419,10 @@ settings! {
         auth_denied_ttl_seconds: f64 = AuthSettings::DEFAULT_DENIED_TTL.as_secs_f64(),
             key "deniedTtlSeconds", flag "auth-denied-ttl-seconds" S,
             env "KUBECACHE_AUTH_DENIED_TTL_SECONDS";
-        /// reviews of tokens not kept that one client address (an IPv6
-        /// one's /64) may cause, per second, in bursts of as many: beyond
-        /// it, its requests with a new token get 429 without a review
+        /// reviews of tokens not kept, and of anonymous requests not kept,
+        /// that one client address (an IPv6 one's /64) may cause, per
+        /// second, in bursts of as many: beyond it, such requests get 429
+        /// without a review
         auth_token_reviews_per_second: f64 = AuthSettings::DEFAULT_TOKEN_REVIEWS_PER_SECOND,
             key "tokenReviewsPerSecond", flag "auth-token-reviews-per-second" N,
             env "KUBECACHE_AUTH_TOKEN_REVIEWS_PER_SECOND";

@@ -676,13 +676,14 @@ async fn reads_from_the_cache_run_as_the_impersonated_user() {
     }
 }
 
-/// GETs `path` as `token` over a connection from the loopback address
-/// `source` (as another client host): the code, `Retry-After` and body.
+/// GETs `path` as `token` (anonymously: `None`) over a connection from
+/// the loopback address `source` (as another client host): the code,
+/// `Retry-After` and body.
 async fn read_from(
     url: &str,
     source: &str,
     path: &str,
-    token: &str,
+    token: Option<&str>,
 ) -> (u16, Option<String>, serde_json::Value) {
     use http_body_util::BodyExt;
     let authority = url.trim_start_matches("http://");
@@ -694,9 +695,11 @@ async fn read_from(
             .await
             .unwrap();
     tokio::spawn(connection);
-    let request = http::Request::get(path)
-        .header("host", authority)
-        .header("authorization", format!("Bearer {token}"))
+    let mut request = http::Request::get(path).header("host", authority);
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let request = request
         .body(http_body_util::Empty::<bytes::Bytes>::new())
         .unwrap();
     let response = sender.send_request(request).await.unwrap();
@@ -721,12 +724,15 @@ async fn a_client_churning_tokens_costs_the_api_server_a_bounded_number_of_revie
     let path = format!("/api/v1/namespaces/{NAMESPACE}/pods");
     let (url, churner) = (&served.url, "127.0.0.2");
     // A token it used before the churn stays served from the cache.
-    assert_eq!(read_from(url, churner, &path, "alice-token").await.0, 200);
+    assert_eq!(
+        read_from(url, churner, &path, Some("alice-token")).await.0,
+        200
+    );
     let before = served.sim.reviews().token_reviews;
     let mut codes = std::collections::BTreeMap::<u16, usize>::new();
     for n in 0..50 {
         let (code, retry_after, status) =
-            read_from(url, churner, &path, &format!("churn-{n}")).await;
+            read_from(url, churner, &path, Some(&format!("churn-{n}"))).await;
         *codes.entry(code).or_default() += 1;
         if code == 429 {
             assert_eq!(retry_after.as_deref(), Some("1"));
@@ -741,10 +747,45 @@ async fn a_client_churning_tokens_costs_the_api_server_a_bounded_number_of_revie
         before,
         "no review asked"
     );
-    assert_eq!(read_from(url, churner, &path, "alice-token").await.0, 200);
+    assert_eq!(
+        read_from(url, churner, &path, Some("alice-token")).await.0,
+        200
+    );
     // Another address is unaffected: its new tokens are reviewed.
     let other = "127.0.0.3";
-    assert_eq!(read_from(url, other, &path, "churn-0").await.0, 401);
-    assert_eq!(read_from(url, other, &path, "alice-token").await.0, 200);
+    assert_eq!(read_from(url, other, &path, Some("churn-0")).await.0, 401);
+    assert_eq!(
+        read_from(url, other, &path, Some("alice-token")).await.0,
+        200
+    );
     assert_eq!(served.sim.reviews().token_reviews, before + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anonymous_client_making_up_paths_costs_the_api_server_a_bounded_number_of_reviews() {
+    // One review per address, then 429s (nothing refills during the test).
+    let served = served(AuthSettings {
+        token_reviews_per_second: 0.001,
+        ..AuthSettings::default()
+    })
+    .await;
+    let url = &served.url;
+    let pod = |n: usize| format!("/api/v1/namespaces/{NAMESPACE}/pods/made-up-{n}");
+    let before = served.sim.reviews().subject_access_reviews;
+    let mut codes = std::collections::BTreeMap::<u16, usize>::new();
+    for n in 0..50 {
+        let (code, _, status) = read_from(url, "127.0.0.2", &pod(n), None).await;
+        *codes.entry(code).or_default() += 1;
+        if code == 429 {
+            let message = status["message"].as_str().unwrap();
+            assert!(message.contains("anonymous requests"), "{message}");
+        }
+    }
+    assert_eq!(codes, [(403, 1), (429, 49)].into());
+    assert_eq!(served.sim.reviews().subject_access_reviews, before + 1);
+    // A path it was answered stays answered from the cache.
+    assert_eq!(read_from(url, "127.0.0.2", &pod(0), None).await.0, 403);
+    // Another address is reviewed.
+    assert_eq!(read_from(url, "127.0.0.3", &pod(1), None).await.0, 403);
+    assert_eq!(served.sim.reviews().subject_access_reviews, before + 2);
 }

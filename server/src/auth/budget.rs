@@ -1,8 +1,10 @@
 //! A bound per client address on reviews of tokens kubecache does not
-//! know: each address has a token bucket, refilled at the set rate, and a
-//! review of an unknown token takes one from it. A client sending a new
-//! random token with each request gets 429s beyond the bound, not a
-//! `TokenReview` each: the API server sees at most the bound per address.
+//! know, and of anonymous requests it has not judged: each address has a
+//! token bucket, refilled at the set rate, and such a review takes one
+//! from it. A client sending a new random token with each request, or
+//! asking anonymously for a new path each time, gets 429s beyond the
+//! bound, not a review each: the API server sees at most the bound per
+//! address.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -12,7 +14,8 @@ use moka::future::Cache;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-/// Reviews of unknown tokens each client address may still ask for.
+/// Reviews of unknown tokens and anonymous requests each client address
+/// may still ask for.
 pub struct ReviewBudget {
     per_second: f64,
     buckets: Cache<IpAddr, Arc<Mutex<Bucket>>>,

@@ -79,6 +79,11 @@ impl User {
         Arc::new(User { info, digest })
     }
 
+    /// Whether this is [`User::anonymous`].
+    pub fn is_anonymous(&self) -> bool {
+        self.digest == *User::anonymous().digest()
+    }
+
     /// `system:anonymous`, the user of a request without a credential.
     pub fn anonymous() -> Arc<User> {
         static ANONYMOUS: LazyLock<Arc<User>> = LazyLock::new(|| {
@@ -297,8 +302,9 @@ pub struct AuthSettings {
     pub denied_ttl: Duration,
     /// Most answers kept of each kind (tokens, access decisions).
     pub cache_entries: usize,
-    /// Reviews of tokens not kept each client address may ask for, per
-    /// second (and in bursts of as many).
+    /// Reviews of tokens not kept, and of anonymous requests not kept,
+    /// each client address may ask for, per second (and in bursts of as
+    /// many).
     pub token_reviews_per_second: f64,
 }
 
@@ -415,7 +421,7 @@ impl Auth {
                 }
             }
         })?;
-        allow(reviewer, &user, attributes).await?;
+        allow(reviewer, &user, attributes, caller.peer).await?;
         Ok(Some(user))
     }
 
@@ -466,21 +472,22 @@ async fn acting_user(reviewer: &Reviewer, caller: &Caller) -> Result<Arc<User>, 
         Err(message) => Err(ApiError::InternalText(message.clone())),
         Ok(Some(impersonation)) => {
             for check in impersonation.checks() {
-                allow(reviewer, &user, Attributes::Resource(check)).await?;
+                allow(reviewer, &user, Attributes::Resource(check), caller.peer).await?;
             }
             Ok(User::new(impersonation.user()))
         }
     }
 }
 
-/// Whether `user` may do what `attributes` say.
+/// Whether `user`, asking from `peer`, may do what `attributes` say.
 async fn allow(
     reviewer: &Reviewer,
     user: &Arc<User>,
     attributes: Attributes,
+    peer: Option<IpAddr>,
 ) -> Result<(), Status> {
     let request = AccessRequest::new(user, attributes);
-    match reviewer.authorize(user, &request).await {
+    match reviewer.authorize(user, &request, peer).await {
         Ok(Decision::Allowed) => Ok(()),
         Ok(Decision::Denied(reason)) => {
             let (info, attributes) = (user.info(), request.attributes());
@@ -508,7 +515,7 @@ fn unanswered(error: &ReviewError) -> Status {
                 429,
                 "TooManyRequests",
                 format!(
-                    "kubecache asks the API server to review at most {per_second} new tokens per second from one client address (auth.tokenReviewsPerSecond); try again later"
+                    "kubecache asks the API server to review at most {per_second} new tokens or anonymous requests per second from one client address (auth.tokenReviewsPerSecond); try again later"
                 ),
             )
             .retry_after(1)

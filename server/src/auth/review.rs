@@ -58,8 +58,10 @@ pub enum ReviewError {
     #[error("{0}")]
     Failed(String),
     /// Not asked: the client's address has used up its reviews of unknown
-    /// tokens (see [`ReviewBudget`]).
-    #[error("more than {per_second} reviews of unknown tokens per second from one address")]
+    /// tokens and anonymous requests (see [`ReviewBudget`]).
+    #[error(
+        "more than {per_second} reviews of unknown tokens or anonymous requests per second from one address"
+    )]
     Refused {
         /// The bound.
         per_second: f64,
@@ -115,26 +117,14 @@ impl Reviewer {
     ) -> Result<Authenticated, ReviewError> {
         let ttl = |user: &Authenticated| self.ttl(user.is_some());
         let review = async {
-            if let Some(peer) = peer
-                && !self.budget.take(peer).await
-            {
-                return Err(ReviewError::Refused {
-                    per_second: self.budget.per_second(),
-                });
-            }
+            self.within_budget(peer).await?;
             timed(Review::Token, self.token_review(token.secret())).await
         };
         let (user, source) = self
             .tokens
             .get_or_review(token.digest(), ttl, review)
             .await
-            .inspect_err(|error| {
-                let outcome = match error {
-                    ReviewError::Failed(_) => Outcome::Error,
-                    ReviewError::Refused { .. } => Outcome::Refused,
-                };
-                self.count(Review::Token, outcome, Source::Reviewed);
-            })?;
+            .inspect_err(|error| self.count(Review::Token, outcome(error), Source::Reviewed))?;
         let result = if user.is_some() {
             Outcome::Allowed
         } else {
@@ -144,32 +134,52 @@ impl Reviewer {
         Ok(user)
     }
 
-    /// Whether `user` may do what `request` asks.
+    /// Whether `user` may do what `request` asks. A request of
+    /// `system:anonymous` not kept is reviewed only within the bound of
+    /// `peer`, the client's address (if it came over a socket), as a new
+    /// token is: each path an anonymous client makes up would otherwise
+    /// cost the API server a review.
     ///
     /// # Errors
     ///
-    /// The `SubjectAccessReview` failed.
+    /// The `SubjectAccessReview` failed, or was refused for `peer`.
     pub async fn authorize(
         &self,
         user: &User,
         request: &AccessRequest,
+        peer: Option<IpAddr>,
     ) -> Result<Decision, ReviewError> {
         let ttl = |decision: &Decision| self.ttl(*decision == Decision::Allowed);
-        let review = timed(
-            Review::Access,
-            self.access_review(user, request.attributes()),
-        );
+        let review = async {
+            self.within_budget(peer.filter(|_| user.is_anonymous()))
+                .await?;
+            timed(
+                Review::Access,
+                self.access_review(user, request.attributes()),
+            )
+            .await
+        };
         let (decision, source) = self
             .access
             .get_or_review(request, ttl, review)
             .await
-            .inspect_err(|_| self.count(Review::Access, Outcome::Error, Source::Reviewed))?;
+            .inspect_err(|error| self.count(Review::Access, outcome(error), Source::Reviewed))?;
         let result = match decision {
             Decision::Allowed => Outcome::Allowed,
             Decision::Denied(_) => Outcome::Denied,
         };
         self.count(Review::Access, result, source);
         Ok(decision)
+    }
+
+    /// Takes a review from `peer`'s budget, if the review is bounded.
+    async fn within_budget(&self, peer: Option<IpAddr>) -> Result<(), ReviewError> {
+        match peer {
+            Some(peer) if !self.budget.take(peer).await => Err(ReviewError::Refused {
+                per_second: self.budget.per_second(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Forgets every kept answer: the next request of each token and user
@@ -308,8 +318,16 @@ enum Outcome {
     Allowed,
     Denied,
     Error,
-    /// A token review not asked (see [`ReviewBudget`]).
+    /// A review not asked (see [`ReviewBudget`]).
     Refused,
+}
+
+/// How a failed review counts.
+fn outcome(error: &ReviewError) -> Outcome {
+    match error {
+        ReviewError::Failed(_) => Outcome::Error,
+        ReviewError::Refused { .. } => Outcome::Refused,
+    }
 }
 
 /// `kubecache_auth_decisions_total`'s counters by review, result and cache
