@@ -89,7 +89,7 @@ fn pods(served: &Served) -> (String, String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_user_reads_exactly_what_the_api_server_lets_them() {
-    let served = served(AuthSettings::default()).await;
+    let served = served(common::matrix_auth()).await;
     let (mine, other_ns, other) = pods(&served);
     let ns = NAMESPACE;
     let paths = [

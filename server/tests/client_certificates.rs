@@ -23,7 +23,6 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use kubecache_loadtest::sim::auth::demo::{DEVELOPER, NAMESPACE};
 use kubecache_loadtest::sim::{Policy, RoleRef, SimConfig, Subject};
-use kubecache_server::auth::AuthSettings;
 use kubecache_server::serving::Tls;
 use kubecache_testkit::golden;
 use kubecache_testkit::pki::der;
@@ -53,7 +52,7 @@ async fn served(pki: &Pki) -> Served {
             ..SimConfig::default()
         },
         tls: Some(Tls::load(tls_files(pki, "kubecache", Some(&client_ca))).unwrap()),
-        auth: Some(AuthSettings::default()),
+        auth: Some(common::matrix_auth()),
         ..Setup::default()
     })
     .await

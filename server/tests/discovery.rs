@@ -8,7 +8,6 @@ mod common;
 
 use common::{Served, Setup, serve};
 use kubecache_loadtest::sim::{Policy, SimConfig};
-use kubecache_server::auth::AuthSettings;
 use kubecache_testkit::golden;
 
 /// The documents asked for.
@@ -81,7 +80,7 @@ async fn served_with_the_demo_policy() -> Served {
             policy: Some(Policy::demo()),
             ..SimConfig::default()
         },
-        auth: Some(AuthSettings::default()),
+        auth: Some(common::matrix_auth()),
         ..Setup::default()
     })
     .await

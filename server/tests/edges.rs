@@ -21,7 +21,6 @@ use std::net::SocketAddr;
 use common::{Served, Setup, serve};
 use kubecache_loadtest::sim::{Policy, SimConfig, ids};
 use kubecache_reflector::upstream::ApiResource;
-use kubecache_server::auth::AuthSettings;
 use kubecache_testkit::{edges, golden, wait};
 
 /// kubecache in front of the corpus's sim, holding the objects its cases
@@ -38,7 +37,7 @@ async fn served() -> (Served, SocketAddr) {
             ApiResource::pods(),
             common::resource("", "configmaps", "ConfigMap", true),
         ],
-        auth: Some(AuthSettings::default()),
+        auth: Some(common::matrix_auth()),
         ..Setup::default()
     })
     .await;

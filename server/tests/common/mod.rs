@@ -213,6 +213,17 @@ impl Served {
     }
 }
 
+/// The default review settings, with a per-address review budget that a
+/// test replaying a matrix of anonymous requests from one address, as
+/// fast as it can, never reaches (the budget is tested on its own in
+/// `authz.rs`).
+pub fn matrix_auth() -> AuthSettings {
+    AuthSettings {
+        token_reviews_per_second: 1e6,
+        ..AuthSettings::default()
+    }
+}
+
 /// A resource of version `v1` known without discovery.
 pub fn resource(group: &str, plural: &str, kind: &str, namespaced: bool) -> ApiResource {
     ApiResource {
