@@ -6,8 +6,9 @@
 //! keeps that order through kubecache: a caller the API server refuses
 //! costs kubecache the bytes in flight between two sockets, not a buffer
 //! of up to [`MAX_BODY`] held for as long as the caller takes to send it.
-//! A body is cut at [`MAX_BODY`] (413) and when it is not whole within
-//! [`BODY_DEADLINE`] (408). A body the API server answered before it was
+//! A body is cut at [`MAX_BODY`] (413), and when it is not whole within
+//! [`BODY_DEADLINE`] or stops arriving for the header-read timeout (408,
+//! see [`BodyTimedOut`]). A body the API server answered before it was
 //! whole is read to its end and dropped, within the same bounds, so that
 //! kubecache's answer is not lost to a reset.
 
@@ -24,6 +25,8 @@ use kubecache_wire::Status;
 use tokio::time::Sleep;
 use tower::BoxError;
 
+use crate::serving::BodyTimedOut;
+
 /// Largest request body forwarded: kube-apiserver's limit
 /// (`MaxRequestBodyBytes`, 3 MiB).
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -37,7 +40,8 @@ pub const BODY_DEADLINE: Duration = Duration::from_secs(60);
 pub enum Cut {
     /// Over [`MAX_BODY`].
     TooLarge,
-    /// Not whole within [`BODY_DEADLINE`].
+    /// Not whole within [`BODY_DEADLINE`], or no byte of it for the
+    /// header-read timeout.
     TooSlow,
 }
 
@@ -50,7 +54,7 @@ impl Cut {
                 408,
                 "Timeout",
                 format!(
-                    "the request body did not arrive within {}s",
+                    "the request body did not arrive in time: whole within {}s, and each byte within the header-read timeout of the one before",
                     BODY_DEADLINE.as_secs()
                 ),
             ),
@@ -119,6 +123,7 @@ impl hyper::body::Body for Upload {
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
+            Poll::Ready(Some(Err(error))) if timed_out(&error) => this.cut(Cut::TooSlow),
             Poll::Ready(Some(Err(error))) => Poll::Ready(Some(Err(error.into()))),
             Poll::Ready(None) => Poll::Ready(None),
         }
@@ -131,6 +136,14 @@ impl hyper::body::Body for Upload {
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
     }
+}
+
+/// Whether `error` is a body that stopped arriving.
+fn timed_out(error: &axum::Error) -> bool {
+    std::iter::successors(Some(error as &(dyn std::error::Error + 'static)), |e| {
+        e.source()
+    })
+    .any(|e| e.is::<BodyTimedOut>())
 }
 
 impl Drop for Upload {
@@ -176,6 +189,17 @@ mod tests {
         let (upload, cut) = Upload::new(Body::from(vec![0u8; MAX_BODY]));
         assert_eq!(upload.collect().await.unwrap().to_bytes().len(), MAX_BODY);
         assert_eq!(cut.get(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_stops_arriving_is_cut_as_too_slow() {
+        let (mut sender, stream) = futures::channel::mpsc::channel::<Result<Bytes, BoxError>>(1);
+        sender.try_send(Ok(Bytes::from_static(b"{"))).unwrap();
+        sender.try_send(Err(BodyTimedOut.into())).ok();
+        let (upload, cut) = Upload::new(Body::from_stream(stream));
+        drop(sender);
+        assert!(upload.collect().await.is_err());
+        assert_eq!(cut.get(), Some(&Cut::TooSlow));
     }
 
     #[tokio::test(start_paused = true)]

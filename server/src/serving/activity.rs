@@ -7,7 +7,9 @@
 //! unless every request in flight waits for its body's next bytes (an
 //! `Expect: 100-continue` that never sends one): that wait is timed as a
 //! head is, from the last byte, so a request is not held in flight by a
-//! client that sends nothing.
+//! client that sends nothing. When that runs out, the bodies waited for end
+//! in [`BodyTimedOut`], so that the request can still be answered (a 408)
+//! before the connection is closed.
 //!
 //! hyper's own `header_read_timeout` cannot be used: it starts when hyper
 //! waits for a next request, so it would also cut every idle keep-alive
@@ -40,6 +42,8 @@ struct State {
     in_flight: usize,
     /// Request bodies waiting for the client's next bytes.
     awaiting: usize,
+    /// The wait for a body ran out: bodies waited for end in error.
+    bodies_expired: bool,
     /// When `phase` began (for `ReadingBody`: or the last byte arrived).
     since: Instant,
 }
@@ -65,6 +69,7 @@ impl Activity {
             phase: Phase::ReadingHead,
             in_flight: 0,
             awaiting: 0,
+            bodies_expired: false,
             since: Instant::now(),
         })))
     }
@@ -99,6 +104,20 @@ impl Activity {
         Awaiting(self.clone())
     }
 
+    /// The wait for a body ran out: every body waited for ends in
+    /// [`BodyTimedOut`].
+    pub(super) fn expire_bodies(&self) {
+        self.0.send_modify(|state| state.bodies_expired = true);
+    }
+
+    /// Completes once the wait for a body has run out.
+    pub(super) fn bodies_expired(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
+        let mut changes = self.0.subscribe();
+        async move {
+            let _ = changes.wait_for(|state| state.bodies_expired).await;
+        }
+    }
+
     /// A request starts; it is in flight until the returned guard drops.
     pub(super) fn start(self: &Arc<Self>) -> InFlight {
         self.0.send_modify(|state| {
@@ -131,6 +150,12 @@ impl Activity {
         }
     }
 }
+
+/// How a request body ends when the client sent none of its next bytes
+/// within the header-read timeout (see the module doc).
+#[derive(Debug, thiserror::Error)]
+#[error("the request body stopped arriving: no byte within the header-read timeout")]
+pub struct BodyTimedOut;
 
 /// A request in flight; dropping it ends the request.
 pub(super) struct InFlight(Arc<Activity>);

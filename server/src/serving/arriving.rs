@@ -10,15 +10,20 @@ use std::task::{Context, Poll};
 
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
-use super::activity::{Activity, Awaiting};
+use super::BoxError;
+use super::activity::{Activity, Awaiting, BodyTimedOut};
 use super::limits::UploadPlace;
+
+/// Completes when the connection's wait for a body runs out.
+type Expiry = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
 
 /// A request's body, counted.
 pub(super) struct Arriving {
     body: Incoming,
     activity: Arc<Activity>,
-    /// While its reader waits for the client.
-    waiting: Option<Awaiting>,
+    /// While its reader waits for the client: the wait, and when it runs
+    /// out.
+    waiting: Option<(Awaiting, Expiry)>,
     /// Until its last byte (none for a request without a body).
     place: Option<UploadPlace>,
 }
@@ -36,7 +41,7 @@ impl Arriving {
 
 impl Body for Arriving {
     type Data = bytes::Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
@@ -45,16 +50,22 @@ impl Body for Arriving {
         let this = &mut *self;
         let polled = Pin::new(&mut this.body).poll_frame(cx);
         if polled.is_pending() {
-            if this.waiting.is_none() {
-                this.waiting = Some(this.activity.awaiting());
+            let (_, expired) = this.waiting.get_or_insert_with(|| {
+                let expired = Box::pin(this.activity.bodies_expired());
+                (this.activity.awaiting(), expired)
+            });
+            if expired.as_mut().poll(cx).is_ready() {
+                this.waiting = None;
+                this.place = None;
+                return Poll::Ready(Some(Err(BodyTimedOut.into())));
             }
-            return polled;
+            return Poll::Pending;
         }
         this.waiting = None;
         if !matches!(polled, Poll::Ready(Some(Ok(_)))) || this.body.is_end_stream() {
             this.place = None;
         }
-        polled
+        polled.map(|frame| frame.map(|frame| frame.map_err(Into::into)))
     }
 
     fn is_end_stream(&self) -> bool {

@@ -41,6 +41,8 @@
 
 mod activity;
 mod arriving;
+
+pub use activity::BodyTimedOut;
 mod client_cert;
 mod http2;
 mod limits;
@@ -94,6 +96,10 @@ pub const MAX_HEADER_BYTES: usize = 256 * 1024;
 /// with 200 headers is served there (hyper's default is 100). The bytes
 /// stay bounded by [`MAX_HEADER_BYTES`].
 pub const MAX_HEADERS: usize = 1024;
+
+/// How long a request whose body stopped arriving (see `activity`) may
+/// still take to answer (a 408) before its connection is closed.
+const BODY_TIMEOUT_ANSWER: Duration = Duration::from_secs(5);
 
 impl Server {
     /// The longest a TLS handshake may take before its connection is
@@ -344,7 +350,17 @@ impl Connection {
                 )
             }
         });
-        let expired = activity.expired(self.limits.header_read_timeout, self.limits.idle_timeout);
+        let expired = async {
+            let phase = activity
+                .expired(self.limits.header_read_timeout, self.limits.idle_timeout)
+                .await;
+            if phase == activity::Phase::ReadingBody {
+                // The request may still answer (a 408) before the close.
+                activity.expire_bodies();
+                tokio::time::sleep(BODY_TIMEOUT_ANSWER).await;
+            }
+            phase
+        };
         let served = match protocol {
             Protocol::Http1 => {
                 let connection = hyper::server::conn::http1::Builder::new()
