@@ -1,6 +1,7 @@
 //! The simulated Kubernetes API server and the kubecache load generator.
 
 pub mod raw;
+pub mod raw_h2;
 pub mod run;
 pub mod sim;
 
