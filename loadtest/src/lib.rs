@@ -4,6 +4,7 @@ pub mod raw;
 pub mod raw_h2;
 pub mod run;
 pub mod sim;
+pub mod tls;
 
 pub mod chaos;
 pub mod fresh;

@@ -1,21 +1,26 @@
-//! `kubecache-loadtest chaos` against kubecache, in short: well-behaved
-//! watchers and readers keep getting every event and every answer while
-//! hostile clients (non-readers, slowloris, giant selectors, table lists,
-//! held-page churn, reconnect storms, idle connections, held bodies and
-//! `Expect: 100-continue`, half-open TLS, Table watches, a streaming-list
-//! storm, token churn, stalled reviews) attack kubecache and the API server
-//! cuts and fails its watches.
+//! `kubecache-loadtest chaos` against kubecache over TLS, in short:
+//! well-behaved watchers and readers (HTTP/2, as client-go) keep getting
+//! every event and every answer while hostile clients (non-readers,
+//! slowloris, giant selectors, table lists, held-page churn, reconnect
+//! storms, idle connections, held bodies and `Expect: 100-continue`,
+//! half-open TLS, Table watches, a streaming-list storm, token churn,
+//! stalled reviews) attack kubecache and the API server cuts and fails its
+//! watches.
 
 mod common;
 
+use common::pki::{Pki, tls_files};
 use common::{Setup, serve};
 use kubecache_loadtest::chaos::{Chaos, Hostile, chaos};
 use kubecache_loadtest::run::Scenario;
 use kubecache_loadtest::sim::{Policy, SimConfig};
 use kubecache_server::auth::AuthSettings;
+use kubecache_server::serving::Tls;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_faults() {
+    let pki = Pki::new("chaos");
+    let ca_file = pki.write("ca.crt", &pki.ca_pem());
     let served = serve(Setup {
         sim: SimConfig {
             pods: 1_000,
@@ -28,6 +33,7 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
         // Node watchers are answered from the cache, not passed through
         // (where the API server's cuts would end them).
         store: common::node_index(),
+        tls: Some(Tls::load(tls_files(&pki, "kubecache", None)).unwrap()),
         ..Setup::default()
     })
     .await;
@@ -35,6 +41,7 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
         load: Scenario {
             url: served.url.clone(),
             upstream: served.sim.url().to_string(),
+            ca_file: Some(ca_file),
             // Long enough for a stalled review to time out (10 s).
             duration_secs: 12,
             settle_secs: 2,

@@ -19,6 +19,7 @@ mod hostile;
 mod report;
 mod reviews;
 mod rss;
+mod victim;
 
 use std::time::Instant;
 
@@ -75,8 +76,9 @@ impl Default for Chaos {
 /// the well-behaved clients got everything in both.
 pub async fn chaos(config: Chaos) -> anyhow::Result<ChaosReport> {
     let started = Instant::now();
-    let health = health::Prober::start(&config.load)?;
-    let rss = rss::Sampler::start(&config, started)?;
+    let tls = crate::tls::ClientTls::load(config.load.ca_file.as_deref())?;
+    let health = health::Prober::start(&config.load, &tls)?;
+    let rss = rss::Sampler::start(&config, started, &tls)?;
     let mut phases = Vec::new();
     let reviews = reviews::Counter::new(&config.load.upstream);
     for (name, hostile) in [("baseline", false), ("hostile", true), ("after", false)] {
@@ -89,7 +91,7 @@ pub async fn chaos(config: Chaos) -> anyhow::Result<ChaosReport> {
         health.restart();
         let reviewed = reviews.count().await;
         let attack = hostile
-            .then(|| hostile::Attack::start(&config))
+            .then(|| hostile::Attack::start(&config, &tls))
             .transpose()?;
         let faults =
             (hostile && config.fault_interval_secs > 0).then(|| faults::Driver::start(&config));

@@ -130,6 +130,7 @@ impl Watcher {
     /// `ERROR` event is a failure either way (a client would relist).
     pub async fn start(
         ctx: &Arc<RunContext>,
+        client: reqwest::Client,
         filter: WatchFilter,
         rv: u64,
         server: usize,
@@ -141,7 +142,7 @@ impl Watcher {
             let base = &servers[server % servers.len()];
             format!("{base}{}", selects.watch_path(&path, rv))
         };
-        let response = open(ctx, &url(server, rv), ctx.scenario.token.as_deref()).await?;
+        let response = open(&client, &url(server, rv), ctx.scenario.token.as_deref()).await?;
         let ctx = ctx.clone();
         let task = tokio::spawn(async move {
             let mut result = WatchResult {
@@ -158,7 +159,7 @@ impl Watcher {
                     None => {
                         let last = result.events.last().map_or(rv, |(rv, _)| *rv);
                         let token = ctx.scenario.token.as_deref();
-                        open(&ctx, &url(server, last), token).await.map_err(lost)
+                        open(&client, &url(server, last), token).await.map_err(lost)
                     }
                 };
                 let outcome = match opened {
@@ -270,7 +271,7 @@ impl Reference {
         let (upstream, path) = (ctx.scenario.upstream.clone(), ctx.scenario.path.clone());
         let url = move |rv| format!("{upstream}{}", WatchFilter::All.watch_path(&path, rv));
         let first = open(
-            ctx,
+            &ctx.client,
             &url(targets.resource_version),
             ctx.scenario.upstream_token.as_deref(),
         )
@@ -291,7 +292,8 @@ impl Reference {
                     Some(response) => Ok(response),
                     None => {
                         let rv = seen.load(Ordering::Acquire);
-                        open(&ctx, &url(rv), ctx.scenario.upstream_token.as_deref()).await
+                        let token = ctx.scenario.upstream_token.as_deref();
+                        open(&ctx.client, &url(rv), token).await
                     }
                 };
                 let outcome = match opened {
@@ -357,11 +359,11 @@ impl Reference {
 
 /// Sends a watch request; fails unless it is answered 200.
 pub(super) async fn open(
-    ctx: &RunContext,
+    client: &reqwest::Client,
     url: &str,
     token: Option<&str>,
 ) -> anyhow::Result<reqwest::Response> {
-    let mut request = ctx.client.get(url);
+    let mut request = client.get(url);
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
