@@ -4,14 +4,15 @@
 //! slowloris, giant selectors, table lists, held-page churn, reconnect
 //! storms, idle connections, held bodies and `Expect: 100-continue`,
 //! half-open TLS, Table watches, a streaming-list storm, token churn,
-//! stalled reviews) attack kubecache and the API server cuts and fails its
-//! watches.
+//! stalled reviews; and over HTTP/2 rapid reset, CONTINUATION, SETTINGS and
+//! PING floods, unread streams, streams beyond the bound) attack kubecache
+//! and the API server cuts and fails its watches.
 
 mod common;
 
 use common::pki::{Pki, tls_files};
 use common::{Setup, serve};
-use kubecache_loadtest::chaos::{Chaos, Hostile, chaos};
+use kubecache_loadtest::chaos::{Chaos, H2Hostile, Hostile, chaos};
 use kubecache_loadtest::run::Scenario;
 use kubecache_loadtest::sim::{Policy, SimConfig};
 use kubecache_server::auth::AuthSettings;
@@ -74,6 +75,14 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
             storm_watches: 4,
             token_churners: 1,
             stalled_review_waiters: 10,
+            h2: H2Hostile {
+                h2_rapid_resets: 1,
+                h2_continuation_floods: 1,
+                h2_settings_floods: 1,
+                h2_ping_floods: 1,
+                h2_unread_streams: 1,
+                h2_many_streams: 1,
+            },
         },
         fault_interval_secs: 1,
         kubecache_pid: Some(std::process::id()),
@@ -99,7 +108,7 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
     assert!(after.hostile.is_empty() && after.faults.is_empty());
     // Every hostile kind acted, and the faults reached the API server's
     // watches: the reference watch had to resume.
-    assert_eq!(hostile.hostile.len(), 14, "{report}");
+    assert_eq!(hostile.hostile.len(), 20, "{report}");
     assert!(
         hostile.hostile.iter().all(|h| !h.outcomes.is_empty()),
         "{report}"

@@ -12,6 +12,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinSet;
 
 use super::Chaos;
+use super::hostile_h2::{self, H2Hostile};
 use super::victim::{Tally, Victim, authorized, failed, fetch, send};
 use crate::tls::ClientTls;
 
@@ -85,6 +86,10 @@ pub struct Hostile {
     /// server stalls its next 20 `TokenReview`s 15 s (every `--hold-secs`).
     #[arg(long, default_value_t = 50)]
     pub stalled_review_waiters: usize,
+    /// The HTTP/2 kinds (over TLS only, as kubecache serves HTTP/2).
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub h2: H2Hostile,
 }
 
 /// What one kind of hostile client met.
@@ -176,6 +181,7 @@ impl Attack {
             &victim,
             move |v, t, seed| stalled_reviews(v, t, upstream.clone(), waiters, hold, seed),
         );
+        hostile_h2::spawn(&mut attack, &hostile.h2, &victim, hold);
         Ok(attack)
     }
 
@@ -196,6 +202,13 @@ impl Attack {
             self.tasks
                 .spawn(client(victim.clone(), tally.clone(), i as u64));
         }
+        self.tallies.push((kind, clients, tally));
+    }
+
+    /// Counts `kind`'s clients as having met `outcome`, none started.
+    pub(super) fn not_run(&mut self, kind: &'static str, clients: usize, outcome: &str) {
+        let tally = Arc::new(Tally::default());
+        tally.note(outcome);
         self.tallies.push((kind, clients, tally));
     }
 

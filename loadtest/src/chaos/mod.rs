@@ -16,6 +16,7 @@
 mod faults;
 mod health;
 mod hostile;
+mod hostile_h2;
 mod report;
 mod reviews;
 mod rss;
@@ -27,6 +28,7 @@ use serde::Serialize;
 
 use crate::run::Scenario;
 pub use hostile::{Hostile, HostileReport};
+pub use hostile_h2::H2Hostile;
 pub use report::{ChaosReport, PhaseReport};
 pub use reviews::ReviewRates;
 pub use rss::{PhaseRss, RssReport, slope_per_minute};

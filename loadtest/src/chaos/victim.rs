@@ -11,8 +11,10 @@ use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 
 use super::Chaos;
+use crate::raw_h2::RawH2;
 use crate::tls::{self, ClientTls};
 
 /// Outcomes of one kind of client, counted.
@@ -35,13 +37,18 @@ pub(super) trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
+/// A raw HTTP/2 connection to kubecache.
+pub(super) type H2Conn = RawH2<TlsStream<TcpStream>>;
+
 /// How raw connections reach an https kubecache.
 #[derive(Clone)]
 struct Tls {
     /// The name of its certificate the URL says (a host name or address).
     name: String,
-    /// Offering HTTP/1.1, as the raw kinds speak.
+    /// Offering HTTP/1.1, as the raw HTTP/1 kinds speak.
     http1: TlsConnector,
+    /// Offering h2 alone.
+    h2: TlsConnector,
 }
 
 /// kubecache as the hostile clients of one kind see it.
@@ -86,6 +93,7 @@ impl Victim {
         let tls = (url.scheme() == "https").then(|| Tls {
             name,
             http1: client_tls.connector(&[tls::HTTP1]),
+            h2: client_tls.connector(&[tls::H2]),
         });
         Ok(Victim {
             addr,
@@ -158,6 +166,45 @@ impl Victim {
         tally.note(outcome);
         tokio::time::sleep(Duration::from_secs(1)).await;
         None
+    }
+
+    /// Whether kubecache can be spoken HTTP/2 to: it serves it over TLS
+    /// only, by ALPN.
+    pub(super) fn serves_h2(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// A new TLS connection on which kubecache chose h2; `None` (noted,
+    /// after a pause) when it could not be had.
+    pub(super) async fn h2_tls(&self, tally: &Tally) -> Option<TlsStream<TcpStream>> {
+        let tls = self.tls.as_ref()?;
+        let outcome = match self.tcp(None).await {
+            Ok(tcp) => match tls::handshake(&tls.h2, &tls.name, tcp).await {
+                Ok(stream) if stream.get_ref().1.alpn_protocol() == Some(tls::H2) => {
+                    return Some(stream);
+                }
+                Ok(_) => "kubecache did not choose h2".to_string(),
+                Err(e) => failed("handshake", &e),
+            },
+            Err(e) => failed("connect", &e),
+        };
+        tally.note(outcome);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        None
+    }
+
+    /// A new raw HTTP/2 connection, its preface sent; `None` (noted,
+    /// after a pause) when it could not be had.
+    pub(super) async fn h2(&self, tally: &Tally) -> Option<H2Conn> {
+        let stream = self.h2_tls(tally).await?;
+        match RawH2::open(stream).await {
+            Ok(raw) => Some(raw),
+            Err(e) => {
+                tally.note(failed("preface", &e));
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                None
+            }
+        }
     }
 
     /// kubecache as the `k`-th kind sees it: from `127.0.0.(2 + k)` when
