@@ -270,7 +270,7 @@ pub async fn run(scenario: Scenario) -> anyhow::Result<Report> {
         targets.resource_version,
         targets.list_time.as_secs_f64() * 1e3
     );
-    let reference = watchers::Reference::start(&ctx, &targets).await?;
+    let reference = watchers::Reference::start(&ctx, &targets);
     let mut filters = Vec::new();
     for i in 0..ctx.scenario.watchers {
         let kind = &ctx.scenario.watch_filters[i % ctx.scenario.watch_filters.len()];

@@ -266,16 +266,12 @@ impl Reference {
     /// reference gives up.
     pub const MAX_FAILURES: u32 = 20;
 
-    /// Watches the API server from the targets' resourceVersion.
-    pub async fn start(ctx: &Arc<RunContext>, targets: &Targets) -> anyhow::Result<Self> {
+    /// Watches the API server from the targets' resourceVersion. Its first
+    /// opening is tried as its resumptions are: a fault armed on the API
+    /// server answers whichever watch comes first.
+    pub fn start(ctx: &Arc<RunContext>, targets: &Targets) -> Self {
         let (upstream, path) = (ctx.scenario.upstream.clone(), ctx.scenario.path.clone());
         let url = move |rv| format!("{upstream}{}", WatchFilter::All.watch_path(&path, rv));
-        let first = open(
-            &ctx.client,
-            &url(targets.resource_version),
-            ctx.scenario.upstream_token.as_deref(),
-        )
-        .await?;
         let mut state: std::collections::HashMap<String, Arc<ObjectFacts>> = targets
             .objects
             .iter()
@@ -286,16 +282,11 @@ impl Reference {
         let seen = last.clone();
         let task = tokio::spawn(async move {
             let mut events = Vec::new();
-            let (mut response, mut resumes, mut failures) = (Some(first), 0u64, 0u32);
+            let (mut resumes, mut failures) = (0u64, 0u32);
             loop {
-                let opened = match response.take() {
-                    Some(response) => Ok(response),
-                    None => {
-                        let rv = seen.load(Ordering::Acquire);
-                        let token = ctx.scenario.upstream_token.as_deref();
-                        open(&ctx.client, &url(rv), token).await
-                    }
-                };
+                let rv = seen.load(Ordering::Acquire);
+                let token = ctx.scenario.upstream_token.as_deref();
+                let opened = open(&ctx.client, &url(rv), token).await;
                 let outcome = match opened {
                     Ok(response) => {
                         read_lines(&ctx, response, |line| {
@@ -342,7 +333,7 @@ impl Reference {
                 }
             }
         });
-        Ok(Reference { task, last })
+        Reference { task, last }
     }
 
     /// The resourceVersion of the last event received so far.
