@@ -44,7 +44,8 @@ pub struct H2Hostile {
     pub h2_ping_floods: usize,
     /// HTTP/2 connections each holding three watches of everything from
     /// resourceVersion 0 in a 64 KiB stream window never opened again,
-    /// beside a fourth it reads: that one must keep getting events.
+    /// beside a fourth, from the current resourceVersion, that it reads:
+    /// that one must keep getting events.
     #[arg(long, default_value_t = 2)]
     pub h2_unread_streams: usize,
     /// HTTP/2 connections opening watches up to kubecache's
@@ -78,7 +79,7 @@ const UNREAD_PER_CONNECTION: usize = 3;
 /// The unread kind's stream window.
 const UNREAD_WINDOW: u32 = 64 * 1024;
 
-/// How long the unread kind waits for the answer to a watch: a large
+/// How long the unread kind waits for the answer to a request: a large
 /// initial send waits for a seat.
 const OPEN_LIMIT: Duration = Duration::from_secs(30);
 
@@ -294,19 +295,19 @@ async fn flood(victim: Arc<Victim>, tally: Arc<Tally>, kind: u8) {
     }
 }
 
-/// A watch on an HTTP/2 connection of the h2 crate: its body, or why it
-/// was not answered 200 within [`OPEN_LIMIT`].
-async fn h2_watch(
+/// An authorized GET on an HTTP/2 connection of the h2 crate: its body, or
+/// why it was not answered 200 within [`OPEN_LIMIT`].
+async fn h2_get(
     sender: &h2::client::SendRequest<Bytes>,
     victim: &Victim,
     path: &str,
 ) -> Result<h2::RecvStream, String> {
-    tokio::time::timeout(OPEN_LIMIT, open_h2_watch(sender, victim, path))
+    tokio::time::timeout(OPEN_LIMIT, send_h2_get(sender, victim, path))
         .await
         .unwrap_or_else(|_| Err(format!("no answer within {} s", OPEN_LIMIT.as_secs())))
 }
 
-async fn open_h2_watch(
+async fn send_h2_get(
     sender: &h2::client::SendRequest<Bytes>,
     victim: &Victim,
     path: &str,
@@ -344,7 +345,11 @@ fn h2_error(e: &h2::Error) -> String {
 /// Holds [`UNREAD_PER_CONNECTION`] watches of everything from
 /// resourceVersion 0 unread (their small windows never opened again)
 /// beside one read, on one connection, until kubecache ends the unread
-/// ones: how it ended them, and how the read one fared meanwhile.
+/// ones: how it ended them, and how the read one fared meanwhile. The read
+/// one watches from the collection's resourceVersion now, so that it has
+/// no initial events to wait for: it tells the connection's streams apart,
+/// not kubecache's seats for large initial sends, which the unread ones
+/// hold.
 async fn unread_streams(victim: Arc<Victim>, tally: Arc<Tally>) {
     let everything = format!("{}?watch=1&resourceVersion=0", victim.path);
     loop {
@@ -372,7 +377,7 @@ async fn unread_streams(victim: Arc<Victim>, tally: Arc<Tally>) {
         let watching = async {
             let mut unread = Vec::new();
             for _ in 0..UNREAD_PER_CONNECTION {
-                match h2_watch(&sender, &victim, &everything).await {
+                match h2_get(&sender, &victim, &everything).await {
                     Ok(body) => {
                         tally.note("unread watch: opened, never read");
                         unread.push(body);
@@ -380,17 +385,26 @@ async fn unread_streams(victim: Arc<Victim>, tally: Arc<Tally>) {
                     Err(e) => tally.note(format!("unread watch not opened: {e}")),
                 }
             }
-            let read = match h2_watch(&sender, &victim, &everything).await {
-                Ok(body) => body,
-                Err(e) => return tally.note(format!("read watch not opened: {e}")),
+            if unread.is_empty() {
+                return;
+            }
+            let mut read = match read_watch(&sender, &victim).await {
+                Ok(body) => Some(Reader::new(body)),
+                Err(e) => {
+                    tally.note(format!("read watch not opened: {e}"));
+                    None
+                }
             };
-            let mut read = Reader::new(read);
             let ends = futures::future::join_all(unread.into_iter().map(unread_end));
-            let ended = tokio::select! {
-                ends = tokio::time::timeout(UNREAD_LIMIT, ends) => ends.ok(),
-                ended = read.read() => return tally.note(format!(
-                    "read watch beside them: {ended} while they were held"
-                )),
+            let ends = tokio::time::timeout(UNREAD_LIMIT, ends);
+            let ended = match &mut read {
+                Some(reader) => tokio::select! {
+                    ends = ends => ends.ok(),
+                    ended = reader.read() => return tally.note(format!(
+                        "read watch beside them: {ended} while they were held"
+                    )),
+                },
+                None => ends.await.ok(),
             };
             match ended {
                 Some(ends) => ends
@@ -401,7 +415,9 @@ async fn unread_streams(victim: Arc<Victim>, tally: Arc<Tally>) {
                     UNREAD_LIMIT.as_secs()
                 )),
             }
-            tally.note(format!("read watch beside them: {}", read.verdict()));
+            if let Some(read) = read {
+                tally.note(format!("read watch beside them: {}", read.verdict()));
+            }
         };
         tokio::select! {
             () = watching => {}
@@ -412,6 +428,33 @@ async fn unread_streams(victim: Arc<Victim>, tally: Arc<Tally>) {
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// A watch of everything from the collection's resourceVersion now (a
+/// one-object list's).
+async fn read_watch(
+    sender: &h2::client::SendRequest<Bytes>,
+    victim: &Victim,
+) -> Result<h2::RecvStream, String> {
+    let list = format!("{}?limit=1&resourceVersion=0", victim.path);
+    let mut body = h2_get(sender, victim, &list).await?;
+    let mut bytes = Vec::new();
+    while let Some(data) = body.data().await {
+        let data = data.map_err(|e| format!("list: {}", h2_error(&e)))?;
+        let _ = body.flow_control().release_capacity(data.len());
+        bytes.extend_from_slice(&data);
+    }
+    let list: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| format!("list: {e}"))?;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .ok_or("a list without resourceVersion")?;
+    h2_get(
+        sender,
+        victim,
+        &format!("{}?watch=1&resourceVersion={rv}", victim.path),
+    )
+    .await
 }
 
 /// How an unread watch ended: what is already in its window is taken,
