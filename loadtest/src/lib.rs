@@ -1,8 +1,10 @@
 //! The simulated Kubernetes API server and the kubecache load generator.
 
 pub mod raw;
+pub mod raw_h2;
 pub mod run;
 pub mod sim;
+pub mod tls;
 
 pub mod chaos;
 pub mod fresh;

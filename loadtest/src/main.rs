@@ -33,8 +33,8 @@ enum Command {
     /// Run the same well-behaved load (as `run`) twice: alone, then beside
     /// hostile clients and upstream faults; report both phases, /healthz
     /// and kubecache's RSS over time; exits non-zero on any loss or failure
-    /// of the well-behaved clients.
-    Chaos(kubecache_loadtest::chaos::Chaos),
+    /// of the well-behaved clients. (Boxed: its flags are many.)
+    Chaos(Box<kubecache_loadtest::chaos::Chaos>),
     /// Consistent reads (GET and list without resourceVersion, a quiet
     /// resource while pods churn, read-your-writes) through a running
     /// kubecache and against the sim it caches, same run; kubecache's
@@ -158,7 +158,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Sim(args) => sim(args).await,
         Command::RawList(args) => raw_list(args).await,
         Command::Run(args) => run(args).await,
-        Command::Chaos(args) => chaos(args).await,
+        Command::Chaos(args) => chaos(*args).await,
         Command::Fresh(args) => fresh(args).await,
     }
 }

@@ -1,21 +1,27 @@
-//! `kubecache-loadtest chaos` against kubecache, in short: well-behaved
-//! watchers and readers keep getting every event and every answer while
-//! hostile clients (non-readers, slowloris, giant selectors, table lists,
-//! held-page churn, reconnect storms, idle connections, held bodies and
-//! `Expect: 100-continue`, half-open TLS, Table watches, a streaming-list
-//! storm, token churn, stalled reviews) attack kubecache and the API server
-//! cuts and fails its watches.
+//! `kubecache-loadtest chaos` against kubecache over TLS, in short:
+//! well-behaved watchers and readers (HTTP/2, as client-go) keep getting
+//! every event and every answer while hostile clients (non-readers,
+//! slowloris, giant selectors, table lists, held-page churn, reconnect
+//! storms, idle connections, held bodies and `Expect: 100-continue`,
+//! half-open TLS, Table watches, a streaming-list storm, token churn,
+//! stalled reviews; and over HTTP/2 rapid reset, CONTINUATION, SETTINGS and
+//! PING floods, unread streams, streams beyond the bound) attack kubecache
+//! and the API server cuts and fails its watches.
 
 mod common;
 
+use common::pki::{Pki, tls_files};
 use common::{Setup, serve};
-use kubecache_loadtest::chaos::{Chaos, Hostile, chaos};
+use kubecache_loadtest::chaos::{Chaos, H2Hostile, Hostile, chaos};
 use kubecache_loadtest::run::Scenario;
 use kubecache_loadtest::sim::{Policy, SimConfig};
 use kubecache_server::auth::AuthSettings;
+use kubecache_server::serving::Tls;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_faults() {
+    let pki = Pki::new("chaos");
+    let ca_file = pki.write("ca.crt", &pki.ca_pem());
     let served = serve(Setup {
         sim: SimConfig {
             pods: 1_000,
@@ -28,6 +34,7 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
         // Node watchers are answered from the cache, not passed through
         // (where the API server's cuts would end them).
         store: common::node_index(),
+        tls: Some(Tls::load(tls_files(&pki, "kubecache", None)).unwrap()),
         ..Setup::default()
     })
     .await;
@@ -35,6 +42,7 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
         load: Scenario {
             url: served.url.clone(),
             upstream: served.sim.url().to_string(),
+            ca_file: Some(ca_file),
             // Long enough for a stalled review to time out (10 s).
             duration_secs: 12,
             settle_secs: 2,
@@ -67,6 +75,14 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
             storm_watches: 4,
             token_churners: 1,
             stalled_review_waiters: 10,
+            h2: H2Hostile {
+                h2_rapid_resets: 1,
+                h2_continuation_floods: 1,
+                h2_settings_floods: 1,
+                h2_ping_floods: 1,
+                h2_unread_streams: 1,
+                h2_many_streams: 1,
+            },
         },
         fault_interval_secs: 1,
         kubecache_pid: Some(std::process::id()),
@@ -92,7 +108,7 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
     assert!(after.hostile.is_empty() && after.faults.is_empty());
     // Every hostile kind acted, and the faults reached the API server's
     // watches: the reference watch had to resume.
-    assert_eq!(hostile.hostile.len(), 14, "{report}");
+    assert_eq!(hostile.hostile.len(), 20, "{report}");
     assert!(
         hostile.hostile.iter().all(|h| !h.outcomes.is_empty()),
         "{report}"

@@ -9,16 +9,18 @@ mod common;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use common::pki::{Pki, tls_files};
 use common::{Setup, WatchLines, describe, serve};
-use futures::FutureExt;
+use kubecache_loadtest::raw_h2::{
+    CANCEL, ENHANCE_YOUR_CALM, GOAWAY, Get, REFUSED_STREAM, RST_STREAM, RawH2, SETTINGS,
+    SETTINGS_MAX_CONCURRENT_STREAMS, frame,
+};
 use kubecache_loadtest::sim::ids;
 use kubecache_server::serving::{Limits, Server, Tls};
 use kubecache_testkit::pki;
 use kubecache_testkit::wait::{PATIENCE, within};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
@@ -233,116 +235,12 @@ async fn a_watch_left_unread_is_reset_alone_and_its_neighbour_on_the_connection_
 }
 
 // ---------------------------------------------------------------------------
-// Frames by hand, for clients no HTTP/2 library lets one be.
+// Frames by hand (`kubecache_loadtest::raw_h2`), for clients no HTTP/2
+// library lets one be.
 
-/// Frame types and error codes of RFC 9113.
-const HEADERS: u8 = 0x1;
-const RST_STREAM: u8 = 0x3;
-const SETTINGS: u8 = 0x4;
-const GOAWAY: u8 = 0x7;
-const END_STREAM: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
-const ACK: u8 = 0x1;
-const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
-const CANCEL: u32 = 0x8;
-const REFUSED_STREAM: u32 = 0x7;
-const ENHANCE_YOUR_CALM: u32 = 0xb;
-
-/// One frame as read.
-#[derive(Debug)]
-struct Frame {
-    kind: u8,
-    stream: u32,
-    payload: Bytes,
-}
-
-/// An HTTP/2 connection spoken frame by frame.
-struct RawH2 {
-    stream: TlsStream<TcpStream>,
-    read: BytesMut,
-}
-
-impl RawH2 {
-    /// The preface and an empty SETTINGS sent.
-    async fn open(addr: SocketAddr, ca_pem: &str) -> RawH2 {
-        let mut raw = RawH2 {
-            stream: h2_tls(addr, ca_pem).await,
-            read: BytesMut::new(),
-        };
-        let mut preface = BytesMut::from(&b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..]);
-        frame(&mut preface, SETTINGS, 0, 0, &[]);
-        raw.stream.write_all(&preface).await.unwrap();
-        raw
-    }
-
-    /// The next frame; the server's SETTINGS acknowledged on the way.
-    async fn next(&mut self) -> Option<Frame> {
-        loop {
-            if self.read.len() >= 9 {
-                let length = u32::from_be_bytes([0, self.read[0], self.read[1], self.read[2]]);
-                let length = length as usize;
-                if self.read.len() >= 9 + length {
-                    let mut head = self.read.split_to(9);
-                    head.advance(3);
-                    let (kind, flags) = (head.get_u8(), head.get_u8());
-                    let stream = head.get_u32() & 0x7fff_ffff;
-                    let payload = self.read.split_to(length).freeze();
-                    if kind == SETTINGS && flags & ACK == 0 {
-                        let mut ack = BytesMut::new();
-                        frame(&mut ack, SETTINGS, ACK, 0, &[]);
-                        self.stream.write_all(&ack).await.ok()?;
-                    }
-                    return Some(Frame {
-                        kind,
-                        stream,
-                        payload,
-                    });
-                }
-            }
-            match self.stream.read_buf(&mut self.read).await {
-                Ok(0) | Err(_) => return None,
-                Ok(_) => {}
-            }
-        }
-    }
-
-    /// Frames until one of `kind` on `stream`; `None` if the connection
-    /// ends first.
-    async fn until(&mut self, kind: u8, stream: u32) -> Option<Frame> {
-        loop {
-            let frame = self.next().await?;
-            if frame.kind == kind && frame.stream == stream {
-                return Some(frame);
-            }
-        }
-    }
-}
-
-/// Appends a frame.
-fn frame(out: &mut BytesMut, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
-    out.put_uint(payload.len() as u64, 3);
-    out.put_u8(kind);
-    out.put_u8(flags);
-    out.put_u32(stream);
-    out.put_slice(payload);
-}
-
-/// Appends a GET of `path` on `stream`, whole (END_STREAM).
-fn get_frame(out: &mut BytesMut, stream: u32, path: &str) {
-    // HPACK: :method GET, :scheme https (static table), then :path and
-    // :authority as literals without indexing (static names 4 and 1).
-    let mut block = vec![0x82, 0x87];
-    for (name, value) in [(0x04, path), (0x01, "127.0.0.1")] {
-        block.extend([name, u8::try_from(value.len()).unwrap()]);
-        block.extend(value.as_bytes());
-    }
-    frame(out, HEADERS, END_STREAM | END_HEADERS, stream, &block);
-}
-
-/// The error code of a RST_STREAM or GOAWAY frame.
-fn error_code(frame: &Frame) -> u32 {
-    let at = if frame.kind == GOAWAY { 4 } else { 0 };
-    u32::from_be_bytes(frame.payload[at..at + 4].try_into().unwrap())
+/// A raw HTTP/2 connection to `addr` over TLS.
+async fn raw_connection(addr: SocketAddr, ca_pem: &str) -> RawH2<TlsStream<TcpStream>> {
+    RawH2::open(h2_tls(addr, ca_pem).await).await.unwrap()
 }
 
 /// A router whose `/hold` never answers and `/fast` answers at once.
@@ -397,27 +295,23 @@ async fn the_streams_of_a_connection_are_bounded_as_its_settings_say() {
     };
     let (addr, _server) = start(&pki, limits).await;
 
-    let mut raw = RawH2::open(addr, &pki.ca_pem()).await;
+    let mut raw = raw_connection(addr, &pki.ca_pem()).await;
     let settings = within("the server's SETTINGS", raw.until(SETTINGS, 0))
         .await
         .unwrap();
-    let told = settings.payload.chunks(6).find_map(|setting| {
-        let id = u16::from_be_bytes([setting[0], setting[1]]);
-        (id == SETTINGS_MAX_CONCURRENT_STREAMS)
-            .then(|| u32::from_be_bytes(setting[2..6].try_into().unwrap()))
-    });
+    let told = settings.setting(SETTINGS_MAX_CONCURRENT_STREAMS);
     assert_eq!(told, Some(STREAMS));
     // A client that ignores them: one stream more than it was told.
     let mut requests = BytesMut::new();
     for n in 0..=STREAMS {
-        get_frame(&mut requests, 2 * n + 1, "/hold");
+        Get::new("/hold").frame(&mut requests, 2 * n + 1);
     }
-    raw.stream.write_all(&requests).await.unwrap();
+    raw.send(&requests).await.unwrap();
     let beyond = 2 * STREAMS + 1;
     let refused = within("the refusal", raw.until(RST_STREAM, beyond))
         .await
         .expect("refused, not the connection closed");
-    assert_eq!(error_code(&refused), REFUSED_STREAM);
+    assert_eq!(refused.error_code(), Some(REFUSED_STREAM));
 
     // A client that keeps to them is served on its connection.
     let mut polite = h2_client(addr, &pki.ca_pem()).await;
@@ -432,7 +326,7 @@ async fn a_client_resetting_streams_in_a_loop_gets_goaway_and_others_are_served(
     let mut other = h2_client(addr, &pki.ca_pem()).await;
     assert_eq!(fast(&mut other).await, "fast");
 
-    let mut attacker = RawH2::open(addr, &pki.ca_pem()).await;
+    let mut attacker = raw_connection(addr, &pki.ca_pem()).await;
     within("the server's SETTINGS", attacker.until(SETTINGS, 0))
         .await
         .unwrap();
@@ -444,26 +338,25 @@ async fn a_client_resetting_streams_in_a_loop_gets_goaway_and_others_are_served(
         loop {
             let mut batch = BytesMut::new();
             for _ in 0..50 {
-                get_frame(&mut batch, stream, "/fast");
+                Get::new("/fast").frame(&mut batch, stream);
                 frame(&mut batch, RST_STREAM, 0, stream, &CANCEL.to_be_bytes());
                 stream += 2;
                 sent += 1;
             }
-            if attacker.stream.write_all(&batch).await.is_err() {
+            if attacker.send(&batch).await.is_err() {
                 break attacker.until(GOAWAY, 0).await;
             }
             // What the server has answered so far, without waiting.
-            while let Some(Some(frame)) = attacker.next().now_or_never() {
-                if frame.kind == GOAWAY {
-                    return Some(frame);
-                }
+            let (arrived, _) = attacker.arrived();
+            if let Some(goaway) = arrived.into_iter().find(|f| f.kind == GOAWAY) {
+                return Some(goaway);
             }
             assert!(sent < 100_000, "no GOAWAY after {sent} resets");
         }
     })
     .await
     .expect("GOAWAY before the connection closed");
-    assert_eq!(error_code(&goaway), ENHANCE_YOUR_CALM, "{goaway:?}");
+    assert_eq!(goaway.error_code(), Some(ENHANCE_YOUR_CALM), "{goaway:?}");
 
     // The other client's connection, and new ones, are served.
     assert_eq!(fast(&mut other).await, "fast");
@@ -483,7 +376,7 @@ async fn a_connection_waits_its_first_request_the_header_read_timeout_and_no_str
     };
     let (addr, _server) = start(&pki, hasty_heads).await;
     // A connection that never sends a request is closed, ...
-    let mut silent = RawH2::open(addr, &pki.ca_pem()).await;
+    let mut silent = raw_connection(addr, &pki.ca_pem()).await;
     within("the silent connection is closed", async {
         while silent.next().await.is_some() {}
     })

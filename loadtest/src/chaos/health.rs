@@ -8,6 +8,7 @@ use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 
 use crate::run::{OpStats, Scenario};
+use crate::tls::ClientTls;
 
 /// Probes until dropped.
 pub struct Prober {
@@ -22,9 +23,10 @@ impl Drop for Prober {
 }
 
 impl Prober {
-    /// Starts probing kubecache at `load.url`.
-    pub fn start(load: &Scenario) -> anyhow::Result<Self> {
-        let client = reqwest::Client::builder()
+    /// Starts probing kubecache at `load.url`, trusting `tls`.
+    pub fn start(load: &Scenario, tls: &ClientTls) -> anyhow::Result<Self> {
+        let client = tls
+            .http()
             .pool_max_idle_per_host(0)
             .timeout(Duration::from_secs(10))
             .build()?;

@@ -3,19 +3,18 @@
 //! until the attack is stopped (their connections are then dropped).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
-use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinSet;
 
 use super::Chaos;
+use super::hostile_h2::{self, H2Hostile};
+use super::victim::{Tally, Victim, authorized, failed, fetch, send};
+use crate::tls::ClientTls;
 
 /// How many hostile clients of each kind the hostile phase runs.
 #[derive(Debug, Clone, clap::Args, Serialize)]
@@ -68,8 +67,9 @@ pub struct Hostile {
     /// `Content-Length`, then sending nothing.
     #[arg(long, default_value_t = 50)]
     pub expect_holds: usize,
-    /// Connections sending half a TLS ClientHello, then silence (against a
-    /// plain-HTTP kubecache: half a request it cannot parse).
+    /// Connections sending half a TLS ClientHello, then silence, on plain
+    /// TCP (against a plain-HTTP kubecache: half a request it cannot
+    /// parse).
     #[arg(long, default_value_t = 50)]
     pub half_open_tls: usize,
     /// Watches of the collection as a Table (`kubectl get -w`), read.
@@ -86,6 +86,10 @@ pub struct Hostile {
     /// server stalls its next 20 `TokenReview`s 15 s (every `--hold-secs`).
     #[arg(long, default_value_t = 50)]
     pub stalled_review_waiters: usize,
+    /// The HTTP/2 kinds (over TLS only, as kubecache serves HTTP/2).
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub h2: H2Hostile,
 }
 
 /// What one kind of hostile client met.
@@ -99,118 +103,6 @@ pub struct HostileReport {
     pub outcomes: BTreeMap<String, u64>,
 }
 
-/// Outcomes of one kind of client, counted.
-#[derive(Default)]
-struct Tally(Mutex<BTreeMap<String, u64>>);
-
-impl Tally {
-    fn note(&self, outcome: impl Into<String>) {
-        *self.0.lock().entry(outcome.into()).or_default() += 1;
-    }
-}
-
-/// kubecache as the hostile clients of one kind see it.
-struct Victim {
-    addr: SocketAddr,
-    /// The address the kind's connections come from: its own loopback
-    /// address (`127.0.0.2` on) when kubecache is on loopback, so that
-    /// kubecache's per-address bounds tell each kind, and the well-behaved
-    /// clients on `127.0.0.1`, apart, as they would hosts.
-    source: Option<IpAddr>,
-    /// `host:port`, for the `Host` header.
-    host: String,
-    url: String,
-    /// The collection path.
-    path: String,
-    token: Option<String>,
-    client: reqwest::Client,
-    /// Between two requests of a looping client.
-    pace: Duration,
-}
-
-impl Victim {
-    /// A request head for `target`, without the blank line that ends it.
-    fn head(&self, target: &str) -> String {
-        let mut head = format!("GET {target} HTTP/1.1\r\nHost: {}\r\n", self.host);
-        if let Some(token) = &self.token {
-            head.push_str(&format!("Authorization: Bearer {token}\r\n"));
-        }
-        head
-    }
-
-    /// A whole request for `target`.
-    fn request(&self, target: &str) -> String {
-        self.head(target) + "\r\n"
-    }
-
-    /// A new TCP connection, with that receive buffer if given.
-    async fn connect(&self, recv_buffer: Option<u32>) -> std::io::Result<TcpStream> {
-        let socket = match self.addr {
-            SocketAddr::V4(_) => TcpSocket::new_v4()?,
-            SocketAddr::V6(_) => TcpSocket::new_v6()?,
-        };
-        if let Some(size) = recv_buffer {
-            socket.set_recv_buffer_size(size)?;
-        }
-        if let Some(source) = self.source {
-            socket.bind(SocketAddr::new(source, 0))?;
-        }
-        socket.connect(self.addr).await
-    }
-
-    /// A new connection with `bytes` sent on it; `None` (noted, after a
-    /// pause) when either fails.
-    async fn open(
-        &self,
-        tally: &Tally,
-        recv_buffer: Option<u32>,
-        bytes: &str,
-    ) -> Option<TcpStream> {
-        let outcome = match self.connect(recv_buffer).await {
-            Ok(mut stream) => match stream.write_all(bytes.as_bytes()).await {
-                Ok(()) => return Some(stream),
-                Err(e) => failed("send", &e),
-            },
-            Err(e) => failed("connect", &e),
-        };
-        tally.note(outcome);
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        None
-    }
-
-    /// kubecache as the `k`-th kind sees it: from `127.0.0.(2 + k)` when
-    /// kubecache is on IPv4 loopback.
-    fn kind(&self, k: usize) -> Victim {
-        let source = match self.addr.ip() {
-            IpAddr::V4(ip) if ip.is_loopback() => {
-                Some(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2 + k as u8)))
-            }
-            _ => None,
-        };
-        let mut client = reqwest::Client::builder();
-        if let Some(source) = source {
-            client = client.local_address(source);
-        }
-        Victim {
-            addr: self.addr,
-            source,
-            host: self.host.clone(),
-            url: self.url.clone(),
-            path: self.path.clone(),
-            token: self.token.clone(),
-            client: client.build().unwrap_or_default(),
-            pace: self.pace,
-        }
-    }
-
-    /// A pacer for a looping client.
-    fn ticker(&self) -> tokio::time::Interval {
-        let mut tick = tokio::time::interval(self.pace);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick
-    }
-}
-
 /// The hostile clients at work.
 pub struct Attack {
     tasks: JoinSet<()>,
@@ -218,26 +110,11 @@ pub struct Attack {
 }
 
 impl Attack {
-    /// Starts every hostile client of `config.hostile` against kubecache.
-    pub fn start(config: &Chaos) -> anyhow::Result<Self> {
+    /// Starts every hostile client of `config.hostile` against kubecache,
+    /// trusting `tls`.
+    pub fn start(config: &Chaos, tls: &ClientTls) -> anyhow::Result<Self> {
         let hostile = &config.hostile;
-        anyhow::ensure!(hostile.hostile_rate > 0.0, "hostileRate: must be positive");
-        let url = reqwest::Url::parse(&config.load.url)
-            .with_context(|| format!("url: {:?}", config.load.url))?;
-        let addr = *url
-            .socket_addrs(|| None)?
-            .first()
-            .with_context(|| format!("url: {url} has no address"))?;
-        let victim = Arc::new(Victim {
-            addr,
-            host: format!("{}:{}", url.host_str().unwrap_or_default(), addr.port()),
-            url: config.load.url.clone(),
-            path: config.load.path.clone(),
-            source: None,
-            token: config.load.token.clone(),
-            client: reqwest::Client::new(),
-            pace: Duration::from_secs_f64(1.0 / hostile.hostile_rate),
-        });
+        let victim = Arc::new(Victim::new(config, tls)?);
         let mut attack = Attack {
             tasks: JoinSet::new(),
             tallies: Vec::new(),
@@ -304,11 +181,18 @@ impl Attack {
             &victim,
             move |v, t, seed| stalled_reviews(v, t, upstream.clone(), waiters, hold, seed),
         );
+        hostile_h2::spawn(&mut attack, &hostile.h2, &victim, hold);
         Ok(attack)
     }
 
-    fn spawn<F, Fut>(&mut self, kind: &'static str, clients: usize, victim: &Arc<Victim>, client: F)
-    where
+    /// Starts `clients` clients of `kind`, each its task.
+    pub(super) fn spawn<F, Fut>(
+        &mut self,
+        kind: &'static str,
+        clients: usize,
+        victim: &Arc<Victim>,
+        client: F,
+    ) where
         F: Fn(Arc<Victim>, Arc<Tally>, u64) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
@@ -321,6 +205,13 @@ impl Attack {
         self.tallies.push((kind, clients, tally));
     }
 
+    /// Counts `kind`'s clients as having met `outcome`, none started.
+    pub(super) fn not_run(&mut self, kind: &'static str, clients: usize, outcome: &str) {
+        let tally = Arc::new(Tally::default());
+        tally.note(outcome);
+        self.tallies.push((kind, clients, tally));
+    }
+
     /// Stops every hostile client: what each kind met.
     pub fn stop(mut self) -> Vec<HostileReport> {
         self.tasks.abort_all();
@@ -330,33 +221,9 @@ impl Attack {
             .map(|(kind, clients, tally)| HostileReport {
                 kind,
                 clients,
-                outcomes: std::mem::take(&mut *tally.0.lock()),
+                outcomes: tally.take(),
             })
             .collect()
-    }
-}
-
-/// What an I/O failure was, briefly.
-fn failed(what: &str, e: &std::io::Error) -> String {
-    format!("{what}: {:?}", e.kind())
-}
-
-/// Sends `request` and reads the whole answer within `limit`: the status
-/// code, or what happened instead.
-async fn fetch(request: reqwest::RequestBuilder, limit: Duration) -> (String, bytes::Bytes) {
-    let exchange = async {
-        let response = request.send().await?;
-        let status = response.status();
-        Ok::<_, reqwest::Error>((status, response.bytes().await?))
-    };
-    match tokio::time::timeout(limit, exchange).await {
-        Ok(Ok((status, body))) => (status.as_u16().to_string(), body),
-        Ok(Err(e)) if e.is_connect() => ("connect error".into(), bytes::Bytes::new()),
-        Ok(Err(_)) => ("broken answer".into(), bytes::Bytes::new()),
-        Err(_) => (
-            format!("unfinished after {} s", limit.as_secs()),
-            bytes::Bytes::new(),
-        ),
     }
 }
 
@@ -383,7 +250,7 @@ async fn slowloris(victim: Arc<Victim>, tally: Arc<Tally>) {
         for i in 0.. {
             tokio::time::sleep(Duration::from_secs(2)).await;
             let byte = HEADER.get(i).copied().unwrap_or(b'a');
-            if stream.write_all(&[byte]).await.is_err() {
+            if send(&mut stream, &[byte]).await.is_err() {
                 tally.note("closed by kubecache");
                 break;
             }
@@ -537,7 +404,7 @@ async fn idle(victim: Arc<Victim>, tally: Arc<Tally>) {
 /// Waits for kubecache's answer on `stream` until `limit`: its status
 /// code (after a `100 Continue`, which is not an answer, if one came), or
 /// how the connection ended without one.
-async fn answer(stream: &mut TcpStream, limit: Duration) -> String {
+async fn answer(stream: &mut (impl AsyncRead + Unpin), limit: Duration) -> String {
     let mut continued = "";
     let reading = async {
         let mut line = Vec::new();
@@ -608,7 +475,8 @@ async fn expect_hold(victim: Arc<Victim>, tally: Arc<Tally>) {
 }
 
 /// Half a TLS ClientHello: a handshake record header announcing 512
-/// bytes, the handshake header and a few bytes of it; then silence.
+/// bytes, the handshake header and a few bytes of it; then silence. On
+/// plain TCP, whatever kubecache's URL says.
 async fn half_open_tls(victim: Arc<Victim>, tally: Arc<Tally>) {
     const HALF_HELLO: [u8; 16] = [
         0x16, 0x03, 0x01, 0x02, 0x00, // record: handshake, TLS 1.0, 512 bytes
@@ -616,7 +484,7 @@ async fn half_open_tls(victim: Arc<Victim>, tally: Arc<Tally>) {
         0x03, 0x03, 0, 0, 0, 0, 0, // TLS 1.2, the random begins
     ];
     loop {
-        let Ok(mut stream) = victim.connect(None).await else {
+        let Ok(mut stream) = victim.tcp(None).await else {
             tally.note("connect failed");
             tokio::time::sleep(Duration::from_secs(1)).await;
             continue;
@@ -754,14 +622,6 @@ async fn stalled_reviews(
             tally.note(outcome);
         }
         tokio::time::sleep(hold).await;
-    }
-}
-
-/// `request` with the configured token.
-fn authorized(victim: &Victim, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-    match &victim.token {
-        Some(token) => request.bearer_auth(token),
-        None => request,
     }
 }
 

@@ -16,9 +16,11 @@
 mod faults;
 mod health;
 mod hostile;
+mod hostile_h2;
 mod report;
 mod reviews;
 mod rss;
+mod victim;
 
 use std::time::Instant;
 
@@ -26,6 +28,7 @@ use serde::Serialize;
 
 use crate::run::Scenario;
 pub use hostile::{Hostile, HostileReport};
+pub use hostile_h2::H2Hostile;
 pub use report::{ChaosReport, PhaseReport};
 pub use reviews::ReviewRates;
 pub use rss::{PhaseRss, RssReport, slope_per_minute};
@@ -75,8 +78,9 @@ impl Default for Chaos {
 /// the well-behaved clients got everything in both.
 pub async fn chaos(config: Chaos) -> anyhow::Result<ChaosReport> {
     let started = Instant::now();
-    let health = health::Prober::start(&config.load)?;
-    let rss = rss::Sampler::start(&config, started)?;
+    let tls = crate::tls::ClientTls::load(config.load.ca_file.as_deref())?;
+    let health = health::Prober::start(&config.load, &tls)?;
+    let rss = rss::Sampler::start(&config, started, &tls)?;
     let mut phases = Vec::new();
     let reviews = reviews::Counter::new(&config.load.upstream);
     for (name, hostile) in [("baseline", false), ("hostile", true), ("after", false)] {
@@ -89,7 +93,7 @@ pub async fn chaos(config: Chaos) -> anyhow::Result<ChaosReport> {
         health.restart();
         let reviewed = reviews.count().await;
         let attack = hostile
-            .then(|| hostile::Attack::start(&config))
+            .then(|| hostile::Attack::start(&config, &tls))
             .transpose()?;
         let faults =
             (hostile && config.fault_interval_secs > 0).then(|| faults::Driver::start(&config));

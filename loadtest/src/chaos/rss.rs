@@ -10,6 +10,7 @@ use serde::Serialize;
 use tokio::task::JoinHandle;
 
 use super::{Chaos, PhaseReport};
+use crate::tls::ClientTls;
 
 /// Where the RSS is read.
 #[derive(Clone)]
@@ -61,15 +62,13 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// Starts sampling, if the config names a source; times are seconds
-    /// since `started`.
-    pub fn start(config: &Chaos, started: Instant) -> anyhow::Result<Self> {
+    /// Starts sampling, if the config names a source (a metrics URL
+    /// reached trusting `tls`); times are seconds since `started`.
+    pub fn start(config: &Chaos, started: Instant, tls: &ClientTls) -> anyhow::Result<Self> {
         let source = match (config.kubecache_pid, &config.metrics_url) {
             (Some(pid), _) => Some(Source::Proc(pid)),
             (None, Some(url)) => Some(Source::Metrics {
-                client: reqwest::Client::builder()
-                    .timeout(Duration::from_secs(10))
-                    .build()?,
+                client: tls.http().timeout(Duration::from_secs(10)).build()?,
                 url: url.clone(),
                 token: config.load.token.clone(),
             }),

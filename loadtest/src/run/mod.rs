@@ -55,7 +55,8 @@ use watchers::{WatchFilter, Watcher};
 #[derive(Debug, Clone, clap::Args, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Scenario {
-    /// kubecache's base URL (loopback only); several, comma-separated, for
+    /// kubecache's base URL (loopback only; `https` with `--ca-file`);
+    /// several, comma-separated, for
     /// replicas behind one Service: watchers are spread over them, and a
     /// watcher whose connection is lost resumes on the next one from its
     /// last resourceVersion, as a client reconnecting through the Service
@@ -66,6 +67,10 @@ pub struct Scenario {
     /// (loopback only).
     #[arg(long, default_value = "http://127.0.0.1:6443")]
     pub upstream: String,
+    /// The CA that kubecache's serving certificate is signed by (PEM), for
+    /// `https` URLs: the clients trust it alone.
+    #[arg(long)]
+    pub ca_file: Option<std::path::PathBuf>,
     /// Bearer token for kubecache.
     #[arg(long)]
     pub token: Option<String>,
@@ -178,10 +183,16 @@ impl Scenario {
                 Some(url::Host::Domain(domain)) => domain == "localhost",
                 None => false,
             };
-            if !loopback || parsed.scheme() != "http" {
+            if !loopback {
                 bail!(
-                    "{name}: {url:?} is not a plain-HTTP loopback URL; the load generator only loads this machine"
+                    "{name}: {url:?} is not a loopback URL; the load generator only loads this machine"
                 );
+            }
+            match parsed.scheme() {
+                "http" => {}
+                "https" if self.ca_file.is_some() => {}
+                "https" => bail!("{name}: {url:?} is https: --ca-file names the CA to trust"),
+                other => bail!("{name}: {url:?}: unknown scheme {other:?}"),
             }
         }
         if self.gets < 0.0 || self.lists < 0.0 || self.index_queries < 0.0 {
@@ -203,10 +214,20 @@ impl Scenario {
     }
 }
 
+/// Watches on one connection to kubecache at most. Client-go's transport
+/// fills an HTTP/2 connection up to the server's SETTINGS, then dials
+/// another; a reqwest client holds one HTTP/2 connection to a server and
+/// queues the streams beyond them, so watches are spread over clients,
+/// each within kubecache's default bound (100 streams) with room to spare.
+const WATCHES_PER_CONNECTION: usize = 50;
+
 /// What every part of a run shares.
 struct RunContext {
     scenario: Scenario,
+    /// Requests, the first list, writes and the reference watch.
     client: reqwest::Client,
+    /// Watches on kubecache, [`WATCHES_PER_CONNECTION`] to a client.
+    watch_clients: Vec<reqwest::Client>,
     /// Set when the run is over: watchers stop reading.
     stop: AtomicBool,
     /// Requests sent so far (progress, and the request bound).
@@ -215,15 +236,29 @@ struct RunContext {
     deliveries: AtomicU64,
 }
 
+impl RunContext {
+    /// The client of the `i`th watch on kubecache.
+    fn watch_client(&self, i: usize) -> &reqwest::Client {
+        &self.watch_clients[i / WATCHES_PER_CONNECTION]
+    }
+}
+
 /// Runs `scenario`; the report says whether every event arrived.
 pub async fn run(scenario: Scenario) -> anyhow::Result<Report> {
     scenario.validate()?;
-    let client = reqwest::Client::builder()
+    let tls = crate::tls::ClientTls::load(scenario.ca_file.as_deref())?;
+    let client = tls
+        .http()
         .pool_max_idle_per_host(scenario.concurrency.max(1) * 2 + scenario.writes_in_flight)
         .build()?;
+    let watches = scenario.watchers + shards::filters(&scenario).len() + scenario.stalled_watchers;
+    let watch_clients = (0..watches.div_ceil(WATCHES_PER_CONNECTION))
+        .map(|_| tls.http().build())
+        .collect::<Result<_, _>>()?;
     let ctx = Arc::new(RunContext {
         scenario,
         client,
+        watch_clients,
         stop: AtomicBool::new(false),
         requests: AtomicU64::new(0),
         deliveries: AtomicU64::new(0),
@@ -235,7 +270,7 @@ pub async fn run(scenario: Scenario) -> anyhow::Result<Report> {
         targets.resource_version,
         targets.list_time.as_secs_f64() * 1e3
     );
-    let reference = watchers::Reference::start(&ctx, &targets).await?;
+    let reference = watchers::Reference::start(&ctx, &targets);
     let mut filters = Vec::new();
     for i in 0..ctx.scenario.watchers {
         let kind = &ctx.scenario.watch_filters[i % ctx.scenario.watch_filters.len()];
@@ -243,16 +278,20 @@ pub async fn run(scenario: Scenario) -> anyhow::Result<Report> {
     }
     filters.extend(shards::filters(&ctx.scenario));
     let mut watchers = Vec::new();
+    let watched = filters.len();
     for (i, filter) in filters.into_iter().enumerate() {
         let server = i % ctx.scenario.servers().len();
-        watchers.push(Watcher::start(&ctx, filter, targets.resource_version, server).await?);
+        let client = ctx.watch_client(i).clone();
+        let rv = targets.resource_version;
+        watchers.push(Watcher::start(&ctx, client, filter, rv, server).await?);
     }
     // Held unread until the run is over, then dropped.
     let mut stalled = Vec::new();
-    for _ in 0..ctx.scenario.stalled_watchers {
+    for i in watched..watched + ctx.scenario.stalled_watchers {
         let path = WatchFilter::All.watch_path(&ctx.scenario.path, targets.resource_version);
         let url = format!("{}{path}", ctx.scenario.servers()[0]);
-        stalled.push(watchers::open(&ctx, &url, ctx.scenario.token.as_deref()).await?);
+        let token = ctx.scenario.token.as_deref();
+        stalled.push(watchers::open(ctx.watch_client(i), &url, token).await?);
     }
     let writes = writes::Writes::default();
     let started = Instant::now();

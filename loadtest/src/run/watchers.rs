@@ -130,6 +130,7 @@ impl Watcher {
     /// `ERROR` event is a failure either way (a client would relist).
     pub async fn start(
         ctx: &Arc<RunContext>,
+        client: reqwest::Client,
         filter: WatchFilter,
         rv: u64,
         server: usize,
@@ -141,7 +142,7 @@ impl Watcher {
             let base = &servers[server % servers.len()];
             format!("{base}{}", selects.watch_path(&path, rv))
         };
-        let response = open(ctx, &url(server, rv), ctx.scenario.token.as_deref()).await?;
+        let response = open(&client, &url(server, rv), ctx.scenario.token.as_deref()).await?;
         let ctx = ctx.clone();
         let task = tokio::spawn(async move {
             let mut result = WatchResult {
@@ -158,7 +159,7 @@ impl Watcher {
                     None => {
                         let last = result.events.last().map_or(rv, |(rv, _)| *rv);
                         let token = ctx.scenario.token.as_deref();
-                        open(&ctx, &url(server, last), token).await.map_err(lost)
+                        open(&client, &url(server, last), token).await.map_err(lost)
                     }
                 };
                 let outcome = match opened {
@@ -265,16 +266,12 @@ impl Reference {
     /// reference gives up.
     pub const MAX_FAILURES: u32 = 20;
 
-    /// Watches the API server from the targets' resourceVersion.
-    pub async fn start(ctx: &Arc<RunContext>, targets: &Targets) -> anyhow::Result<Self> {
+    /// Watches the API server from the targets' resourceVersion. Its first
+    /// opening is tried as its resumptions are: a fault armed on the API
+    /// server answers whichever watch comes first.
+    pub fn start(ctx: &Arc<RunContext>, targets: &Targets) -> Self {
         let (upstream, path) = (ctx.scenario.upstream.clone(), ctx.scenario.path.clone());
         let url = move |rv| format!("{upstream}{}", WatchFilter::All.watch_path(&path, rv));
-        let first = open(
-            ctx,
-            &url(targets.resource_version),
-            ctx.scenario.upstream_token.as_deref(),
-        )
-        .await?;
         let mut state: std::collections::HashMap<String, Arc<ObjectFacts>> = targets
             .objects
             .iter()
@@ -285,15 +282,11 @@ impl Reference {
         let seen = last.clone();
         let task = tokio::spawn(async move {
             let mut events = Vec::new();
-            let (mut response, mut resumes, mut failures) = (Some(first), 0u64, 0u32);
+            let (mut resumes, mut failures) = (0u64, 0u32);
             loop {
-                let opened = match response.take() {
-                    Some(response) => Ok(response),
-                    None => {
-                        let rv = seen.load(Ordering::Acquire);
-                        open(&ctx, &url(rv), ctx.scenario.upstream_token.as_deref()).await
-                    }
-                };
+                let rv = seen.load(Ordering::Acquire);
+                let token = ctx.scenario.upstream_token.as_deref();
+                let opened = open(&ctx.client, &url(rv), token).await;
                 let outcome = match opened {
                     Ok(response) => {
                         read_lines(&ctx, response, |line| {
@@ -340,7 +333,7 @@ impl Reference {
                 }
             }
         });
-        Ok(Reference { task, last })
+        Reference { task, last }
     }
 
     /// The resourceVersion of the last event received so far.
@@ -357,11 +350,11 @@ impl Reference {
 
 /// Sends a watch request; fails unless it is answered 200.
 pub(super) async fn open(
-    ctx: &RunContext,
+    client: &reqwest::Client,
     url: &str,
     token: Option<&str>,
 ) -> anyhow::Result<reqwest::Response> {
-    let mut request = ctx.client.get(url);
+    let mut request = client.get(url);
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }

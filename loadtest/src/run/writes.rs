@@ -252,6 +252,7 @@ mod tests {
                 ..Scenario::default()
             },
             client: reqwest::Client::new(),
+            watch_clients: Vec::new(),
             stop: AtomicBool::new(false),
             requests: AtomicU64::new(0),
             deliveries: AtomicU64::new(0),
