@@ -117,11 +117,14 @@ async fn upstream(
 /// only on a terminal, or `json`. Without `RUST_LOG`: `info`, but rustls's
 /// warnings about a client's server name (one per connection from a client
 /// that sends an IP address as its name, as curl and wrk to
-/// `https://127.0.0.1` do: harmless) are left out.
+/// `https://127.0.0.1` do: harmless) and the h2 crate's warning for each
+/// HTTP/2 connection it ends for abuse (rapid reset, floods: one line per
+/// attacking connection, hundreds a minute under attack, from any client)
+/// are left out.
 fn log(format: &str) -> anyhow::Result<()> {
     let filter = || {
         tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| "info,rustls::msgs::handshake=error".into())
+            .unwrap_or_else(|_| "info,rustls::msgs::handshake=error,h2=error".into())
     };
     let builder = tracing_subscriber::fmt().with_writer(std::io::stderr);
     match format {
