@@ -41,13 +41,13 @@
 
 mod activity;
 mod arriving;
-
-pub use activity::BodyTimedOut;
 mod client_cert;
 mod http2;
 mod limits;
 mod stall;
 mod tls;
+
+pub use activity::BodyTimedOut;
 
 use std::future::Future;
 use std::net::SocketAddr;
