@@ -138,6 +138,12 @@ struct SimArgs {
     /// Refuse streaming lists, like a server without the WatchList feature gate.
     #[arg(long)]
     no_watch_list: bool,
+    /// Serve consistent lists without a limit from the watch cache once it
+    /// has caught up with etcd, waiting for etcd's next progress
+    /// notification for a quiet resource (the ConsistentListFromCache gate,
+    /// as `../shared/real-apiserver/` runs 1.28).
+    #[arg(long)]
+    consistent_list_from_cache: bool,
     /// The Kubernetes minor version `/version` names (`28` for 1.28), which
     /// kubecache reads and writes protobuf as; 28 to 36.
     #[arg(long, default_value_t = 36, value_parser = clap::value_parser!(u32).range(28..=36))]
@@ -234,6 +240,7 @@ async fn sim(args: SimArgs) -> anyhow::Result<()> {
             .bookmark_dispatch
             .then_some(kubecache_loadtest::sim::BOOKMARK_DISPATCH),
         watch_list: !args.no_watch_list,
+        consistent_list_from_cache: args.consistent_list_from_cache,
         kube_version: kubecache_wire::protobuf::KubeVersion::new(args.kube_minor),
         policy: match (&args.token, args.demo_auth) {
             (Some(token), _) => Some(Policy::admin_only(token)),

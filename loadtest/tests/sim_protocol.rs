@@ -496,6 +496,8 @@ async fn reads_without_resource_version_wait_for_etcds_quorum_read_and_are_count
         limit_one_lists: 2,
         watches: 1,
         lists: 3,
+        streaming_lists_changed_before_end: 0,
+        lists_waiting_for_watch_cache: 0,
     };
     let counters = sim.counters();
     assert_eq!(counters["pods"], pods);

@@ -10,6 +10,8 @@
 //! transcoder's own byte fidelity against the corpus, both ways, is tested
 //! in `reflector/wire/tests/golden_transcode.rs`.)
 
+mod common;
+
 use bytes::Bytes;
 use kubecache_reflector::upstream::ListResponse;
 use kubecache_testkit::golden::{self, read};
@@ -247,5 +249,246 @@ fn json_and_protobuf_watch_streams_of_one_window_decode_to_the_same_events() {
         for (pb, json) in from_pb.iter().zip(&from_json) {
             assert_eq!(pb, json, "{pb_file}");
         }
+    }
+}
+
+/// The streaming lists a real kube-apiserver v1.28.4 sent under churn
+/// (`versions/`, group `watchlist`), replayed chunk by chunk into the
+/// reflector with `auto`: the changes before the initial-events-end
+/// bookmark (6–12 in each run with a writer, an ADDED among them in the
+/// `mixed` runs) are applied with the initial objects, so the first list
+/// succeeds, the store ends at the server's state, and the events after
+/// the bookmark each reach the event log once, in order.
+mod recorded_streaming_lists {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use kubecache_reflector::upstream::{RequestEncoding, Strategy};
+    use kubecache_testkit::golden;
+    use kubecache_testkit::wait;
+    use parking_lot::Mutex;
+    use serde_json::Value;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::common;
+
+    /// One recorded event: type, name, resourceVersion.
+    type Recorded = (String, String, u64);
+
+    struct Case {
+        id: String,
+        body: Vec<u8>,
+        /// The body's chunks as they arrived: (milliseconds after the
+        /// request, bytes).
+        chunks: Vec<(f64, usize)>,
+        events: Vec<Recorded>,
+        /// The index of the initial-events-end bookmark in `events`.
+        end: usize,
+        protobuf: bool,
+    }
+
+    fn cases() -> Vec<Case> {
+        let lines = |file: &str| -> Vec<Value> {
+            String::from_utf8(golden::read(file))
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        };
+        golden::json("versions/manifest.json")
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|case| case["group"] == "watchlist")
+            .map(|case| {
+                let id = case["id"].as_str().unwrap().to_string();
+                let stream = format!("versions/streams/{id}");
+                let events: Vec<Recorded> = lines(&format!("{stream}.events.jsonl"))
+                    .iter()
+                    .map(|e| {
+                        let rv = e["rv"].as_str().unwrap().parse().unwrap();
+                        let name = e["name"].as_str().unwrap_or_default().to_string();
+                        (e["type"].as_str().unwrap().to_string(), name, rv)
+                    })
+                    .collect();
+                let end = lines(&format!("{stream}.events.jsonl"))
+                    .iter()
+                    .position(|e| e["initial_events_end"] == true)
+                    .expect("every recorded streaming list reached its bookmark");
+                Case {
+                    body: golden::read(&format!(
+                        "versions/{}",
+                        case["body_file"].as_str().unwrap()
+                    )),
+                    chunks: lines(&format!("{stream}.chunks.jsonl"))
+                        .iter()
+                        .map(|c| {
+                            (
+                                c["t_ms"].as_f64().unwrap(),
+                                c["size"].as_u64().unwrap() as usize,
+                            )
+                        })
+                        .collect(),
+                    protobuf: id.contains("-pb"),
+                    id,
+                    events,
+                    end,
+                }
+            })
+            .collect()
+    }
+
+    /// The objects' resourceVersions by name after `events`.
+    fn state(events: &[Recorded]) -> BTreeMap<String, u64> {
+        let mut state = BTreeMap::new();
+        for (kind, name, rv) in events {
+            match kind.as_str() {
+                "ADDED" | "MODIFIED" => {
+                    state.insert(name.clone(), *rv);
+                }
+                "DELETED" => {
+                    state.remove(name);
+                }
+                _ => {}
+            }
+        }
+        state
+    }
+
+    /// Answers the first streaming list with the recorded body, in its
+    /// chunks and at a tenth of its pace, then ends it; every later watch
+    /// (the reflector's resumption) is held open with nothing sent. Every
+    /// request's target is logged.
+    async fn replay(case: Arc<Case>) -> (String, Arc<Mutex<Vec<String>>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let log = requests.clone();
+        tokio::spawn(async move {
+            loop {
+                let (socket, _) = listener.accept().await.unwrap();
+                tokio::spawn(answer(socket, case.clone(), log.clone()));
+            }
+        });
+        (url, requests)
+    }
+
+    async fn answer(mut socket: TcpStream, case: Arc<Case>, log: Arc<Mutex<Vec<String>>>) {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if socket.read(&mut byte).await.unwrap_or(0) == 0 {
+                return;
+            }
+            head.push(byte[0]);
+        }
+        let target = String::from_utf8_lossy(&head)
+            .split(' ')
+            .nth(1)
+            .unwrap_or_default()
+            .to_string();
+        let first = {
+            let mut log = log.lock();
+            log.push(target.clone());
+            log.iter()
+                .filter(|t| t.contains("sendInitialEvents"))
+                .count()
+                == 1
+        };
+        let media = if case.protobuf {
+            "application/vnd.kubernetes.protobuf;stream=watch"
+        } else {
+            "application/json"
+        };
+        let headers = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: {media}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        );
+        socket.write_all(headers.as_bytes()).await.unwrap();
+        if !(first && target.contains("sendInitialEvents")) {
+            // Held open: no event until the test ends.
+            std::future::pending::<()>().await;
+        }
+        let (mut offset, mut at) = (0, 0.0);
+        for &(t_ms, size) in &case.chunks {
+            tokio::time::sleep(Duration::from_secs_f64((t_ms - at).max(0.0) / 10_000.0)).await;
+            at = t_ms;
+            let chunk = &case.body[offset..offset + size];
+            offset += size;
+            let framed = [format!("{size:x}\r\n").as_bytes(), chunk, b"\r\n"].concat();
+            if socket.write_all(&framed).await.is_err() {
+                return;
+            }
+        }
+        let _ = socket.write_all(b"0\r\n\r\n").await;
+    }
+
+    #[tokio::test]
+    async fn changes_before_the_initial_events_end_bookmark_are_applied_in_order() {
+        let cases = cases();
+        assert_eq!(cases.len(), 8, "the corpus's eight streaming lists");
+        let mut before_bookmark = 0;
+        for case in cases {
+            let case = Arc::new(case);
+            let bookmark_rv = case.events[case.end].2;
+            let (url, requests) = replay(case.clone()).await;
+            let wire = if case.protobuf {
+                RequestEncoding::Protobuf
+            } else {
+                RequestEncoding::Json
+            };
+            let running = common::start(&url, Strategy::Auto, wire, 500);
+            let last_rv = case.events.iter().map(|e| e.2).max().unwrap();
+            wait::until(&format!("{}: ready at the last event", case.id), || {
+                running.reader.is_ready() && running.reader.current_resource_version() >= last_rv
+            })
+            .await;
+            let status = running.status.borrow().clone();
+            assert_eq!(
+                (
+                    status.list_attempts,
+                    status.lists,
+                    status.failures,
+                    status.strategy
+                ),
+                (1, 1, 0, "streaming"),
+                "{}: one streaming list, no failure ({:?}); requests {:?}",
+                case.id,
+                status.last_error,
+                requests.lock()
+            );
+            let held: BTreeMap<String, u64> = running
+                .reader
+                .snapshot()
+                .range(None, None)
+                .map(|o| (o.key.name().to_string(), o.resource_version))
+                .collect();
+            assert_eq!(held, state(&case.events), "{}: the server's state", case.id);
+            let logged: Vec<Recorded> = running
+                .reader
+                .events_since(bookmark_rv)
+                .unwrap()
+                .iter()
+                .map(|e| {
+                    let name = e.object.key.name().to_string();
+                    (e.kind.as_str().to_string(), name, e.object.resource_version)
+                })
+                .collect();
+            let after: Vec<Recorded> = case.events[case.end + 1..].to_vec();
+            assert_eq!(
+                logged, after,
+                "{}: every event after the bookmark once, in order",
+                case.id
+            );
+            before_bookmark += case.events[..case.end]
+                .iter()
+                .filter(|e| e.0 == "MODIFIED")
+                .count();
+        }
+        assert!(
+            before_bookmark > 0,
+            "the corpus has changes before its bookmarks"
+        );
     }
 }

@@ -10,13 +10,16 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, HistoryWindow, Sim, SimConfig, ids};
 use kubecache_reflector::upstream::{
     ApiResource, Reflector, ReflectorConfig, ReflectorStatus, RequestEncoding, ResourceSpec,
     Strategy, Upstream,
 };
 use kubecache_reflector::{StoreConfig, StoreReader, Subscription, store};
+use kubecache_testkit::real_apiserver::RealApiServer;
 use kubecache_wire::ChangeType;
+use kubecache_wire::protobuf::KubeVersion;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
@@ -196,6 +199,263 @@ async fn parallel_gets_ready_when_the_list_outlives_the_watch_cache_and_list_wat
 }
 }
 
+over_each_wire! {
+/// A 1.28 server sends a streaming list's initial-events-end bookmark on its
+/// next one-second tick, after the changes made meanwhile: `auto` applies
+/// them with the initial objects, so each of its lists succeeds at once,
+/// it converges to the server's state, and its event log replays onto its
+/// first snapshot. Runs against the real kube-apiserver when
+/// `REAL_APISERVER_ENV` names one (see [`Cluster`]), else against the sim
+/// claiming 1.28, where a 410 on the watch makes a second streaming list
+/// under the same churn.
+async fn auto_on_a_1_28_server_applies_the_changes_sent_before_each_bookmark(wire) {
+    let cluster = Cluster::start("streaming list under churn").await;
+    cluster.churn(true).await;
+    let running = cluster.reflector(Strategy::Auto, wire).await;
+    ready(&running, Duration::from_secs(60)).await;
+    let snapshot = running.reader.snapshot();
+    let replica: BTreeMap<String, u64> = snapshot
+        .range(None, None)
+        .map(|o| (o.key.to_string(), o.resource_version))
+        .collect();
+    let events = running
+        .reader
+        .subscribe_from(snapshot.resource_version())
+        .expect("the log covers the snapshot");
+    let lists = if let Cluster::Sim(sim, _) = &cluster {
+        sim.inject(FaultSpec {
+            target: FaultTarget::Watch,
+            fault: Fault::WatchGone,
+            times: 1,
+        });
+        sim.cut_watches();
+        kubecache_testkit::wait::until("the relist after the 410", || {
+            running.status.borrow().lists == 2
+        })
+        .await;
+        2
+    } else {
+        1
+    };
+    cluster.churn(false).await;
+    let (revision, want) = cluster.pods().await;
+    running
+        .reader
+        .wait_for(revision, Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|_| panic!("the cache reaches revision {revision}"));
+    let held: BTreeMap<String, u64> = running
+        .reader
+        .snapshot()
+        .range(None, None)
+        .map(|o| (o.key.to_string(), o.resource_version))
+        .collect();
+    assert!(held == want, "the cache holds the server's objects at their resourceVersions");
+    assert_log_replays(want, replica, snapshot.resource_version(), events);
+    let status = running.status.borrow().clone();
+    assert_eq!(
+        (status.list_attempts, status.lists, status.strategy),
+        (lists, lists, "streaming"),
+        "no failed list: {:?}",
+        status.last_error
+    );
+    assert!(status.early_changes > 0, "changes came before a bookmark");
+    if let Cluster::Sim(sim, _) = &cluster {
+        assert_eq!(
+            sim.counters()["pods"].streaming_lists_changed_before_end,
+            2,
+            "both streaming lists sent changes before their bookmark"
+        );
+    }
+}
+}
+
+/// The API server a test runs against: the real kube-apiserver of
+/// `../shared/real-apiserver/` when `REAL_APISERVER_ENV` names its
+/// `env.sh`, with the pods of one namespace of the test's own
+/// ([`REAL_NAMESPACE`], made on first use) and a writer of its own; else
+/// the sim claiming 1.28, with 2,000 pods and its churn.
+enum Cluster {
+    Sim(Sim, String),
+    Real {
+        real: RealApiServer,
+        admin: kube::Client,
+        writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    },
+}
+
+/// The real server's namespace for these tests.
+const REAL_NAMESPACE: &str = "kubecache-real-test";
+
+/// Pods in it.
+const REAL_PODS: usize = 200;
+
+/// Writes per second of the churn on either server: each second a pod
+/// created and, on the real server, one deleted; the rest merge patches.
+const CHURN_PER_SEC: f64 = 200.0;
+
+impl Cluster {
+    async fn start(test: &str) -> Cluster {
+        let real = kubecache_testkit::real_apiserver::from_env();
+        kubecache_testkit::real_apiserver::say_against(test, real.as_ref());
+        let Some(real) = real else {
+            let (url, sim) = Sim::start(SimConfig {
+                pods: 2_000,
+                kube_version: KubeVersion::new(28),
+                ..SimConfig::default()
+            })
+            .await
+            .unwrap();
+            return Cluster::Sim(sim, url);
+        };
+        let admin = client_of(&real.admin_kubeconfig).await;
+        let namespaces: kube::Api<Namespace> = kube::Api::all(admin.clone());
+        let namespace = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": REAL_NAMESPACE}
+        }))
+        .unwrap();
+        created(namespaces.create(&Default::default(), &namespace).await);
+        let pods: kube::Api<Pod> = kube::Api::namespaced(admin.clone(), REAL_NAMESPACE);
+        for i in 0..REAL_PODS {
+            created(
+                pods.create(&Default::default(), &real_pod(&format!("pod-{i}")))
+                    .await,
+            );
+        }
+        Cluster::Real {
+            real,
+            admin,
+            writer: Mutex::new(None),
+        }
+    }
+
+    /// A reflector of the cluster's pods (the real server's: of its
+    /// namespace, as kubecache's own user).
+    async fn reflector(&self, strategy: Strategy, wire: RequestEncoding) -> Running {
+        let config = ReflectorConfig {
+            strategy,
+            wire,
+            ..ReflectorConfig::default()
+        };
+        match self {
+            Cluster::Sim(_, url) => common::start_with(url, config),
+            Cluster::Real { real, .. } => {
+                let spec = ResourceSpec {
+                    namespace: Some(REAL_NAMESPACE.into()),
+                    ..ResourceSpec::all(ApiResource::pods())
+                };
+                common::start_client(client_of(&real.kubeconfig).await, spec, config)
+            }
+        }
+    }
+
+    /// Starts or stops the churn ([`CHURN_PER_SEC`]); stopped, every write
+    /// made is acknowledged.
+    async fn churn(&self, on: bool) {
+        match self {
+            Cluster::Sim(sim, _) => sim.set_churn(if on { CHURN_PER_SEC } else { 0.0 }),
+            Cluster::Real { admin, writer, .. } => {
+                let stopped = writer.lock().unwrap().take();
+                if let Some(task) = stopped {
+                    task.abort();
+                    let _ = task.await;
+                }
+                if on {
+                    *writer.lock().unwrap() = Some(tokio::spawn(write_real(admin.clone())));
+                }
+            }
+        }
+    }
+
+    /// The server's current revision and its pods' `key -> resourceVersion`
+    /// (a consistent list).
+    async fn pods(&self) -> (u64, BTreeMap<String, u64>) {
+        match self {
+            Cluster::Sim(sim, _) => {
+                let want = expected(sim)
+                    .into_iter()
+                    .map(|(k, (rv, _))| (k, rv))
+                    .collect();
+                (sim.store().revision(), want)
+            }
+            Cluster::Real { admin, .. } => {
+                let pods: kube::Api<Pod> = kube::Api::namespaced(admin.clone(), REAL_NAMESPACE);
+                let list = pods.list(&Default::default()).await.unwrap();
+                let rv = |rv: Option<&String>| rv.unwrap().parse::<u64>().unwrap();
+                let want = list
+                    .items
+                    .iter()
+                    .map(|p| {
+                        let key = format!("{REAL_NAMESPACE}/{}", p.metadata.name.as_ref().unwrap());
+                        (key, rv(p.metadata.resource_version.as_ref()))
+                    })
+                    .collect();
+                (rv(list.metadata.resource_version.as_ref()), want)
+            }
+        }
+    }
+}
+
+/// A kube client from a kubeconfig file.
+async fn client_of(path: &std::path::Path) -> kube::Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+/// Created, or there already (409).
+fn created<T>(result: Result<T, kube::Error>) {
+    match result {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(e) => panic!("creating on the real API server: {e}"),
+    }
+}
+
+/// A pod of the test namespace (no scheduler runs: it stays Pending).
+fn real_pod(name: &str) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "labels": {"app": "kubecache-real-test"}},
+        "spec": {"containers": [{"name": "c", "image": "registry.invalid/pause"}]}
+    }))
+    .unwrap()
+}
+
+/// The real server's churn until aborted: [`CHURN_PER_SEC`] writes a
+/// second, each second one pod created and the one created the second
+/// before deleted, the rest merge patches round-robin.
+async fn write_real(admin: kube::Client) {
+    let pods: kube::Api<Pod> = kube::Api::namespaced(admin, REAL_NAMESPACE);
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / CHURN_PER_SEC));
+    for n in 0u64.. {
+        tick.tick().await;
+        let per_sec = CHURN_PER_SEC as u64;
+        let written = match n % per_sec {
+            0 => pods
+                .create(
+                    &Default::default(),
+                    &real_pod(&format!("churn-{}", n / per_sec)),
+                )
+                .await
+                .map(drop),
+            1 if n > per_sec => pods
+                .delete(&format!("churn-{}", n / per_sec - 1), &Default::default())
+                .await
+                .map(drop),
+            _ => {
+                let patch = serde_json::json!({"metadata": {"annotations": {"kubecache-test/churn": n.to_string()}}});
+                let name = format!("pod-{}", n as usize % REAL_PODS);
+                pods.patch(&name, &Default::default(), &kube::api::Patch::Merge(patch))
+                    .await
+                    .map(drop)
+            }
+        };
+        written.expect("a write to the real API server");
+    }
+}
+
 /// Follows the store's event log from the moment the store is ready and
 /// checks that replaying it onto the first snapshot gives the final state:
 /// no gap, no reordering, relists included.
@@ -229,14 +489,19 @@ async fn survives(fault: FaultSpec, strategy: Strategy, wire: RequestEncoding) {
     sim.cut_watches();
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_converged(&sim, &running).await;
-    assert_log_replays(&sim, replica, snapshot.resource_version(), events);
+    assert_log_replays(
+        versions(&sim.state(ids::PODS)),
+        replica,
+        snapshot.resource_version(),
+        events,
+    );
 }
 
 /// Checks that the events read from `events` (the store's log from `from`,
 /// once converged) are in order and replay `replica` (`key ->
-/// resourceVersion` at `from`) onto the sim's state.
+/// resourceVersion` at `from`) onto the server's state, `want`.
 fn assert_log_replays(
-    sim: &Sim,
+    want: BTreeMap<String, u64>,
     mut replica: BTreeMap<String, u64>,
     from: u64,
     mut events: Subscription,
@@ -257,10 +522,6 @@ fn assert_log_replays(
             }
         }
     }
-    let want: BTreeMap<String, u64> = expected(sim)
-        .into_iter()
-        .map(|(k, (rv, _))| (k, rv))
-        .collect();
     let differ: Vec<_> = want
         .iter()
         .filter(|(k, rv)| replica.get(*k) != Some(rv))
@@ -834,7 +1095,7 @@ async fn sharded_list_equals_a_sequential_one(wire: RequestEncoding, seed: u64, 
     let events = running.reader.subscribe_from(ready_rv).unwrap();
     sim.create_pods(20).unwrap();
     assert_converged(&sim, &running).await;
-    assert_log_replays(&sim, got, ready_rv, events);
+    assert_log_replays(versions(&sim.state(ids::PODS)), got, ready_rv, events);
 }
 
 over_each_wire! {

@@ -314,12 +314,15 @@ async fn a_quiet_get_against_the_dispatch_timer_is_answered_by_one_request_sent_
     // Bookmarks come once a second: a consistent GET of a quiet object
     // neither waits for the next one nor asks the API server's
     // resourceVersion first (two round trips): its one request, a list
-    // selecting the object by name, answers it.
+    // selecting the object by name, answers it. With a limit, so that a
+    // server with ConsistentListFromCache reads it from etcd, not from a
+    // watch cache that waits for etcd's next progress notification.
     let served = serve(Setup {
         sim: SimConfig {
             pods: 50,
             configmaps: 5,
             bookmark_dispatch: Some(kubecache_loadtest::sim::BOOKMARK_DISPATCH),
+            consistent_list_from_cache: true,
             ..SimConfig::default()
         },
         resources: vec![
@@ -349,6 +352,11 @@ async fn a_quiet_get_against_the_dispatch_timer_is_answered_by_one_request_sent_
             "{step}: one list selecting it, no limit=1 list"
         );
     }
+    assert_eq!(
+        served.sim.counters()["configmaps"].lists_waiting_for_watch_cache,
+        0,
+        "no list waited for the watch cache"
+    );
 }
 
 /// The resourceVersion in `X-Kubecache-Resource-Version` and in the list

@@ -18,8 +18,9 @@ pub struct Counts {
     pub consistent_lists: u64,
     /// Gets of one object without `resourceVersion`: quorum reads too.
     pub consistent_gets: u64,
-    /// Lists with `limit=1`, whatever their resourceVersion: how a client
-    /// asks for the current resourceVersion.
+    /// Lists of a collection with `limit=1`, whatever their
+    /// resourceVersion: how a client asks for the current resourceVersion
+    /// (a list selecting one object by name is not counted here).
     pub limit_one_lists: u64,
     /// Watches started.
     pub watches: u64,
@@ -27,6 +28,16 @@ pub struct Counts {
     /// included, at any resourceVersion) and every streaming list (a watch
     /// with `sendInitialEvents=true`). A warm restart's goal is none.
     pub lists: u64,
+    /// Streaming lists that sent changes between their initial objects and
+    /// their initial-events-end bookmark (servers before 1.32, under
+    /// writes; see `http/watch.rs`).
+    #[serde(default)]
+    pub streaming_lists_changed_before_end: u64,
+    /// Consistent lists that waited for the watch cache to catch up with
+    /// etcd (ConsistentListFromCache, a quiet resource; see
+    /// [`crate::sim::PROGRESS_NOTIFY`]).
+    #[serde(default)]
+    pub lists_waiting_for_watch_cache: u64,
 }
 
 /// Reviews asked since the start (`GET /sim/reviews`): what a cache
@@ -43,7 +54,7 @@ pub struct Reviews {
 /// What was asked of each resource.
 #[derive(Debug)]
 pub struct Counters {
-    by_resource: Vec<[AtomicU64; 5]>,
+    by_resource: Vec<[AtomicU64; 7]>,
     /// Discovery requests (`/version`, `/api...` and `/apis...` documents).
     discovery: AtomicU64,
     /// List requests being answered, and the most at once, by resource.
@@ -74,6 +85,10 @@ pub enum Asked {
     Watch,
     /// See [`Counts::lists`].
     List,
+    /// See [`Counts::streaming_lists_changed_before_end`].
+    StreamingListChangedBeforeEnd,
+    /// See [`Counts::lists_waiting_for_watch_cache`].
+    WaitForWatchCache,
 }
 
 impl Default for Counters {
@@ -147,6 +162,8 @@ impl Counters {
                     limit_one_lists: get(Asked::LimitOneList),
                     watches: get(Asked::Watch),
                     lists: get(Asked::List),
+                    streaming_lists_changed_before_end: get(Asked::StreamingListChangedBeforeEnd),
+                    lists_waiting_for_watch_cache: get(Asked::WaitForWatchCache),
                 };
                 (name(resource), counts)
             })

@@ -212,6 +212,16 @@ impl Store {
         self.inner.read().revision
     }
 
+    /// The revision of `resource`'s newest change (0 if none): where its
+    /// watch cache is without progress notifications.
+    pub fn last_change(&self, resource: ResourceId) -> u64 {
+        let inner = self.inner.read();
+        inner.resources[resource]
+            .events
+            .back()
+            .map_or(0, Event::revision)
+    }
+
     /// The compaction point: reads before it are gone.
     pub fn compacted(&self) -> u64 {
         self.inner.read().compacted

@@ -409,14 +409,13 @@ impl Reflector {
                     }
                 }
                 WatchEventType::Error => return Err(super::follow::watch_error(&event)?),
+                // A change since the snapshot, before the bookmark (see
+                // `Listing::change`).
                 WatchEventType::Modified | WatchEventType::Deleted => {
-                    return Err(UpstreamError::Decode {
-                        what: "streaming list".into(),
-                        error: format!(
-                            "{:?} before the initial-events-end bookmark",
-                            event.event_type
-                        ),
-                    });
+                    if let Some(change) = self.event(&raw, &mut 0)? {
+                        listing.change(&self.writer, change);
+                        self.status.send_modify(|s| s.early_changes += 1);
+                    }
                 }
             }
         }

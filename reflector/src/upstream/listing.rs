@@ -33,11 +33,17 @@ impl Pending {
     }
 }
 
-/// The objects of one list, as far as they differ from the store.
+/// The objects of one list, as far as they differ from the store, and the
+/// changes a streaming list sent among them.
 ///
 /// Only changed objects are held (and on the first list, every object, as
 /// the store is empty): a relist never holds a second copy of the store,
 /// just the set of keys it has seen.
+///
+/// A streaming list from kube-apiserver before 1.32 sends the changes made
+/// since its snapshot before its initial-events-end bookmark (see
+/// [`Listing::change`]); they are held as changes, not states, and the
+/// list's state is the snapshot's with them applied in order.
 #[derive(Debug, Default)]
 pub struct Listing {
     /// The list's resourceVersion (its snapshot), once known.
@@ -45,7 +51,7 @@ pub struct Listing {
     /// The key of the last object read (accepted or not): where a sharded
     /// list goes on from after page 1.
     pub last: Option<ObjectKey>,
-    changed: Vec<Arc<CachedObject>>,
+    changed: Vec<Pending>,
     seen: HashSet<ObjectKey>,
     listed: usize,
 }
@@ -63,7 +69,30 @@ impl Listing {
                 return;
             }
         }
-        self.changed.push(object);
+        self.changed.push(Pending::Upsert(object));
+    }
+
+    /// Takes one change read among a streaming list's objects: a MODIFIED
+    /// or DELETED (an ADDED is an [`add`](Listing::add), whether the object
+    /// was in the snapshot or created since: either way the list had no
+    /// state for it before).
+    ///
+    /// kube-apiserver 1.27–1.31 sends its initial-events-end bookmark on
+    /// its cacher's next bookmark tick, up to about a second after the last
+    /// initial object, and the changes made meanwhile before it (6–12 at 10
+    /// writes/s in `shared/apiserver-golden/versions/`, `watchlist-churn-*`).
+    /// Each is newer than every initial object (the watch cache sends
+    /// nothing twice) and the bookmark's resourceVersion covers them all,
+    /// so applying the listing in resourceVersion order applies each after
+    /// the state it changes: the store ends at the bookmark's state, as
+    /// client-go's watch-list reaches it with its temporary store.
+    pub fn change(&mut self, writer: &StoreWriter, change: Pending) {
+        if !writer.is_empty() {
+            // Listed, so not deleted at the snapshot: the change itself
+            // says what became of it.
+            self.seen.insert(change.object().key.clone());
+        }
+        self.changed.push(change);
     }
 
     /// Objects listed so far.
@@ -77,7 +106,7 @@ impl Listing {
     pub fn newest(&self) -> u64 {
         self.changed
             .iter()
-            .map(|o| o.resource_version)
+            .map(|p| p.object().resource_version)
             .max()
             .unwrap_or(0)
     }
@@ -87,7 +116,8 @@ impl Listing {
     ///
     /// The difference between the store and the list is applied as changes
     /// in resourceVersion order (into an empty store: every object), objects
-    /// gone from the list deleted at the snapshot's revision. Then the store
+    /// gone from the list deleted at the snapshot's revision, a streaming
+    /// list's changes among them. Then the store
     /// is marked listed at the snapshot, so no watcher can replay from
     /// before it, and the buffered events follow. The store skips any change
     /// not newer than what it holds for its key.
@@ -111,15 +141,15 @@ impl Listing {
         let (listed, newer): (Vec<_>, Vec<_>) = self
             .changed
             .into_iter()
-            .partition(|o| o.resource_version <= snapshot);
-        changes.extend(listed.into_iter().map(Pending::Upsert));
+            .partition(|p| p.object().resource_version <= snapshot);
+        changes.extend(listed);
         changes.sort_by_key(|p| p.object().resource_version);
         for change in changes {
             writer.apply(change.into_change());
         }
         writer.mark_listed(snapshot);
         let mut after = buffered;
-        after.extend(newer.into_iter().map(Pending::Upsert));
+        after.extend(newer);
         // Stable: the buffered events are in order already.
         after.sort_by_key(|p| p.object().resource_version);
         for change in after {
@@ -140,6 +170,50 @@ mod tests {
         );
         let transform = kubecache_wire::Transform::default();
         Arc::new(kubecache_wire::decode_object(json.as_bytes(), "Pod", "v1", &transform).unwrap())
+    }
+
+    /// The objects held, by name, with their resourceVersions.
+    fn held(reader: &crate::store::StoreReader) -> Vec<(String, u64)> {
+        reader
+            .snapshot()
+            .range(None, None)
+            .map(|o| (o.key.name().to_string(), o.resource_version))
+            .collect()
+    }
+
+    #[test]
+    fn a_streaming_lists_changes_before_its_bookmark_apply_after_the_states_they_change() {
+        let (mut writer, reader) = store(StoreConfig::default());
+        // Relisting over a store that held a (5), b (6) and gone (7).
+        let mut first = Listing {
+            snapshot: Some(7),
+            ..Listing::default()
+        };
+        for object in [pod("a", 5), pod("b", 6), pod("gone", 7)] {
+            first.add(&writer, object);
+        }
+        first.finish(&mut writer, Vec::new());
+        // The stream: initial a (5, unchanged), b (9), c (8), then since the
+        // snapshot a modified (12), b deleted (13), d created (14) and
+        // deleted (15), c modified (16), and b created again (17); the
+        // bookmark at 18.
+        let mut listing = Listing::default();
+        for object in [pod("a", 5), pod("b", 9), pod("c", 8)] {
+            listing.add(&writer, object);
+        }
+        listing.change(&writer, Pending::Upsert(pod("a", 12)));
+        listing.change(&writer, Pending::Delete(pod("b", 13)));
+        listing.add(&writer, pod("d", 14));
+        listing.change(&writer, Pending::Delete(pod("d", 15)));
+        listing.change(&writer, Pending::Upsert(pod("c", 16)));
+        listing.add(&writer, pod("b", 17));
+        listing.snapshot = Some(18);
+        assert_eq!(listing.finish(&mut writer, Vec::new()), 18);
+        assert_eq!(
+            held(&reader),
+            [("a", 12), ("b", 17), ("c", 16)].map(|(k, rv)| (k.to_string(), rv))
+        );
+        assert_eq!(reader.current_resource_version(), 18);
     }
 
     #[test]
@@ -167,11 +241,7 @@ mod tests {
             .collect();
         let want = [("d", 12), ("c", 13), ("c", 14), ("e", 15)];
         assert_eq!(logged, want.map(|(k, rv)| (k.to_string(), rv)));
-        let held: Vec<u64> = reader
-            .snapshot()
-            .range(None, None)
-            .map(|o| o.resource_version)
-            .collect();
+        let held: Vec<u64> = held(&reader).into_iter().map(|(_, rv)| rv).collect();
         assert_eq!(held, [5, 8, 14, 12, 15]);
     }
 }

@@ -15,7 +15,10 @@
 //!   (`sharded.rs`); parallel for cluster-scoped resources, caches of one
 //!   namespace, and when the namespaces cannot be listed.
 //! - [`Strategy::Streaming`]: `sendInitialEvents=true`; ready at the
-//!   `k8s.io/initial-events-end` bookmark.
+//!   `k8s.io/initial-events-end` bookmark. The changes sent before it
+//!   (kube-apiserver before 1.32 sends the bookmark on its next one-second
+//!   tick, after the changes made meanwhile) are applied with the initial
+//!   objects, in order (`listing.rs`, `Listing::change`).
 //! - [`Strategy::Auto`]: streaming, falling back to parallel for good when
 //!   the server answers the 422 of servers without WatchList.
 //!
@@ -103,6 +106,12 @@ pub struct ReflectorStatus {
     pub failures: u64,
     /// 410 Gone answers so far (lists, continues and watches).
     pub gone: u64,
+    /// MODIFIED and DELETED events that streaming lists sent before their
+    /// initial-events-end bookmark, applied with their objects
+    /// (kube-apiserver before 1.32, under writes; an ADDED of an object
+    /// created meanwhile cannot be told from an initial one and is not
+    /// counted; see `listing::Listing::change`).
+    pub early_changes: u64,
     /// The last failure.
     pub last_error: Option<String>,
     /// Set when the store was restored from a state file.

@@ -44,11 +44,16 @@ pub fn start_with(url: &str, config: ReflectorConfig) -> Running {
 
 /// Starts a reflector of `spec` at `url` with `config`.
 pub fn start_of(url: &str, spec: ResourceSpec, config: ReflectorConfig) -> Running {
+    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+    start_client(client, spec, config)
+}
+
+/// Starts a reflector of `spec` through `client` with `config`.
+pub fn start_client(client: kube::Client, spec: ResourceSpec, config: ReflectorConfig) -> Running {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
-    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
     let (writer, reader) = store(StoreConfig::default());
     let reflector = Reflector::new(Upstream::new(client, spec), config, writer);
     let status = reflector.status();

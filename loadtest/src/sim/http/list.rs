@@ -32,9 +32,10 @@ use crate::sim::counters::Asked;
 use crate::sim::encoding::{self, Form};
 use crate::sim::faults::{self, Fault, RequestKind};
 use crate::sim::object::StoredObject;
-use crate::sim::resources::{RESOURCES, Resource};
-use crate::sim::store::{ListRead, ReadError, key_of};
+use crate::sim::resources::{RESOURCES, Resource, ResourceId};
+use crate::sim::store::{ListRead, ReadError, Store, key_of};
 use kubecache_wire::Encoding;
+use tokio::time::Instant;
 
 /// How long a read waits for a resourceVersion the store has not reached,
 /// as the watch cache does before answering "Too large resource version".
@@ -75,7 +76,10 @@ pub async fn collection(
         return status_response(&encoding::wrong_metadata_shape(resource, true), wire);
     }
     counters.count(target.resource, Asked::List);
-    if params.limit == 1 {
+    // A list of one object named in its namespace is read as one key
+    // (`MatchesSingle` in `registry/generic/registry/store.go`).
+    let one_key = params.fields.names_one() && (target.namespace.is_some() || !resource.namespaced);
+    if params.limit == 1 && !one_key {
         counters.count(target.resource, Asked::LimitOneList);
     }
     if params.continue_token.is_none() && params.resource_version.is_none() {
@@ -97,11 +101,7 @@ pub async fn collection(
     match listed {
         Ok((page, truncate, source)) => {
             let body = encode_list(resource, wire, form, page);
-            // A list of one object named in its namespace is read as one
-            // key (`MatchesSingle` in `registry/generic/registry/store.go`):
-            // served as a GET is, its body not paced as a range's.
-            let one_key =
-                params.fields.names_one() && (target.namespace.is_some() || !resource.namespaced);
+            // One key is served as a GET is, its body not paced as a range's.
             let pace = ctx
                 .serve
                 .serving_cost
@@ -159,7 +159,17 @@ async fn list(
             }
             (None, None) => {
                 consistent_read(ctx).await;
-                (store.revision(), None, Some(0), params.limit, true)
+                let revision = store.revision();
+                match ctx.serve.consistent_list_from_cache {
+                    Some(notify) if params.limit == 0 => {
+                        if watch_cache_reaches(store, target.resource, revision, notify).await {
+                            ctx.counters
+                                .count(target.resource, Asked::WaitForWatchCache);
+                        }
+                        (revision, None, Some(0), 0, false)
+                    }
+                    _ => (revision, None, Some(0), params.limit, true),
+                }
             }
             (None, Some(0)) if params.version_match != Some(VersionMatch::Exact) => {
                 (store.revision(), None, Some(0), 0, false)
@@ -227,6 +237,37 @@ async fn list(
         Source::WatchCache
     };
     Ok((page, fault == Some(Fault::TruncateBody), source))
+}
+
+/// Waits until `resource`'s watch cache has reached `revision`: its own
+/// change at or after it, or the next progress notification of the
+/// `notify` timer (its start and period; see
+/// [`crate::sim::PROGRESS_NOTIFY`]). Whether it had to wait.
+async fn watch_cache_reaches(
+    store: &Store,
+    resource: ResourceId,
+    revision: u64,
+    (start, period): (Instant, Duration),
+) -> bool {
+    if store.last_change(resource) >= revision {
+        return false;
+    }
+    let since = Instant::now().saturating_duration_since(start).as_nanos();
+    let ticks = u32::try_from(since / period.as_nanos().max(1) + 1).unwrap_or(u32::MAX);
+    let notification = start + period * ticks;
+    let mut revisions = store.subscribe();
+    let changed = async {
+        while store.last_change(resource) < revision {
+            if revisions.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        () = changed => {}
+        () = tokio::time::sleep_until(notification) => {}
+    }
+    true
 }
 
 /// Waits until the store reaches `rv`; the revision to serve at.
@@ -482,4 +523,44 @@ fn chunked(
         Err(std::io::Error::other("injected fault: truncated body")),
     ];
     Body::from_stream(futures::stream::iter(parts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::HistoryWindow;
+    use crate::sim::resources::ids;
+    use serde_json::json;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quiet_resources_watch_cache_reaches_the_revision_at_the_next_notification() {
+        let store = Store::new(HistoryWindow::ETCD, HistoryWindow::WATCH_CACHE, 1);
+        let named = |name: &str| json!({"metadata": {"name": name, "namespace": "ns"}});
+        store
+            .create(ids::NAMESPACES, json!({"metadata": {"name": "ns"}}))
+            .unwrap();
+        store.create(ids::CONFIGMAPS, named("quiet")).unwrap();
+        let pod = json!({"metadata": {"name": "busy", "namespace": "ns"}, "spec": {}});
+        store.create(ids::PODS, pod).unwrap();
+        let timer = (Instant::now(), Duration::from_secs(1));
+        tokio::time::advance(Duration::from_millis(300)).await;
+        let revision = store.revision();
+        // The pods' watch cache is there: its own last change.
+        assert!(!watch_cache_reaches(&store, ids::PODS, revision, timer).await);
+        // The config maps' waits for the notification at 1 s.
+        let started = Instant::now();
+        assert!(watch_cache_reaches(&store, ids::CONFIGMAPS, revision, timer).await);
+        assert_eq!(started.elapsed(), Duration::from_millis(700));
+        // Or for a change of its own, if one comes first.
+        let revision = store.revision();
+        let waiting = watch_cache_reaches(&store, ids::CONFIGMAPS, revision, timer);
+        let write = async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            store.create(ids::CONFIGMAPS, named("written")).unwrap();
+        };
+        let started = Instant::now();
+        let (waited, ()) = tokio::join!(waiting, write);
+        assert!(waited);
+        assert_eq!(started.elapsed(), Duration::from_millis(100));
+    }
 }

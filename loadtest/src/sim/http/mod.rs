@@ -94,6 +94,9 @@ pub struct ServeConfig {
     pub bookmark_dispatch: Option<(tokio::time::Instant, Duration)>,
     /// Whether streaming lists (the WatchList feature gate) are enabled.
     pub watch_list: bool,
+    /// With ConsistentListFromCache, etcd's progress notification timer
+    /// (its start and period; see [`crate::sim::PROGRESS_NOTIFY`]).
+    pub consistent_list_from_cache: Option<(tokio::time::Instant, Duration)>,
     /// The Kubernetes version `/version` names.
     pub kube_version: KubeVersion,
 }

@@ -10,7 +10,15 @@
 //!   events after it (the legacy "get state and watch");
 //! - `sendInitialEvents=true` (streaming list): the same ADDED events, then a
 //!   BOOKMARK annotated `k8s.io/initial-events-end` (only with
-//!   `allowWatchBookmarks`), then the events after the snapshot; from a
+//!   `allowWatchBookmarks`), then the events after the snapshot. Where the
+//!   bookmark comes depends on the version the sim claims (`kube_version`):
+//!   from 1.32 right after the initial events (the watcher sends it itself,
+//!   kubernetes/kubernetes#127012); before, on the cacher's next bookmark
+//!   tick ([`crate::sim::BOOKMARK_DISPATCH`], the configured dispatch timer
+//!   or one started with the watch), and the events written meanwhile come
+//!   before it: a real v1.28.4 sent its bookmark 550–1,044 ms after the last
+//!   initial object, with 6–12 changes before it at 10 writes/s
+//!   (`shared/apiserver-golden/versions/`, `watchlist-*`). From a
 //!   revision `N` the store has not reached, it waits up to 3 s for it
 //!   (`waitUntilWatchCacheFreshAndForceAllEvents`), then sends 200 and one
 //!   ERROR event with the 504 "Too large resource version" Status.
@@ -53,13 +61,14 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::list::wait_for;
 use super::params::CollectionParams;
 use super::{Context, Target, body_response, fault_for};
-use crate::sim::ServingCost;
 use crate::sim::cost::Source;
+use crate::sim::counters::Asked;
 use crate::sim::encoding::Form;
 use crate::sim::faults::{self, Fault, RequestKind};
 use crate::sim::object::StoredObject;
 use crate::sim::resources::{RESOURCES, Resource};
 use crate::sim::store::{Event, ListRead, ReadError};
+use crate::sim::{BOOKMARK_DISPATCH, ServingCost};
 use kubecache_wire::ChangeType;
 use kubecache_wire::Encoding;
 
@@ -96,6 +105,18 @@ fn dispatched(due: Instant, now: Instant, timer: Option<(Instant, Duration)>) ->
     };
     let due_second = Duration::from_secs(due.saturating_duration_since(start).as_secs());
     tick(now, true).max(tick(start + due_second, false))
+}
+
+/// The first minor version whose streaming list sends its initial-events-end
+/// bookmark right after the initial events (kubernetes/kubernetes#127012,
+/// merged for 1.32; see the module doc).
+const END_BOOKMARK_AT_ONCE: u8 = 32;
+
+/// A streaming list's initial-events-end bookmark before 1.32: when the
+/// cacher's timer sends it, and the changes sent before it meanwhile.
+struct EndBookmark {
+    at: Instant,
+    changes: u64,
 }
 
 /// Events read from the store per lock.
@@ -210,6 +231,8 @@ impl Watch {
         let mut scheduled = started;
         let mut next =
             next_bookmark(started, deadline, interval).filter(|_| self.params.allow_bookmarks);
+        // A streaming list's initial-events-end bookmark, while it is due.
+        let mut end: Option<EndBookmark> = None;
         let mut position = match start {
             Start::Error(status) => return self.out.error(*status).await,
             Start::After(rv) => rv,
@@ -233,7 +256,16 @@ impl Watch {
                     Err(e) => return self.out.error(too_old(at, e)).await,
                 }
                 if end_bookmark && self.params.allow_bookmarks {
-                    self.out.bookmark(at, true).await?;
+                    if self.ctx.serve.kube_version.minor() >= END_BOOKMARK_AT_ONCE {
+                        self.out.bookmark(at, true).await?;
+                    } else {
+                        let tick = timer.unwrap_or((started, BOOKMARK_DISPATCH));
+                        let now = Instant::now();
+                        end = Some(EndBookmark {
+                            at: dispatched(now, now, Some(tick)),
+                            changes: 0,
+                        });
+                    }
                 }
                 at
             }
@@ -257,6 +289,9 @@ impl Watch {
                     }
                     if let Some((kind, object)) = self.filter(event) {
                         self.out.event(kind, &object).await?;
+                        if let Some(end) = &mut end {
+                            end.changes += 1;
+                        }
                     }
                 }
                 position = upto;
@@ -267,7 +302,16 @@ impl Watch {
             self.out.flush().await?;
             tokio::select! {
                 changed = revisions.changed() => if changed.is_err() { return Ok(()) },
-                () = sleep_until(next.map_or(deadline, |due| dispatched(due, scheduled, timer))), if next.is_some() => {
+                () = sleep_until(end.as_ref().map_or(deadline, |end| end.at)), if end.is_some() => {
+                    if end.take().is_some_and(|end| end.changes > 0) {
+                        let resource = self.target.resource;
+                        self.ctx.counters.count(resource, Asked::StreamingListChangedBeforeEnd);
+                    }
+                    self.out.bookmark(position, true).await?;
+                    scheduled = Instant::now();
+                    next = next_bookmark(scheduled, deadline, interval);
+                }
+                () = sleep_until(next.map_or(deadline, |due| dispatched(due, scheduled, timer))), if next.is_some() && end.is_none() => {
                     self.out.bookmark(position, false).await?;
                     scheduled = Instant::now();
                     next = next_bookmark(scheduled, deadline, interval);
