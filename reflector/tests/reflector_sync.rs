@@ -10,14 +10,13 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, HistoryWindow, Sim, SimConfig, ids};
 use kubecache_reflector::upstream::{
     ApiResource, Reflector, ReflectorConfig, ReflectorStatus, RequestEncoding, ResourceSpec,
     Strategy, Upstream,
 };
 use kubecache_reflector::{StoreConfig, StoreReader, Subscription, store};
-use kubecache_testkit::real_apiserver::RealApiServer;
+use kubecache_testkit::real_apiserver::{self, RealApiServer};
 use kubecache_wire::ChangeType;
 use kubecache_wire::protobuf::KubeVersion;
 use rand::rngs::SmallRng;
@@ -272,32 +271,21 @@ async fn auto_on_a_1_28_server_applies_the_changes_sent_before_each_bookmark(wir
 
 /// The API server a test runs against: the real kube-apiserver of
 /// `../shared/real-apiserver/` when `REAL_APISERVER_ENV` names its
-/// `env.sh`, with the pods of one namespace of the test's own
-/// ([`REAL_NAMESPACE`], made on first use) and a writer of its own; else
-/// the sim claiming 1.28, with 2,000 pods and its churn.
+/// `env.sh`, with the pods of the tests' own namespace and a writer of its
+/// own (`kubecache_testkit::real_apiserver`); else the sim claiming 1.28,
+/// with 2,000 pods and its churn.
 enum Cluster {
     Sim(Sim, String),
-    Real {
-        real: RealApiServer,
-        admin: kube::Client,
-        writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    },
+    Real(RealApiServer, Mutex<Option<tokio::task::JoinHandle<()>>>),
 }
 
-/// The real server's namespace for these tests.
-const REAL_NAMESPACE: &str = "kubecache-real-test";
-
-/// Pods in it.
-const REAL_PODS: usize = 200;
-
-/// Writes per second of the churn on either server: each second a pod
-/// created and, on the real server, one deleted; the rest merge patches.
-const CHURN_PER_SEC: f64 = 200.0;
+/// Writes per second of the churn on either server.
+const CHURN_PER_SEC: u64 = 200;
 
 impl Cluster {
     async fn start(test: &str) -> Cluster {
-        let real = kubecache_testkit::real_apiserver::from_env();
-        kubecache_testkit::real_apiserver::say_against(test, real.as_ref());
+        let real = real_apiserver::from_env();
+        real_apiserver::say_against(test, real.as_ref());
         let Some(real) = real else {
             let (url, sim) = Sim::start(SimConfig {
                 pods: 2_000,
@@ -308,28 +296,11 @@ impl Cluster {
             .unwrap();
             return Cluster::Sim(sim, url);
         };
-        let admin = client_of(&real.admin_kubeconfig).await;
-        let namespaces: kube::Api<Namespace> = kube::Api::all(admin.clone());
-        let namespace = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": REAL_NAMESPACE}
-        }))
-        .unwrap();
-        created(namespaces.create(&Default::default(), &namespace).await);
-        let pods: kube::Api<Pod> = kube::Api::namespaced(admin.clone(), REAL_NAMESPACE);
-        for i in 0..REAL_PODS {
-            created(
-                pods.create(&Default::default(), &real_pod(&format!("pod-{i}")))
-                    .await,
-            );
-        }
-        Cluster::Real {
-            real,
-            admin,
-            writer: Mutex::new(None),
-        }
+        real.ensure_pods().await;
+        Cluster::Real(real, Mutex::new(None))
     }
 
-    /// A reflector of the cluster's pods (the real server's: of its
+    /// A reflector of the cluster's pods (the real server's: of the test
     /// namespace, as kubecache's own user).
     async fn reflector(&self, strategy: Strategy, wire: RequestEncoding) -> Running {
         let config = ReflectorConfig {
@@ -339,120 +310,39 @@ impl Cluster {
         };
         match self {
             Cluster::Sim(_, url) => common::start_with(url, config),
-            Cluster::Real { real, .. } => {
+            Cluster::Real(real, _) => {
                 let spec = ResourceSpec {
-                    namespace: Some(REAL_NAMESPACE.into()),
+                    namespace: Some(real_apiserver::NAMESPACE.into()),
                     ..ResourceSpec::all(ApiResource::pods())
                 };
-                common::start_client(client_of(&real.kubeconfig).await, spec, config)
+                common::start_client(real.kubecache().await, spec, config)
             }
         }
     }
 
-    /// Starts or stops the churn ([`CHURN_PER_SEC`]); stopped, every write
-    /// made is acknowledged.
+    /// Starts or stops the churn; stopped, no write is in flight.
     async fn churn(&self, on: bool) {
         match self {
-            Cluster::Sim(sim, _) => sim.set_churn(if on { CHURN_PER_SEC } else { 0.0 }),
-            Cluster::Real { admin, writer, .. } => {
+            Cluster::Sim(sim, _) => sim.set_churn(if on { CHURN_PER_SEC as f64 } else { 0.0 }),
+            Cluster::Real(real, writer) => {
                 let stopped = writer.lock().unwrap().take();
                 if let Some(task) = stopped {
                     task.abort();
                     let _ = task.await;
                 }
                 if on {
-                    *writer.lock().unwrap() = Some(tokio::spawn(write_real(admin.clone())));
+                    *writer.lock().unwrap() = Some(real.churn(CHURN_PER_SEC).await);
                 }
             }
         }
     }
 
-    /// The server's current revision and its pods' `key -> resourceVersion`
-    /// (a consistent list).
+    /// The server's current revision and its pods' `key -> resourceVersion`.
     async fn pods(&self) -> (u64, BTreeMap<String, u64>) {
         match self {
-            Cluster::Sim(sim, _) => {
-                let want = expected(sim)
-                    .into_iter()
-                    .map(|(k, (rv, _))| (k, rv))
-                    .collect();
-                (sim.store().revision(), want)
-            }
-            Cluster::Real { admin, .. } => {
-                let pods: kube::Api<Pod> = kube::Api::namespaced(admin.clone(), REAL_NAMESPACE);
-                let list = pods.list(&Default::default()).await.unwrap();
-                let rv = |rv: Option<&String>| rv.unwrap().parse::<u64>().unwrap();
-                let want = list
-                    .items
-                    .iter()
-                    .map(|p| {
-                        let key = format!("{REAL_NAMESPACE}/{}", p.metadata.name.as_ref().unwrap());
-                        (key, rv(p.metadata.resource_version.as_ref()))
-                    })
-                    .collect();
-                (rv(list.metadata.resource_version.as_ref()), want)
-            }
+            Cluster::Sim(sim, _) => (sim.store().revision(), versions(&sim.state(ids::PODS))),
+            Cluster::Real(real, _) => real.pods().await,
         }
-    }
-}
-
-/// A kube client from a kubeconfig file.
-async fn client_of(path: &std::path::Path) -> kube::Client {
-    let kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    kube::Client::try_from(config).unwrap()
-}
-
-/// Created, or there already (409).
-fn created<T>(result: Result<T, kube::Error>) {
-    match result {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 409 => {}
-        Err(e) => panic!("creating on the real API server: {e}"),
-    }
-}
-
-/// A pod of the test namespace (no scheduler runs: it stays Pending).
-fn real_pod(name: &str) -> Pod {
-    serde_json::from_value(serde_json::json!({
-        "metadata": {"name": name, "labels": {"app": "kubecache-real-test"}},
-        "spec": {"containers": [{"name": "c", "image": "registry.invalid/pause"}]}
-    }))
-    .unwrap()
-}
-
-/// The real server's churn until aborted: [`CHURN_PER_SEC`] writes a
-/// second, each second one pod created and the one created the second
-/// before deleted, the rest merge patches round-robin.
-async fn write_real(admin: kube::Client) {
-    let pods: kube::Api<Pod> = kube::Api::namespaced(admin, REAL_NAMESPACE);
-    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / CHURN_PER_SEC));
-    for n in 0u64.. {
-        tick.tick().await;
-        let per_sec = CHURN_PER_SEC as u64;
-        let written = match n % per_sec {
-            0 => pods
-                .create(
-                    &Default::default(),
-                    &real_pod(&format!("churn-{}", n / per_sec)),
-                )
-                .await
-                .map(drop),
-            1 if n > per_sec => pods
-                .delete(&format!("churn-{}", n / per_sec - 1), &Default::default())
-                .await
-                .map(drop),
-            _ => {
-                let patch = serde_json::json!({"metadata": {"annotations": {"kubecache-test/churn": n.to_string()}}});
-                let name = format!("pod-{}", n as usize % REAL_PODS);
-                pods.patch(&name, &Default::default(), &kube::api::Patch::Merge(patch))
-                    .await
-                    .map(drop)
-            }
-        };
-        written.expect("a write to the real API server");
     }
 }
 

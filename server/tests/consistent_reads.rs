@@ -587,3 +587,212 @@ async fn a_writers_first_read_after_its_write_waits_for_that_write_only() {
     assert_eq!(read["metadata"]["resourceVersion"], theirs.to_string());
     assert_ne!(configmap_proofs(&served.sim), before, "proven upstream");
 }
+
+/// kubecache in front of the real kube-apiserver when `REAL_APISERVER_ENV`
+/// names one (`kubecache_testkit::real_apiserver`: caching the tests'
+/// namespace, listing as kubecache's own user), else in front of the sim
+/// claiming 1.28 with ConsistentListFromCache and bookmarks on the
+/// dispatch timer; `auto` lists either way. Under pod writes (about 100 a
+/// second, made through the API as admin on both): a consistent GET of a
+/// quiet config map and of a busy pod each see the write made just before
+/// them, and a watch through kubecache gets exactly the events of the API
+/// server's own watch from the same resourceVersion, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_real_or_simulated_server_reads_see_the_write_before_them_and_watches_every_event() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+    use kube::api::{Api, Patch, WatchEvent, WatchParams};
+    use kubecache_testkit::real_apiserver::{self, NAMESPACE};
+
+    let real = real_apiserver::from_env();
+    real_apiserver::say_against("reads and watches under churn", real.as_ref());
+    let resources = vec![
+        ApiResource::pods(),
+        resource("", "configmaps", "ConfigMap", true),
+    ];
+    let setup = Setup {
+        resources,
+        strategy: kubecache_reflector::upstream::Strategy::Auto,
+        ..Setup::default()
+    };
+    // The cluster's admin, kubecache in front of it, and the namespace and
+    // names to write.
+    let (_sim, admin, front, ns, pod, configmap) = match &real {
+        Some(real) => {
+            real.ensure_pods().await;
+            let admin = real.admin().await;
+            let configmap = serde_json::from_value(json!({"metadata": {"name": "quiet"}}));
+            let _ = Api::<ConfigMap>::namespaced(admin.clone(), NAMESPACE)
+                .create(&Default::default(), &configmap.unwrap())
+                .await;
+            let kubeconfig = kube::config::Kubeconfig::read_from(&real.kubeconfig).unwrap();
+            let upstream = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .unwrap();
+            fn in_namespace(resource: ApiResource) -> kubecache_reflector::upstream::ResourceSpec {
+                kubecache_reflector::upstream::ResourceSpec {
+                    namespace: Some(NAMESPACE.into()),
+                    ..kubecache_reflector::upstream::ResourceSpec::all(resource)
+                }
+            }
+            let setup = Setup {
+                spec: in_namespace,
+                ..setup
+            };
+            let front = common::front(upstream, setup).await;
+            (
+                None,
+                admin,
+                front,
+                NAMESPACE.to_string(),
+                "pod-0".to_string(),
+                "quiet".to_string(),
+            )
+        }
+        None => {
+            let sim = SimConfig {
+                pods: 200,
+                configmaps: 20,
+                kube_version: kubecache_wire::protobuf::KubeVersion::new(28),
+                consistent_list_from_cache: true,
+                bookmark_dispatch: Some(kubecache_loadtest::sim::BOOKMARK_DISPATCH),
+                ..SimConfig::default()
+            };
+            let (url, sim) = kubecache_loadtest::sim::Sim::start(sim).await.unwrap();
+            let admin = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+            let front = common::front(kube::Config::new(url.parse().unwrap()), setup).await;
+            let pod = sim.state(ids::PODS)[0].clone();
+            let configmap = sim
+                .state(ids::CONFIGMAPS)
+                .into_iter()
+                .find(|c| c.namespace == pod.namespace)
+                .expect("a config map in the first pod's namespace");
+            let names = (
+                pod.namespace.clone(),
+                pod.name.clone(),
+                configmap.name.clone(),
+            );
+            (Some(sim), admin, front, names.0, names.1, names.2)
+        }
+    };
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), &ns);
+    let configmaps: Api<ConfigMap> = Api::namespaced(admin, &ns);
+    let rv_of = |meta: &kube::api::ObjectMeta| -> u64 {
+        meta.resource_version.as_ref().unwrap().parse().unwrap()
+    };
+    let current = async || -> u64 {
+        let list = pods.list(&Default::default()).await.unwrap();
+        list.metadata.resource_version.unwrap().parse().unwrap()
+    };
+    // The watches start after a write made now: both servers have listed
+    // before it (a list's resourceVersion may be older than a watch cache
+    // that has just started again).
+    let marked = Patch::Merge(json!({"metadata": {"labels": {"watched-from": "here"}}}));
+    let from = rv_of(
+        &pods
+            .patch(&pod, &Default::default(), &marked)
+            .await
+            .unwrap()
+            .metadata,
+    );
+    // Pod writes throughout: the global resourceVersion moves, config maps
+    // stay quiet but for the test's own writes.
+    let names: Vec<String> = match &real {
+        Some(_) => (0..20).map(|i| format!("pod-{i}")).collect(),
+        None => {
+            let list = pods.list(&Default::default()).await.unwrap();
+            list.items
+                .into_iter()
+                .filter_map(|p| p.metadata.name)
+                .take(20)
+                .collect()
+        }
+    };
+    let writes = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let writer = tokio::spawn({
+        let (pods, writes) = (pods.clone(), writes.clone());
+        async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_millis(10));
+            for i in 0u64.. {
+                tick.tick().await;
+                let patch = json!({"metadata": {"annotations": {"churn": i.to_string()}}});
+                let name = &names[i as usize % names.len()];
+                pods.patch(name, &Default::default(), &Patch::Merge(patch))
+                    .await
+                    .unwrap();
+                writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    });
+    for step in 0..10 {
+        for (plural, name) in [("configmaps", &configmap), ("pods", &pod)] {
+            let patch = Patch::Merge(json!({"metadata": {"labels": {"step": step.to_string()}}}));
+            let written = match plural {
+                "configmaps" => rv_of(
+                    &configmaps
+                        .patch(name, &Default::default(), &patch)
+                        .await
+                        .unwrap()
+                        .metadata,
+                ),
+                _ => rv_of(
+                    &pods
+                        .patch(name, &Default::default(), &patch)
+                        .await
+                        .unwrap()
+                        .metadata,
+                ),
+            };
+            let path = format!("/api/v1/namespaces/{ns}/{plural}/{name}");
+            let (code, body) = get(&front.url, &path).await;
+            assert_eq!(code, 200, "{path}: {}", String::from_utf8_lossy(&body));
+            let (read, _) = resource_version(&body);
+            assert!(
+                read >= written,
+                "{step}: {path} read at {read}, written at {written}"
+            );
+        }
+    }
+    kubecache_testkit::wait::until("200 pod writes", || {
+        writes.load(std::sync::atomic::Ordering::Relaxed) >= 200
+    })
+    .await;
+    writer.abort();
+    let _ = writer.await;
+    // The API server's own watch and kubecache's, from the same
+    // resourceVersion, each read to the server's current one.
+    let until = current().await;
+    let through = kube::Client::try_from(kube::Config::new(front.url.parse().unwrap())).unwrap();
+    let mut seen = Vec::new();
+    for (who, api) in [
+        ("the API server", pods.clone()),
+        ("kubecache", Api::<Pod>::namespaced(through, &ns)),
+    ] {
+        let params = WatchParams::default().timeout(60);
+        let mut stream = Box::pin(api.watch(&params, &from.to_string()).await.unwrap());
+        let mut events = Vec::new();
+        while events.last().is_none_or(|(_, _, rv)| *rv < until) {
+            let event = futures::StreamExt::next(&mut stream)
+                .await
+                .expect("the watch goes on");
+            let (kind, pod) = match event.unwrap() {
+                WatchEvent::Added(p) => ("ADDED", p),
+                WatchEvent::Modified(p) => ("MODIFIED", p),
+                WatchEvent::Deleted(p) => ("DELETED", p),
+                WatchEvent::Bookmark(_) => continue,
+                WatchEvent::Error(e) => panic!("{who}'s watch from {from}: {e:?}"),
+            };
+            events.push((
+                kind,
+                pod.metadata.name.clone().unwrap(),
+                rv_of(&pod.metadata),
+            ));
+        }
+        seen.push(events);
+    }
+    assert!(
+        seen[0].len() >= 200,
+        "the writes were watched: {}",
+        seen[0].len()
+    );
+    assert_eq!(seen[1], seen[0], "kubecache's watch is the API server's");
+}

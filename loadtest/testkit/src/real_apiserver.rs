@@ -3,8 +3,15 @@
 //! it when `REAL_APISERVER_ENV` names the kit's `env.sh`, and against the
 //! sim otherwise. CI sets no such variable: it runs them on the sim.
 
+use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::Api;
+use kube::api::Patch;
+use tokio::task::JoinHandle;
 
 /// The variable that names the kit's `env.sh`.
 pub const ENV: &str = "REAL_APISERVER_ENV";
@@ -58,4 +65,119 @@ pub fn say_against(test: &str, real: Option<&RealApiServer>) {
         format!("the real kube-apiserver at {}", r.url)
     });
     let _ = writeln!(std::io::stderr(), "{test}: against {against}");
+}
+
+/// The namespace of the tests' own objects on the real server.
+pub const NAMESPACE: &str = "kubecache-real-test";
+
+/// Pods in [`NAMESPACE`] (made on first use).
+pub const PODS: usize = 200;
+
+impl RealApiServer {
+    /// A client as `admin`.
+    pub async fn admin(&self) -> kube::Client {
+        client_of(&self.admin_kubeconfig).await
+    }
+
+    /// A client as kubecache's own user.
+    pub async fn kubecache(&self) -> kube::Client {
+        client_of(&self.kubeconfig).await
+    }
+
+    /// Makes [`NAMESPACE`] and its [`PODS`] pods where missing.
+    pub async fn ensure_pods(&self) {
+        let admin = self.admin().await;
+        let namespace = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": NAMESPACE}
+        }))
+        .unwrap();
+        created(
+            Api::<Namespace>::all(admin.clone())
+                .create(&Default::default(), &namespace)
+                .await,
+        );
+        let pods: Api<Pod> = Api::namespaced(admin, NAMESPACE);
+        for i in 0..PODS {
+            created(
+                pods.create(&Default::default(), &pod(&format!("pod-{i}")))
+                    .await,
+            );
+        }
+    }
+
+    /// Writes to [`NAMESPACE`]'s pods at `per_sec` until the handle is
+    /// aborted: each second one pod created and the one created the second
+    /// before deleted, the rest merge patches of the [`PODS`] round-robin.
+    pub async fn churn(&self, per_sec: u64) -> JoinHandle<()> {
+        let pods: Api<Pod> = Api::namespaced(self.admin().await, NAMESPACE);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / per_sec as f64));
+            for n in 0u64.. {
+                tick.tick().await;
+                let (second, nth) = (n / per_sec, n % per_sec);
+                let written = match nth {
+                    0 => pods
+                        .create(&Default::default(), &pod(&format!("churn-{second}")))
+                        .await
+                        .map(drop),
+                    1 if second > 0 => pods
+                        .delete(&format!("churn-{}", second - 1), &Default::default())
+                        .await
+                        .map(drop),
+                    _ => {
+                        let patch = serde_json::json!({"metadata": {"annotations": {"kubecache-test/churn": n.to_string()}}});
+                        let name = format!("pod-{}", n as usize % PODS);
+                        pods.patch(&name, &Default::default(), &Patch::Merge(patch))
+                            .await
+                            .map(drop)
+                    }
+                };
+                written.expect("a write to the real API server");
+            }
+        })
+    }
+
+    /// The server's current resourceVersion and [`NAMESPACE`]'s pods as
+    /// `namespace/name -> resourceVersion` (a consistent list).
+    pub async fn pods(&self) -> (u64, BTreeMap<String, u64>) {
+        let pods: Api<Pod> = Api::namespaced(self.admin().await, NAMESPACE);
+        let list = pods.list(&Default::default()).await.unwrap();
+        let rv = |rv: Option<&String>| rv.unwrap().parse::<u64>().unwrap();
+        let state = list
+            .items
+            .iter()
+            .map(|p| {
+                let key = format!("{NAMESPACE}/{}", p.metadata.name.as_ref().unwrap());
+                (key, rv(p.metadata.resource_version.as_ref()))
+            })
+            .collect();
+        (rv(list.metadata.resource_version.as_ref()), state)
+    }
+}
+
+/// A kube client from a kubeconfig file.
+async fn client_of(path: &Path) -> kube::Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+/// Created, or there already (409).
+fn created<T>(result: Result<T, kube::Error>) {
+    match result {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(e) => panic!("creating on the real API server: {e}"),
+    }
+}
+
+/// A pod of [`NAMESPACE`] (no scheduler runs: it stays Pending).
+fn pod(name: &str) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "labels": {"app": "kubecache-real-test"}},
+        "spec": {"containers": [{"name": "c", "image": "registry.invalid/pause"}]}
+    }))
+    .unwrap()
 }

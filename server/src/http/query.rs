@@ -280,6 +280,7 @@ fn status(cache: &Cache) -> Value {
         "listProgress": progress,
         "failures": reflector.failures,
         "gone": reflector.gone,
+        "earlyChanges": reflector.early_changes,
         "lastError": reflector.last_error,
         "eventLog": {
             "oldestResourceVersion": log.oldest.to_string(),
