@@ -507,7 +507,10 @@ async fn reads_without_resource_version_wait_for_etcds_quorum_read_and_are_count
     assert_eq!(served, serde_json::to_value(&counters).unwrap());
     assert_eq!(
         served["pods"],
-        json!({"consistentLists": 2, "consistentGets": 2, "limitOneLists": 2, "watches": 1, "lists": 3})
+        json!({
+            "consistentLists": 2, "consistentGets": 2, "limitOneLists": 2, "watches": 1, "lists": 3,
+            "streamingListsChangedBeforeEnd": 0, "listsWaitingForWatchCache": 0
+        })
     );
 }
 

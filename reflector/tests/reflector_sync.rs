@@ -212,15 +212,7 @@ async fn auto_on_a_1_28_server_applies_the_changes_sent_before_each_bookmark(wir
     cluster.churn(true).await;
     let running = cluster.reflector(Strategy::Auto, wire).await;
     ready(&running, Duration::from_secs(60)).await;
-    let snapshot = running.reader.snapshot();
-    let replica: BTreeMap<String, u64> = snapshot
-        .range(None, None)
-        .map(|o| (o.key.to_string(), o.resource_version))
-        .collect();
-    let events = running
-        .reader
-        .subscribe_from(snapshot.resource_version())
-        .expect("the log covers the snapshot");
+    let (replica, from, events) = follow(&running);
     let lists = if let Cluster::Sim(sim, _) = &cluster {
         sim.inject(FaultSpec {
             target: FaultTarget::Watch,
@@ -243,14 +235,9 @@ async fn auto_on_a_1_28_server_applies_the_changes_sent_before_each_bookmark(wir
         .wait_for(revision, Duration::from_secs(60))
         .await
         .unwrap_or_else(|_| panic!("the cache reaches revision {revision}"));
-    let held: BTreeMap<String, u64> = running
-        .reader
-        .snapshot()
-        .range(None, None)
-        .map(|o| (o.key.to_string(), o.resource_version))
-        .collect();
+    let (held, _, _) = follow(&running);
     assert!(held == want, "the cache holds the server's objects at their resourceVersions");
-    assert_log_replays(want, replica, snapshot.resource_version(), events);
+    assert_log_replays(want, replica, from, events);
     let status = running.status.borrow().clone();
     assert_eq!(
         (status.list_attempts, status.lists, status.strategy),
@@ -360,15 +347,7 @@ async fn survives(fault: FaultSpec, strategy: Strategy, wire: RequestEncoding) {
     sim.inject(fault);
     let running = start(&url, strategy, wire, 200);
     ready(&running, Duration::from_secs(60)).await;
-    let snapshot = running.reader.snapshot();
-    let replica: BTreeMap<String, u64> = snapshot
-        .range(None, None)
-        .map(|o| (o.key.to_string(), o.resource_version))
-        .collect();
-    let events = running
-        .reader
-        .subscribe_from(snapshot.resource_version())
-        .expect("the log covers the snapshot");
+    let (replica, from, events) = follow(&running);
     // Faults again while watching: the open watch is cut so the next ones meet them.
     sim.inject(fault);
     sim.inject(FaultSpec {
@@ -379,12 +358,22 @@ async fn survives(fault: FaultSpec, strategy: Strategy, wire: RequestEncoding) {
     sim.cut_watches();
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_converged(&sim, &running).await;
-    assert_log_replays(
-        versions(&sim.state(ids::PODS)),
-        replica,
-        snapshot.resource_version(),
-        events,
-    );
+    assert_log_replays(versions(&sim.state(ids::PODS)), replica, from, events);
+}
+
+/// The store now as `key -> resourceVersion`, its resourceVersion, and its
+/// event log from there.
+fn follow(running: &Running) -> (BTreeMap<String, u64>, u64, Subscription) {
+    let snapshot = running.reader.snapshot();
+    let held = snapshot
+        .range(None, None)
+        .map(|o| (o.key.to_string(), o.resource_version))
+        .collect();
+    let events = running
+        .reader
+        .subscribe_from(snapshot.resource_version())
+        .expect("the log covers the snapshot");
+    (held, snapshot.resource_version(), events)
 }
 
 /// Checks that the events read from `events` (the store's log from `from`,
