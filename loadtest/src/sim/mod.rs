@@ -41,6 +41,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 pub use auth::{Policy, RoleRef, Rule, Subject, User};
 pub use cost::ServingCost;
@@ -147,6 +148,18 @@ impl Default for SimConfig {
 /// in: up to a second early, or up to a tick late.
 pub const BOOKMARK_DISPATCH: Duration = Duration::from_secs(1);
 
+/// The first tick at `at` or after it (strictly after, with `after`) of a
+/// periodic timer of the API server's (`timer`: its start and period): the
+/// bookmark dispatch ([`BOOKMARK_DISPATCH`]), etcd's progress
+/// notifications ([`PROGRESS_NOTIFY`]).
+pub(crate) fn tick((start, period): (Instant, Duration), at: Instant, after: bool) -> Instant {
+    let period = period.max(Duration::from_millis(1));
+    let since = at.saturating_duration_since(start).as_nanos();
+    let ticks = since / period.as_nanos();
+    let ticks = ticks + u128::from(after || !since.is_multiple_of(period.as_nanos()));
+    start + period * u32::try_from(ticks).unwrap_or(u32::MAX)
+}
+
 /// etcd's progress notifications to the API server's watches, which bring
 /// a quiet resource's watch cache to etcd's current revision: every second
 /// with `--experimental-watch-progress-notify-interval=1s`, as
@@ -225,11 +238,11 @@ impl Sim {
                 bookmark_interval: config.bookmark_interval,
                 bookmark_dispatch: config
                     .bookmark_dispatch
-                    .map(|period| (tokio::time::Instant::now(), period)),
+                    .map(|period| (Instant::now(), period)),
                 watch_list: config.watch_list,
                 consistent_list_from_cache: config
                     .consistent_list_from_cache
-                    .then(|| (tokio::time::Instant::now(), PROGRESS_NOTIFY)),
+                    .then(|| (Instant::now(), PROGRESS_NOTIFY)),
                 kube_version: config.kube_version,
             },
             policy: parking_lot::RwLock::new(config.policy.map(Arc::new)),

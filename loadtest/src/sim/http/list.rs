@@ -26,7 +26,6 @@ use kubecache_wire::{METADATA_API_VERSION, Status, protobuf};
 use super::continue_token::{self, ContinueToken};
 use super::params::{self, CollectionParams, VersionMatch};
 use super::{Context, Target, body_response, fault_for, status_response, watch};
-use crate::sim::ServingCost;
 use crate::sim::cost::Source;
 use crate::sim::counters::Asked;
 use crate::sim::encoding::{self, Form};
@@ -34,6 +33,7 @@ use crate::sim::faults::{self, Fault, RequestKind};
 use crate::sim::object::StoredObject;
 use crate::sim::resources::{RESOURCES, Resource, ResourceId};
 use crate::sim::store::{ListRead, ReadError, Store, key_of};
+use crate::sim::{ServingCost, tick};
 use kubecache_wire::Encoding;
 use tokio::time::Instant;
 
@@ -247,14 +247,12 @@ async fn watch_cache_reaches(
     store: &Store,
     resource: ResourceId,
     revision: u64,
-    (start, period): (Instant, Duration),
+    notify: (Instant, Duration),
 ) -> bool {
     if store.last_change(resource) >= revision {
         return false;
     }
-    let since = Instant::now().saturating_duration_since(start).as_nanos();
-    let ticks = u32::try_from(since / period.as_nanos().max(1) + 1).unwrap_or(u32::MAX);
-    let notification = start + period * ticks;
+    let notification = tick(notify, Instant::now(), true);
     let mut revisions = store.subscribe();
     let changed = async {
         while store.last_change(resource) < revision {

@@ -68,7 +68,7 @@ use crate::sim::faults::{self, Fault, RequestKind};
 use crate::sim::object::StoredObject;
 use crate::sim::resources::{RESOURCES, Resource};
 use crate::sim::store::{Event, ListRead, ReadError};
-use crate::sim::{BOOKMARK_DISPATCH, ServingCost};
+use crate::sim::{BOOKMARK_DISPATCH, ServingCost, tick};
 use kubecache_wire::ChangeType;
 use kubecache_wire::Encoding;
 
@@ -92,19 +92,11 @@ fn next_bookmark(now: Instant, deadline: Instant, interval: Duration) -> Option<
 /// `now` and at or after the start of the second `due` is in (see
 /// [`crate::sim::BOOKMARK_DISPATCH`]).
 fn dispatched(due: Instant, now: Instant, timer: Option<(Instant, Duration)>) -> Instant {
-    let Some((start, period)) = timer else {
+    let Some(timer) = timer else {
         return due;
     };
-    let period = period.max(Duration::from_millis(1));
-    // The first tick at `at` or after it (strictly after, with `after`).
-    let tick = |at: Instant, after: bool| {
-        let since = at.saturating_duration_since(start).as_nanos();
-        let ticks = since / period.as_nanos();
-        let ticks = ticks + u128::from(after || !since.is_multiple_of(period.as_nanos()));
-        start + period * u32::try_from(ticks).unwrap_or(u32::MAX)
-    };
-    let due_second = Duration::from_secs(due.saturating_duration_since(start).as_secs());
-    tick(now, true).max(tick(start + due_second, false))
+    let due_second = Duration::from_secs(due.saturating_duration_since(timer.0).as_secs());
+    tick(timer, now, true).max(tick(timer, timer.0 + due_second, false))
 }
 
 /// The first minor version whose streaming list sends its initial-events-end
@@ -259,10 +251,9 @@ impl Watch {
                     if self.ctx.serve.kube_version.minor() >= END_BOOKMARK_AT_ONCE {
                         self.out.bookmark(at, true).await?;
                     } else {
-                        let tick = timer.unwrap_or((started, BOOKMARK_DISPATCH));
-                        let now = Instant::now();
+                        let timer = timer.unwrap_or((started, BOOKMARK_DISPATCH));
                         end = Some(EndBookmark {
-                            at: dispatched(now, now, Some(tick)),
+                            at: tick(timer, Instant::now(), true),
                             changes: 0,
                         });
                     }
