@@ -624,10 +624,7 @@ async fn on_a_real_or_simulated_server_reads_see_the_write_before_them_and_watch
             let _ = Api::<ConfigMap>::namespaced(admin.clone(), NAMESPACE)
                 .create(&Default::default(), &configmap.unwrap())
                 .await;
-            let kubeconfig = kube::config::Kubeconfig::read_from(&real.kubeconfig).unwrap();
-            let upstream = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .unwrap();
+            let upstream = real.kubecache_config().await;
             fn in_namespace(resource: ApiResource) -> kubecache_reflector::upstream::ResourceSpec {
                 kubecache_reflector::upstream::ResourceSpec {
                     namespace: Some(NAMESPACE.into()),
@@ -686,7 +683,11 @@ async fn on_a_real_or_simulated_server_reads_see_the_write_before_them_and_watch
     // The watches start after a write made now: both servers have listed
     // before it (a list's resourceVersion may be older than a watch cache
     // that has just started again).
-    let marked = Patch::Merge(json!({"metadata": {"labels": {"watched-from": "here"}}}));
+    // (A value of this run's: a patch that changes nothing writes nothing
+    // and answers the object's old resourceVersion.)
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    let run = now.unwrap().as_nanos().to_string();
+    let marked = Patch::Merge(json!({"metadata": {"labels": {"watched-from": run}}}));
     let from = rv_of(
         &pods
             .patch(&pod, &Default::default(), &marked)

@@ -76,12 +76,17 @@ pub const PODS: usize = 200;
 impl RealApiServer {
     /// A client as `admin`.
     pub async fn admin(&self) -> kube::Client {
-        client_of(&self.admin_kubeconfig).await
+        kube::Client::try_from(config_of(&self.admin_kubeconfig).await).unwrap()
+    }
+
+    /// The configuration of kubecache's own user (kubecache's upstream).
+    pub async fn kubecache_config(&self) -> kube::Config {
+        config_of(&self.kubeconfig).await
     }
 
     /// A client as kubecache's own user.
     pub async fn kubecache(&self) -> kube::Client {
-        client_of(&self.kubeconfig).await
+        kube::Client::try_from(self.kubecache_config().await).unwrap()
     }
 
     /// Makes [`NAMESPACE`] and its [`PODS`] pods where missing.
@@ -106,10 +111,18 @@ impl RealApiServer {
     }
 
     /// Writes to [`NAMESPACE`]'s pods at `per_sec` until the handle is
-    /// aborted: each second one pod created and the one created the second
-    /// before deleted, the rest merge patches of the [`PODS`] round-robin.
+    /// aborted: each second one pod of this writer's own created and the
+    /// one created the second before deleted, the rest merge patches of
+    /// the [`PODS`] round-robin.
     pub async fn churn(&self, per_sec: u64) -> JoinHandle<()> {
         let pods: Api<Pod> = Api::namespaced(self.admin().await, NAMESPACE);
+        // The created pods' names are this writer's own: writers of tests
+        // running at once, or of an earlier run that was stopped between a
+        // create and its delete, never meet.
+        let writer = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / per_sec as f64));
             for n in 0u64.. {
@@ -117,11 +130,17 @@ impl RealApiServer {
                 let (second, nth) = (n / per_sec, n % per_sec);
                 let written = match nth {
                     0 => pods
-                        .create(&Default::default(), &pod(&format!("churn-{second}")))
+                        .create(
+                            &Default::default(),
+                            &pod(&format!("churn-{writer}-{second}")),
+                        )
                         .await
                         .map(drop),
                     1 if second > 0 => pods
-                        .delete(&format!("churn-{}", second - 1), &Default::default())
+                        .delete(
+                            &format!("churn-{writer}-{}", second - 1),
+                            &Default::default(),
+                        )
                         .await
                         .map(drop),
                     _ => {
@@ -155,13 +174,12 @@ impl RealApiServer {
     }
 }
 
-/// A kube client from a kubeconfig file.
-async fn client_of(path: &Path) -> kube::Client {
+/// The configuration a kubeconfig file gives.
+async fn config_of(path: &Path) -> kube::Config {
     let kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+    kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
-        .unwrap();
-    kube::Client::try_from(config).unwrap()
+        .unwrap()
 }
 
 /// Created, or there already (409).
