@@ -33,26 +33,24 @@
 //! that may need a proof (consistent or `NotOlderThan`) wait, or arrived
 //! within [`KEEP_WARM`], a probe starts every `probe_interval`
 //! (staggered), each closed after its bookmark, at most [`max_probes`] at
-//! once: once the cadence is warm, a bookmark comes every `probe_interval`,
-//! and a waiting read is proven by the first one sent after the API server
-//! reached its `R`.
+//! once: against a server that honours each watch's own bookmark time, a
+//! bookmark then comes every `probe_interval`, and a waiting read is proven
+//! by the first one sent after the API server reached its `R`; against
+//! kube-apiserver, by the first tick of its bookmark timer after that.
 //!
-//! # Cold reads
+//! # GETs of one object
 //!
-//! A read that needs a proof while no bookmarks come often (a cold
-//! cadence, which starts with the read; or an API server whose bookmarks
-//! come less often than probes start) would wait for the next one: about
-//! 1 s. kube-apiserver itself dispatches due bookmarks on a timer of
-//! 1–1.25 s (`dispatchEvents` in `cacher/cacher.go`), so against it proofs
-//! come about once a second however often probes start. A consistent GET
-//! of one object therefore gives [`Freshness::consistent_or`] a `fetch`
-//! (the object read from the API server, as cheaply as a GET, shared by
-//! every read of it waiting when it is sent; see [`super::fetch`]): when
-//! the store is not complete through `R` and the proofs are not coming
-//! every probe interval (the last two came more than 1.5 intervals apart,
-//! or the newest longer ago than that; see [`Cadence`]), the read takes
-//! the fetched object, consistent by construction (a quorum read sent
-//! after the read arrived).
+//! kube-apiserver dispatches due bookmarks on a timer of 1–1.25 s
+//! (`dispatchEvents` in `cacher/cacher.go`, every version), so a read that
+//! needs a proof waits about half a second on average however often probes
+//! start. A consistent GET of one object need not: [`Freshness::consistent_or`]
+//! takes a `fetch` (the object read from the API server by a request sent
+//! after the read arrived, shared by every read of it waiting when it is
+//! sent; see [`super::fetch`]), consistent by construction, whenever the
+//! store is not complete through `R`. Such a GET starts no probe: against a
+//! real v1.28.4, one client reading a quiet pod had a p99 of 44 ms while
+//! each read kept probes coming (a watch, so a TLS handshake, every
+//! `probe_interval`), 5.8 ms without them.
 //!
 //! Learning `R` first and then fetching would cost two round trips, twice
 //! the API server's own latency. So when the `R` learnt last found the
@@ -61,24 +59,22 @@
 //! without asking the clock. Its answer carries the API server's
 //! resourceVersion too, learnt as the clock's: a resource whose store
 //! keeps up (its own changes move `R`) goes back to the clock's answer
-//! alone, and sends no fetch. The cadence is started all the same, so
-//! against a server that sends each bookmark when due the reads that
-//! follow are warm and served from the store once its bookmarks come every
-//! interval (about 1.1 s after a quiet spell). A consistent list is never
-//! fetched (its answer may be huge): it waits for the next proof.
+//! alone, and sends no fetch. A consistent list is never fetched (its
+//! answer may be huge): it waits for the next proof.
 //!
-//! The cost: while warm, about one watch opened per `probe_interval` per
-//! resource read consistently, and each open probe receives its resource's
-//! events until its bookmark (about ten probes: ten times the resource's
-//! event rate). A probe is not ended early when it sees events, although
-//! its resource moves by itself: the store's own events end a read's wait
-//! only if more come, and a writer waiting for its read sends none.
+//! One read at a time cannot go faster than this through any cache: each
+//! needs one round trip to the API server sent after it arrived (the
+//! clock's or the fetch's), which costs about what the client's own GET
+//! would, and kubecache's hop comes on top. Concurrent reads share those
+//! round trips (see [`super::pipeline`]).
 //!
-//! kube-apiserver's cacher dispatches bookmarks on a timer of about one
-//! second (bookmark times are bucketed by the second), so against it the
-//! bookmarks of staggered probes come in bursts about a second apart;
-//! the stagger pays off against servers that honour each watch's own
-//! bookmark time, and bounds the wait by that timer otherwise.
+//! The cost of probes: while reads wait, about one watch opened per
+//! `probe_interval` per resource, and each open probe receives its
+//! resource's events until its bookmark (about ten probes: ten times the
+//! resource's event rate). A probe is not ended early when it sees events,
+//! although its resource moves by itself: the store's own events end a
+//! read's wait only if more come, and a writer waiting for its read sends
+//! none.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -87,7 +83,6 @@ use std::time::Duration;
 use kubecache_reflector::StoreReader;
 use kubecache_reflector::upstream::{Query, Upstream};
 use kubecache_wire::{Status, WatchEventType};
-use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -117,8 +112,6 @@ pub(crate) struct Freshness {
     /// When a read last arrived or ended waiting (`None`: never); wakes
     /// the probe cadence.
     demand: watch::Sender<Option<Instant>>,
-    /// How often a probe starts while warm: the longest a warm read waits.
-    probe_interval: Duration,
 }
 
 struct Shared {
@@ -129,8 +122,6 @@ struct Shared {
     proven: watch::Sender<u64>,
     /// Reads waiting for a proof now.
     waiting: AtomicUsize,
-    /// When probes' bookmarks proved the store complete lately.
-    cadence: Mutex<Cadence>,
     /// The API server's newest resourceVersion learnt so far.
     learnt: AtomicU64,
     /// Whether the store was not complete through the resourceVersion
@@ -165,18 +156,13 @@ impl Freshness {
             upstream,
             proven: watch::Sender::new(0),
             waiting: AtomicUsize::new(0),
-            cadence: Mutex::default(),
             learnt: AtomicU64::new(0),
             // Until the API server's revision is learnt, the store may be.
             behind: AtomicBool::new(true),
         });
         let (demand, idle) = watch::channel(None);
         tokio::spawn(cadence(shared.clone(), idle, probe_interval));
-        Freshness {
-            shared,
-            demand,
-            probe_interval,
-        }
+        Freshness { shared, demand }
     }
 
     /// What the [`Clock`] may list to learn the API server's revision.
@@ -216,11 +202,10 @@ impl Freshness {
 
     /// As [`Self::consistent`], for a GET of one object that `fetch` (a
     /// request sent when first polled) answers instead when the store is
-    /// not complete through the API server's resourceVersion and no proof
-    /// is due within about one probe interval. When the resourceVersion
-    /// learnt last found the store behind too (a quiet resource), `fetch`
-    /// is sent at once, without asking the clock: one round trip. The
-    /// probes start either way. See the module doc.
+    /// not complete through the API server's resourceVersion. When the
+    /// resourceVersion learnt last found the store behind too (a quiet
+    /// resource), `fetch` is sent at once, without asking the clock: one
+    /// round trip. No probe starts. See the module doc.
     ///
     /// # Errors
     ///
@@ -232,15 +217,12 @@ impl Freshness {
         fetch: impl Future<Output = Result<Fetched, Status>>,
     ) -> Result<Consistent, Status> {
         let deadline = Instant::now() + timeout;
-        let cold = || !self.shared.cadence.lock().warm(self.probe_interval);
-        if !(self.shared.behind.load(Ordering::Acquire) && cold()) {
+        if !self.shared.behind.load(Ordering::Acquire) {
             let current = clock.now(deadline).await?;
-            if self.shared.learn(current) || !cold() {
-                self.wait(current, deadline, true).await?;
+            if self.shared.learn(current) {
                 return Ok(Consistent::Proven(current));
             }
         }
-        self.keep_warm();
         let fetched = tokio::time::timeout_at(deadline, fetch)
             .await
             .map_err(|_| unavailable("the API server did not answer in time"))??;
@@ -275,11 +257,7 @@ impl Freshness {
         if self.complete_through() >= rv {
             return Ok(());
         }
-        // Only a read that waits keeps probes coming: against a real
-        // kube-apiserver each probe is a watch (a connection, a TLS
-        // handshake) every interval, and reads the store answers at once
-        // paid for them in their tail (measured on v1.28.4, one client,
-        // quiet resource: p99 44 ms with probes, 5.8 ms without).
+        // Only a read that waits keeps probes coming (see the module doc).
         if probe {
             self.keep_warm();
         }
@@ -322,51 +300,9 @@ pub(crate) enum Consistent {
     /// The store holds every change up to this resourceVersion, the API
     /// server's when the read arrived.
     Proven(u64),
-    /// It may not, and no proof was due soon: the API server's answer to
-    /// a request sent after the read arrived.
+    /// It may not: the API server's answer to a request sent after the
+    /// read arrived.
     Fetched(Fetched),
-}
-
-/// When probes' bookmarks proved the store complete: the newest proof and
-/// the time between the last two (bookmarks that arrive together, as
-/// kube-apiserver's timer sends them, are one).
-#[derive(Debug, Default)]
-struct Cadence {
-    last: Option<Instant>,
-    gap: Option<Duration>,
-}
-
-impl Cadence {
-    /// A probe's bookmark proved the store complete now; probes start
-    /// every `interval`.
-    ///
-    /// Proofs less than half an interval after the last are one burst: a
-    /// server that honours each watch's own bookmark time proves once per
-    /// interval, kube-apiserver's one-second timer sends every due bookmark
-    /// at once, and on a loaded machine they arrive spread over tens of
-    /// milliseconds. (Measured against a real v1.28.4 with 32 readers: a
-    /// 10 ms window took one burst for several, a gap of a few
-    /// milliseconds, so reads counted the cadence warm and waited up to a
-    /// second for the next proof instead of fetching: p99 1.1 s.)
-    fn proved(&mut self, interval: Duration) {
-        let now = Instant::now();
-        if let Some(last) = self.last {
-            let gap = now.duration_since(last);
-            if gap < interval / 2 {
-                return;
-            }
-            self.gap = Some(gap);
-        }
-        self.last = Some(now);
-    }
-
-    /// Whether proofs come every `interval` (with half of it to spare), so
-    /// that the next one is due within about `interval`.
-    fn warm(&self, interval: Duration) -> bool {
-        let slack = interval * 3 / 2;
-        self.last.is_some_and(|last| last.elapsed() <= slack)
-            && self.gap.is_some_and(|gap| gap <= slack)
-    }
 }
 
 /// A read waiting for a proof, counted while it lives.
@@ -408,7 +344,7 @@ async fn cadence(
                 _ = tick.tick() => {
                     while probes.try_join_next().is_some() {}
                     if probes.len() < max {
-                        probes.spawn(probe(shared.clone(), interval));
+                        probes.spawn(probe(shared.clone()));
                     }
                 }
                 changed = demand.changed() => if changed.is_err() { return },
@@ -417,8 +353,8 @@ async fn cadence(
     }
 }
 
-/// One probe (see the module doc), one of those started every `interval`.
-async fn probe(shared: Arc<Shared>, interval: Duration) {
+/// One probe (see the module doc).
+async fn probe(shared: Arc<Shared>) {
     let from = shared.complete_through();
     if from == 0 {
         return;
@@ -456,7 +392,6 @@ async fn probe(shared: Arc<Shared>, interval: Duration) {
     {
         return;
     }
-    shared.cadence.lock().proved(interval);
     shared.proven.send_if_modified(|proven| {
         let newer = bookmark > *proven;
         *proven = (*proven).max(bookmark);
@@ -473,31 +408,6 @@ mod tests {
 
     const INTERVAL: Duration = Duration::from_millis(100);
     const WAIT: Duration = Duration::from_secs(3);
-
-    #[tokio::test(start_paused = true)]
-    async fn bookmarks_a_timer_sends_together_are_one_proof_however_spread() {
-        let interval = Duration::from_millis(250);
-        let ms = Duration::from_millis;
-        // Four probes' bookmarks each second, spread over 60 ms (a loaded
-        // machine): one proof a second, so not warm.
-        let mut timer = Cadence::default();
-        for _ in 0..3 {
-            for _ in 0..4 {
-                timer.proved(interval);
-                tokio::time::advance(ms(20)).await;
-            }
-            tokio::time::advance(ms(920)).await;
-        }
-        timer.proved(interval);
-        assert!(!timer.warm(interval), "{timer:?}");
-        // A proof every interval: warm.
-        let mut own = Cadence::default();
-        for _ in 0..4 {
-            own.proved(interval);
-            tokio::time::advance(interval).await;
-        }
-        assert!(own.warm(interval), "{own:?}");
-    }
 
     /// A store at resourceVersion 5 (with its writer, to move it), served
     /// through `api`, whose revision is 10: other resources moved it.
@@ -573,28 +483,24 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_cold_get_is_fetched_until_bookmarks_come_every_interval() {
+    async fn a_get_the_store_cannot_prove_is_fetched_at_once_and_sends_no_probe() {
         let api = Arc::new(FakeApi::default());
         let (_writer, freshness) = quiet(&api);
         let clock = Clock::new(vec![freshness.source()], 1);
-        let started = Instant::now();
-        let answer = freshness.consistent_or(&clock, WAIT, fetch(&api, Duration::ZERO));
-        assert_eq!(answered(answer.await), Err(10));
-        assert_eq!(started.elapsed(), Duration::ZERO, "no wait for a probe");
-        // The probes started all the same: once their bookmarks come every
-        // interval, reads wait for the next one.
-        tokio::time::sleep(Duration::from_secs(1) + 2 * INTERVAL).await;
-        api.revision.store(11, SeqCst);
-        let waited = Instant::now();
-        let answer = freshness.consistent_or(&clock, WAIT, fetch(&api, Duration::ZERO));
-        assert_eq!(answered(answer.await), Ok(11));
-        assert!(waited.elapsed() <= INTERVAL, "{:?}", waited.elapsed());
-        assert_eq!(freshness.complete_through(), 11);
-        // Not to be fetched, a cold read waits for the probe.
-        let api = Arc::new(FakeApi::default());
-        let (_writer, freshness) = quiet(&api);
-        let clock = Clock::new(vec![freshness.source()], 1);
-        assert_eq!(freshness.consistent(&clock, WAIT).await.unwrap(), 10);
+        for rv in 10..15 {
+            api.revision.store(rv, SeqCst);
+            let started = Instant::now();
+            let answer = freshness.consistent_or(&clock, WAIT, fetch(&api, Duration::ZERO));
+            assert_eq!(answered(answer.await), Err(rv));
+            assert_eq!(started.elapsed(), Duration::ZERO, "no wait for a probe");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        tokio::time::sleep(KEEP_WARM + PROBE_TIMEOUT).await;
+        assert_eq!(api.count("watch=1"), 0, "no probe for fetched reads");
+        // Not to be fetched, a read waits for the probe.
+        api.revision.store(15, SeqCst);
+        assert_eq!(freshness.consistent(&clock, WAIT).await.unwrap(), 15);
+        assert!(api.count("watch=1") >= 1);
     }
 
     #[tokio::test(start_paused = true)]
@@ -621,10 +527,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
         assert_eq!(api.count("limit=1"), 0, "the clock was not asked");
-        assert!(
-            freshness.complete_through() >= 30,
-            "the probes prove all the same"
-        );
+        assert_eq!(api.count("watch=1"), 0, "nor probes sent");
     }
 
     #[tokio::test(start_paused = true)]

@@ -75,12 +75,13 @@ pub struct ServeSettings {
     /// for its consistent reads.
     pub freshness_requests: usize,
     /// How often a probe watch starts while consistent reads of a resource
-    /// may need a proof that it is complete (see `served/freshness.rs`): it
-    /// bounds their wait once the cadence is warm.
+    /// wait for a proof that it is complete (see `served/freshness.rs`): it
+    /// bounds their wait against a server that honours each watch's own
+    /// bookmark time.
     pub probe_interval: Duration,
-    /// Whether a consistent GET of one object that would wait for a cold
-    /// probe is passed through to the API server instead (see
-    /// `served/freshness.rs`).
+    /// Whether a consistent GET of one object that the store cannot prove
+    /// complete at once is answered by the API server's copy of the object
+    /// instead of waiting for a probe (see `served/freshness.rs`).
     pub cold_get_passthrough: bool,
     /// Large initial sends (a watch's initial events, a list of many
     /// objects) written at once; the others queue (see `served/seats.rs`).
@@ -387,8 +388,8 @@ impl Caches {
     }
 
     /// As [`Self::consistent`] for a GET of the object `name` in
-    /// `namespace`, which the API server may answer instead rather than
-    /// wait for a cold probe: then [`Consistent::Fetched`] (with
+    /// `namespace`, which the API server answers instead when the store
+    /// cannot be proven complete at once: then [`Consistent::Fetched`] (with
     /// [`ServeSettings::cold_get_passthrough`]; see
     /// [`Freshness::consistent_or`]).
     ///
