@@ -1,5 +1,5 @@
 //! The simulated API server against the edge-case corpus
-//! (`shared/apiserver-golden/edges`, next to the checkout; see its README):
+//! (`testdata/apiserver-golden/edges`, see its README):
 //! every recorded request of the `impersonation`, `authorization-header`
 //! and `request-edges` groups made without a client certificate is sent to
 //! a sim with the corpus's policy ([`Policy::edges`]) and objects, as the

@@ -1,6 +1,6 @@
 //! The simulated API server against a real kube-apiserver v1.28: the same
-//! requests as those recorded in the golden corpus (`shared/apiserver-golden`,
-//! next to the checkout; see its README) get the same answers from the sim,
+//! requests as those recorded in the golden corpus (`testdata/apiserver-golden`,
+//! see its README) get the same answers from the sim,
 //! compared as JSON values with only what varies between servers made equal:
 //! revisions, and the fields the sim assigns to the objects it stores.
 //!

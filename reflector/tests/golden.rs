@@ -1,5 +1,5 @@
 //! kubecache's ingest of a real kube-apiserver's bytes: the golden corpus in
-//! `../shared/apiserver-golden` (kube-apiserver v1.28, see its README).
+//! `testdata/apiserver-golden` (kube-apiserver v1.28, see its README).
 //!
 //! Every list decodes, over JSON and over protobuf, through the reflector's
 //! own page reader into the same stored objects, byte for byte; the JSON path

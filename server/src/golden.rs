@@ -5,7 +5,7 @@
 use kubecache_wire::{CachedObject, Transform, decode_object};
 use serde_json::Value;
 
-pub use kubecache_testkit::golden::read;
+pub use kubecache_testkit::golden::{dir, read};
 
 /// `object` as the store keeps it, managed fields included (the corpus has
 /// them).

@@ -1,4 +1,4 @@
-//! kubecache against the edge-case corpus (`shared/apiserver-golden/edges`;
+//! kubecache against the edge-case corpus (`testdata/apiserver-golden/edges`;
 //! see its README): every recorded request of the `impersonation`,
 //! `authorization-header` and `request-edges` groups made without a client
 //! certificate is sent to kubecache, in front of a sim with the corpus's

@@ -2,7 +2,7 @@
 //! API server served, byte for byte.
 //!
 //! The replay answers each collection's list with the bytes the golden
-//! corpus recorded for it (`../shared/apiserver-golden/lists/`: kube-apiserver
+//! corpus recorded for it (`testdata/apiserver-golden/lists/`: kube-apiserver
 //! v1.28, 31 kinds in JSON and protobuf at one resourceVersion), in the
 //! encoding asked for, and holds watches open with no event. kubecache reads
 //! it over either wire (protobuf transcoded at ingest) and must then answer

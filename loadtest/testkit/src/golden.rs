@@ -1,5 +1,5 @@
 //! The golden corpus: a real kube-apiserver v1.28's recorded answers in
-//! `../shared/apiserver-golden`, next to the checkout (see its README).
+//! `testdata/apiserver-golden` (see `testdata/README.md`).
 //! Files are named by their path in the corpus (`lists/pods.list.json.gz`);
 //! a missing corpus fails the test, naming the path it was looked for at.
 
@@ -12,7 +12,7 @@ use serde_json::Value;
 pub fn dir() -> PathBuf {
     PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/apiserver-golden"
+        "/../../testdata/apiserver-golden"
     ))
 }
 
@@ -22,7 +22,7 @@ pub fn read(file: &str) -> Vec<u8> {
     let path = dir().join(file);
     let bytes = std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
-            "the golden corpus file {}: {e} (the corpus lives next to the checkout, see its README)",
+            "the golden corpus file {}: {e} (see testdata/README.md)",
             path.display()
         )
     });

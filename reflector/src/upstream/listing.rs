@@ -80,7 +80,7 @@ impl Listing {
     /// kube-apiserver 1.27–1.31 sends its initial-events-end bookmark on
     /// its cacher's next bookmark tick, up to about a second after the last
     /// initial object, and the changes made meanwhile before it (6–12 at 10
-    /// writes/s in `shared/apiserver-golden/versions/`, `watchlist-churn-*`).
+    /// writes/s in `testdata/apiserver-golden/versions/`, `watchlist-churn-*`).
     /// Each is newer than every initial object (the watch cache sends
     /// nothing twice) and the bookmark's resourceVersion covers them all,
     /// so applying the listing in resourceVersion order applies each after

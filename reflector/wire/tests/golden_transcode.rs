@@ -1,5 +1,5 @@
 //! The transcoder against a real kube-apiserver's bytes: the golden corpus in
-//! `../shared/apiserver-golden` (kube-apiserver v1.28, see its README), whose
+//! `testdata/apiserver-golden` (kube-apiserver v1.28, see its README), whose
 //! lists, single objects and watch streams were recorded in both encodings
 //! at the same resourceVersion.
 //!

@@ -477,12 +477,7 @@ mod tests {
     #[test]
     fn protobuf_lists_are_the_api_servers_given_the_same_objects() {
         let mut checked = 0;
-        for entry in std::fs::read_dir(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/apiserver-golden/lists"
-        ))
-        .unwrap()
-        {
+        for entry in std::fs::read_dir(golden::dir().join("lists")).unwrap() {
             let name = entry.unwrap().file_name().into_string().unwrap();
             let Some(stem) = name
                 .strip_suffix(".list.json")

@@ -1,4 +1,4 @@
-//! The policy of the edge-case corpus (`shared/apiserver-golden/edges`, its
+//! The policy of the edge-case corpus (`testdata/apiserver-golden/edges`, its
 //! README's "Identities and RBAC"): the users, service accounts, tokens
 //! and RBAC of the real kube-apiserver v1.28 it was recorded from, so the
 //! sim can answer its requests as that server did.

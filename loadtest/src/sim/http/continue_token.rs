@@ -139,7 +139,7 @@ pub fn expired(start: &str) -> Status {
 mod tests {
     use super::*;
 
-    /// A token kube-apiserver v1.28 handed out (see `shared/apiserver-golden`).
+    /// A token kube-apiserver v1.28 handed out (see `testdata/apiserver-golden`).
     const REAL: &str = "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6OTQzOTUsInN0YXJ0IjoiYmlsbGluZy1jb25zdW1lci1jZHhjOHNmc212LWZuNWh3XHUwMDAwIn0";
 
     #[test]

@@ -18,7 +18,7 @@
 //!   or one started with the watch), and the events written meanwhile come
 //!   before it: a real v1.28.4 sent its bookmark 550–1,044 ms after the last
 //!   initial object, with 6–12 changes before it at 10 writes/s
-//!   (`shared/apiserver-golden/versions/`, `watchlist-*`). From a
+//!   (`testdata/apiserver-golden/versions/`, `watchlist-*`). From a
 //!   revision `N` the store has not reached, it waits up to 3 s for it
 //!   (`waitUntilWatchCacheFreshAndForceAllEvents`), then sends 200 and one
 //!   ERROR event with the 504 "Too large resource version" Status.

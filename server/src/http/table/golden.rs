@@ -1,5 +1,5 @@
-//! Tables against a real kube-apiserver v1.28's (`shared/apiserver-golden`,
-//! next to the checkout; see its README): each recorded `table/` answer is
+//! Tables against a real kube-apiserver v1.28's (`testdata/apiserver-golden`,
+//! see its README): each recorded `table/` answer is
 //! rendered from the full objects of the same state, with the request's
 //! recorded time as "now", and must equal the recorded bytes.
 //!
