@@ -54,14 +54,15 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use kubecache_reflector::upstream::{ReflectorConfig, RequestEncoding, Strategy};
+use kubecache_reflector::upstream::RequestEncoding;
 use kubecache_reflector::{EventLogConfig, IndexSpec, StoreConfig};
+use kubecache_reflector::{ReflectorConfig, Strategy};
 use kubecache_wire::{FieldSelector, LabelSelector, Transform};
 use serde::Deserialize;
 
 use crate::ServeSettings;
 use crate::auth::AuthSettings;
-use crate::serving::{Limits, Server, Tls, TlsFile, TlsFiles};
+use crate::transport::{Limits, Server, Tls, TlsFile, TlsFiles};
 
 /// Declares the settings, each once, and makes of them the command line
 /// (`Cli`), the file (its struct, then one struct per section of it),
@@ -354,16 +355,17 @@ settings! {
             key "freshnessRequests", flag "freshness-requests" N,
             env "KUBECACHE_FRESHNESS_REQUESTS";
         /// how often a probe watch starts while consistent reads of a
-        /// resource may need proof that it is complete; bounds a quiet
-        /// resource's wait once warm
+        /// resource wait for proof that it is complete; bounds their wait
+        /// against a server that sends each watch's bookmark when due
+        /// (kube-apiserver sends them on a timer of about 1 s)
         probe_interval_seconds: f64 = ServeSettings::DEFAULT_PROBE_INTERVAL.as_secs_f64(),
             key "probeIntervalSeconds", flag "probe-interval-seconds" S,
             env "KUBECACHE_PROBE_INTERVAL_SECONDS";
-        /// answer a consistent GET of one object by the API server's copy
-        /// of it (a list selecting it by name, shared by the reads of the
-        /// object waiting when it is sent) when probes' bookmarks are not
-        /// coming every probe interval,
-        /// instead of waiting for the next one (about 1 s) (see
+        /// answer a consistent GET of one object that the store cannot
+        /// prove complete at once by the API server's copy of it (a list
+        /// selecting it by name, shared by the reads of the object waiting
+        /// when it is sent), instead of waiting for a probe's bookmark (up
+        /// to about 1 s) (see
         /// [resourceVersion and
         /// consistency](#resourceversion-and-consistency)); `false`: it
         /// waits
@@ -905,7 +907,7 @@ impl ResourceFile {
             event_log: event_log.clone(),
         };
         for (j, index) in store.field_indexes.iter().enumerate() {
-            if crate::served::BUILTIN_INDEXES.contains(&index.name.as_str()) {
+            if crate::cacher::BUILTIN_INDEXES.contains(&index.name.as_str()) {
                 return Err(invalid(
                     field(&format!("indexes[{j}].name")),
                     format!("{:?} is a built-in index; choose another name", index.name),
