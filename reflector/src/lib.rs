@@ -3,8 +3,13 @@
 //! The Kubernetes wire types it reads (objects, watch events, `Status`,
 //! protobuf) live in the `kubecache-wire` crate.
 
+mod reflector;
 mod store;
 pub mod upstream;
+
+pub use reflector::{
+    ListReason, ObjectFilter, Reflector, ReflectorConfig, ReflectorStatus, Restored, Strategy,
+};
 
 pub use store::{
     ApplyingList, Change, Event, EventLogConfig, EventLogStatus, IndexLookup, IndexSpec, LoadError,

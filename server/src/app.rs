@@ -2,12 +2,12 @@
 //! client configuration become a running kubecache. The one place that
 //! knows every layer: it installs the metrics recorder, starts each
 //! resource's reflector (restoring its state file first, with
-//! `--state-dir`), serves them ([`crate::served`]), builds the HTTP API
+//! `--state-dir`), serves them ([`crate::cacher`]), builds the HTTP API
 //! over them ([`crate::http`]) with its authorization and pass-through, and
 //! saves the state files. `main.rs` and the integration tests both start
 //! kubecache here, so they run the same wiring.
 //!
-//! Below it, nothing calls up: `served/` knows neither HTTP, nor metrics'
+//! Below it, nothing calls up: `cacher/` knows neither HTTP, nor metrics'
 //! recorder, nor state files (`.ci/run` checks its imports).
 //!
 //! Stopping ([`App::run`]): on the stop signal, stop accepting, end every
@@ -20,19 +20,18 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
+use kubecache_reflector::Reflector;
 use kubecache_reflector::store;
-use kubecache_reflector::upstream::{
-    ApiResource, Reflector, ResourceSpec, Upstream, server_version,
-};
+use kubecache_reflector::upstream::{ApiResource, ResourceSpec, Upstream, server_version};
 use kubecache_wire::protobuf::KubeVersion;
 use tokio::net::TcpListener;
 use tokio::task::{AbortHandle, JoinHandle};
 
 use crate::auth::Auth;
+use crate::cacher::{Cache, Caches};
 use crate::config::{Config, ResourceConfig};
 use crate::passthrough::PassThrough;
-use crate::served::{Cache, Caches};
-use crate::serving::{Limits, Server, Tls};
+use crate::transport::{Limits, Server, Tls};
 use crate::warm_restart::{self, Persisted, StateDir};
 
 /// How long requests in flight may take to finish after a stop signal.

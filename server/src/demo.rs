@@ -14,7 +14,7 @@ use rcgen::{
     KeyPair,
 };
 
-use crate::serving::TlsFiles;
+use crate::transport::TlsFiles;
 
 /// Where the demo's kubeconfig goes unless `--kubeconfig-out` says.
 pub fn default_kubeconfig() -> PathBuf {

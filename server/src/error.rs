@@ -30,9 +30,9 @@ impl From<Status> for ApiError {
 impl ApiError {
     /// The response: a `Status` encoded in `wire` (see [`render`]), or the
     /// text.
-    pub fn respond(&self, wire: Option<Encoding>) -> Response {
+    pub fn respond(&self, encoding: Option<Encoding>) -> Response {
         match self {
-            ApiError::Status(status) => render(status, wire),
+            ApiError::Status(status) => render(status, encoding),
             ApiError::InternalText(message) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 [
@@ -56,10 +56,10 @@ impl IntoResponse for ApiError {
 /// says when to retry. `None`: as the API server writes an error it found
 /// no encoding for (an `Accept` naming neither JSON nor protobuf without a
 /// conversion): indented JSON without a trailing newline.
-pub fn render(status: &Status, wire: Option<Encoding>) -> Response {
+pub fn render(status: &Status, encoding: Option<Encoding>) -> Response {
     let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let (content_type, body) = match wire {
-        Some(wire) => (wire.content_type(false), wire.status(status)),
+    let (content_type, body) = match encoding {
+        Some(encoding) => (encoding.content_type(false), encoding.status(status)),
         None => (
             Encoding::Json.content_type(false),
             serde_json::to_vec_pretty(status).expect("a Status serializes"),

@@ -27,7 +27,7 @@ use anyhow::Context;
 use clap::Parser;
 use kubecache_server::App;
 use kubecache_server::config::{Cli, Config, FileConfig};
-use kubecache_server::serving::Limits;
+use kubecache_server::transport::Limits;
 
 /// jemalloc returns what transients freed (see the dependency's comment in
 /// `Cargo.toml`); its background threads purge freed pages after 10 s.
@@ -140,7 +140,7 @@ fn log(format: &str) -> anyhow::Result<()> {
 
 /// Raises the open-file limit and lowers `limits` to fit in it.
 fn fit_open_files(limits: Limits) -> Limits {
-    let descriptors = match kubecache_server::serving::raise_descriptor_limit() {
+    let descriptors = match kubecache_server::transport::raise_descriptor_limit() {
         Ok(descriptors) => descriptors,
         Err(error) => {
             tracing::warn!(%error, "the open-file limit cannot be read: connections not bounded by it");
@@ -205,7 +205,7 @@ fn demo_https(cli: &Cli, config: &mut Config) -> anyhow::Result<Option<std::path
         return Ok(None);
     }
     let (files, ca) = kubecache_server::demo::make_pki(&demo_kubeconfig(cli))?;
-    config.tls = Some(kubecache_server::serving::Tls::load(files)?);
+    config.tls = Some(kubecache_server::transport::Tls::load(files)?);
     Ok(Some(ca))
 }
 

@@ -15,7 +15,7 @@ use axum::response::Response;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::auth::Auth;
-use crate::served::Caches;
+use crate::cacher::Caches;
 
 /// Which handler answered a request: the `route` label of the HTTP
 /// metrics. Handlers put it in the response's extensions.

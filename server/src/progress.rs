@@ -9,7 +9,7 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::time::Instant;
 
-use crate::served::Caches;
+use crate::cacher::Caches;
 
 /// How often the bars are redrawn.
 const TICK: Duration = Duration::from_millis(200);

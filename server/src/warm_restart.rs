@@ -47,8 +47,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use kubecache_reflector::upstream::{ApiResource, Reflector, ReflectorStatus};
+use kubecache_reflector::upstream::ApiResource;
 use kubecache_reflector::{ApplyingList, StateFile, StoreReader};
+use kubecache_reflector::{Reflector, ReflectorStatus};
 use kubecache_wire::Transform;
 use tokio::sync::watch;
 

@@ -3,7 +3,7 @@
 //! authorized callers impersonate, and answers TokenReviews and
 //! SubjectAccessReviews, failing them on demand and recovering.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! subresources, and the watch events every write makes, at the revisions
 //! the writes answered with.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

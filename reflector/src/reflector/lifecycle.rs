@@ -15,19 +15,8 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 
-use super::list::Failed;
+use super::strategies::{Failed, ListReason};
 use super::{Phase, Recovery, Reflector, Strategy, UpstreamError, WatchEvents};
-
-/// Why the reflector is listing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ListReason {
-    /// The first list.
-    Initial,
-    /// The last list failed: retrying.
-    Retry(String),
-    /// The history is lost (410, an undecodable event, a full buffer).
-    Relist(String),
-}
 
 /// Where the reflector is. Each state is named for what is already true;
 /// [`Reflector::step`] takes one step from it to the next.

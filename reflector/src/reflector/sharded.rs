@@ -38,8 +38,8 @@
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
-use super::list::{Buffered, Failed, Fetch, Listed, Pages, fetched};
-use super::listing::Listing;
+use super::replace::Listing;
+use super::strategies::{Buffered, Failed, Fetch, Listed, Pages, fetched};
 use super::{Phase, Query, Reflector, UpstreamError};
 
 impl Reflector {

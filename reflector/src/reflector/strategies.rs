@@ -3,15 +3,26 @@
 
 use std::time::{Duration, Instant};
 
-use super::listing::{Listing, Pending};
+use super::replace::{Listing, Pending};
 use super::{
-    Backoff, ListReason, Phase, Query, Recovery, Reflector, Strategy, Upstream, UpstreamError,
-    WatchEvent, WatchEvents,
+    Backoff, Phase, Query, Recovery, Reflector, Strategy, Upstream, UpstreamError, WatchEvent,
+    WatchEvents, error_event, undecodable_event,
 };
 use kubecache_wire::WatchEventType;
 use tokio::task::JoinHandle;
 
 /// A page requested and not read yet.
+/// Why the reflector is listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListReason {
+    /// The first list.
+    Initial,
+    /// The last list failed: retrying.
+    Retry(String),
+    /// The history is lost (410, an undecodable event, a full buffer).
+    Relist(String),
+}
+
 pub(super) type Fetch = JoinHandle<Result<super::ListResponse, UpstreamError>>;
 
 /// A list applied to the store.
@@ -398,7 +409,7 @@ impl Reflector {
                     }
                 }
                 WatchEventType::Bookmark => {
-                    let bookmark = event.bookmark().map_err(super::follow::decode_error)?;
+                    let bookmark = event.bookmark().map_err(undecodable_event)?;
                     if bookmark.initial_events_end {
                         listing.snapshot = Some(bookmark.resource_version);
                         let rv = listing.finish(&mut self.writer, Vec::new());
@@ -408,7 +419,7 @@ impl Reflector {
                         });
                     }
                 }
-                WatchEventType::Error => return Err(super::follow::watch_error(&event)?),
+                WatchEventType::Error => return Err(error_event(&event)?),
                 // A change since the snapshot, before the bookmark (see
                 // `Listing::change`).
                 WatchEventType::Modified | WatchEventType::Deleted => {

@@ -4,10 +4,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::listing::Pending;
-use super::state::{ListReason, State};
-use super::{Phase, Query, Recovery, Reflector, UpstreamError, WatchEvent, WatchEvents};
-use kubecache_wire::{DecodeError, WatchEventType, WatchLine};
+use super::lifecycle::State;
+use super::replace::Pending;
+use super::strategies::ListReason;
+use super::{
+    Phase, Query, Recovery, Reflector, UpstreamError, WatchEvent, WatchEvents, error_event,
+    undecodable_event,
+};
+use kubecache_wire::WatchEventType;
 
 /// How long a watch opened after a classic list must stay open without an
 /// error before the store counts as synced. kube-apiserver answers a watch
@@ -148,9 +152,9 @@ impl Reflector {
     ) -> Result<Option<Pending>, UpstreamError> {
         let event = raw.line()?;
         let pending = match event.event_type {
-            WatchEventType::Error => return Err(watch_error(&event)?),
+            WatchEventType::Error => return Err(error_event(&event)?),
             WatchEventType::Bookmark => {
-                *rv = event.resource_version().map_err(decode_error)?;
+                *rv = event.resource_version().map_err(undecodable_event)?;
                 return Ok(None);
             }
             WatchEventType::Added | WatchEventType::Modified => {
@@ -167,17 +171,4 @@ impl Reflector {
         *rv = pending.object().resource_version;
         Ok(Some(pending))
     }
-}
-
-pub(super) fn decode_error(e: DecodeError) -> UpstreamError {
-    UpstreamError::Decode {
-        what: "watch event".into(),
-        error: e.to_string(),
-    }
-}
-
-/// The error an ERROR event carries.
-pub(super) fn watch_error(event: &WatchLine<'_>) -> Result<UpstreamError, UpstreamError> {
-    let status = event.status().map_err(decode_error)?;
-    Ok(UpstreamError::from_status(&status))
 }

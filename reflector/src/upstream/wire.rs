@@ -125,6 +125,17 @@ fn decode_error(what: impl Into<String>, error: impl fmt::Display) -> UpstreamEr
     }
 }
 
+/// A watch event that does not decode.
+pub(crate) fn undecodable_event(error: impl fmt::Display) -> UpstreamError {
+    decode_error("watch event", error)
+}
+
+/// The failure an ERROR event carries.
+pub(crate) fn error_event(event: &WatchLine<'_>) -> Result<UpstreamError, UpstreamError> {
+    let status = event.status().map_err(undecodable_event)?;
+    Ok(UpstreamError::from_status(&status))
+}
+
 /// A list response: the whole body, in the encoding it declared.
 #[derive(Debug, Clone)]
 pub struct ListResponse {

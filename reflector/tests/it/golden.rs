@@ -10,7 +10,7 @@
 //! transcoder's own byte fidelity against the corpus, both ways, is tested
 //! in `reflector/wire/tests/golden_transcode.rs`.)
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use kubecache_reflector::upstream::ListResponse;
@@ -264,7 +264,8 @@ mod recorded_streaming_lists {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use kubecache_reflector::upstream::{RequestEncoding, Strategy};
+    use kubecache_reflector::Strategy;
+    use kubecache_reflector::upstream::RequestEncoding;
     use kubecache_testkit::golden;
     use kubecache_testkit::wait;
     use parking_lot::Mutex;

@@ -5,15 +5,15 @@
 //! kinds as Go does, and the transcoder writes what Go writes), and decodes
 //! to the same stored object.
 
-mod common;
+use crate::common;
 use common::start;
 use std::time::Duration;
 
 use bytes::Bytes;
 use kubecache_loadtest::sim::{Sim, SimConfig};
+use kubecache_reflector::Strategy;
 use kubecache_reflector::upstream::{
-    ApiResource, Query, RequestEncoding, ResourceSpec, Strategy, Upstream, UpstreamError,
-    WatchEvent,
+    ApiResource, Query, RequestEncoding, ResourceSpec, Upstream, UpstreamError, WatchEvent,
 };
 use kubecache_wire::{CachedObject, Encoding, Transform, WatchEventType, decode_object};
 use serde_json::Value;

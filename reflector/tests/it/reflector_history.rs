@@ -26,7 +26,7 @@
 //! `REFLECTOR_HISTORY_SEED=<seed>`; `REFLECTOR_HISTORY_CASES=<n>` runs seeds
 //! `0..n` instead of the default [`CASES`].
 
-mod common;
+use crate::common;
 use common::start;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -34,7 +34,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kubecache_loadtest::sim::{Sim, SimConfig, Store, ids};
-use kubecache_reflector::upstream::{ReflectorStatus, RequestEncoding, Strategy};
+use kubecache_reflector::upstream::RequestEncoding;
+use kubecache_reflector::{ReflectorStatus, Strategy};
 use kubecache_reflector::{StoreReader, TryRecvError};
 use kubecache_wire::ChangeType;
 use rand::rngs::SmallRng;

@@ -8,7 +8,7 @@
 //! jumps to the next timer whenever the runtime waits on them. A wait for
 //! something the reflector should reach is bounded by its failures instead.
 
-mod common;
+use crate::common;
 use common::{Running, start, start_with};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, Sim, SimConfig, ids};
 use kubecache_reflector::Readiness;
-use kubecache_reflector::upstream::{ObjectFilter, ReflectorConfig, RequestEncoding, Strategy};
+use kubecache_reflector::upstream::RequestEncoding;
+use kubecache_reflector::{ObjectFilter, ReflectorConfig, Strategy};
 
 /// kube-apiserver's answer to a service account without `watch` on pods.
 const FORBIDDEN_WATCH: &str = r#"403 from the API server: pods is forbidden: User "system:serviceaccount:kubecache:kubecache" cannot watch resource "pods" in API group "" at the cluster scope"#;

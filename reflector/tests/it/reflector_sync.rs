@@ -4,17 +4,15 @@
 //! gap or a reordering in its event log. Every scenario runs over JSON and
 //! over protobuf (`<scenario>::over_json`, `<scenario>::over_protobuf`).
 
-mod common;
+use crate::common;
 use common::{Running, start};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, HistoryWindow, Sim, SimConfig, ids};
-use kubecache_reflector::upstream::{
-    ApiResource, Reflector, ReflectorConfig, ReflectorStatus, RequestEncoding, ResourceSpec,
-    Strategy, Upstream,
-};
+use kubecache_reflector::upstream::{ApiResource, RequestEncoding, ResourceSpec, Upstream};
+use kubecache_reflector::{Reflector, ReflectorConfig, ReflectorStatus, Strategy};
 use kubecache_reflector::{StoreConfig, StoreReader, Subscription, store};
 use kubecache_testkit::real_apiserver::{self, RealApiServer};
 use kubecache_wire::ChangeType;

@@ -26,8 +26,8 @@ use axum::http::request::Parts;
 use axum::http::{Extensions, HeaderMap, HeaderValue, header};
 use kubecache_wire::Status;
 
+use crate::cacher::ClientKey;
 use crate::error::ApiError;
-use crate::served::ClientKey;
 
 pub use attributes::{Attributes, ResourceAttributes};
 pub use impersonation::Impersonation;

@@ -159,7 +159,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::served::fake_api::FakeApi;
+    use crate::cacher::fake_api::FakeApi;
 
     fn clock(api: &Arc<FakeApi>, plurals: &[&str], max_in_flight: usize) -> Arc<Clock> {
         let sources = plurals

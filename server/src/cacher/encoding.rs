@@ -110,9 +110,9 @@ impl Kind {
         &self,
         object: &CachedObject,
         shape: Shape,
-        wire: Encoding,
+        encoding: Encoding,
     ) -> Result<Vec<u8>, Status> {
-        Ok(match wire {
+        Ok(match encoding {
             Encoding::Json => self.json(object, shape).concat(),
             Encoding::Protobuf => {
                 let (api_version, kind) = self.type_meta(shape);

@@ -404,7 +404,7 @@ mod tests {
     use std::sync::atomic::Ordering::SeqCst;
 
     use super::*;
-    use crate::served::fake_api::FakeApi;
+    use crate::cacher::fake_api::FakeApi;
 
     const INTERVAL: Duration = Duration::from_millis(100);
     const WAIT: Duration = Duration::from_secs(3);

@@ -1,4 +1,4 @@
-//! The served-resource core: each cached resource, a [`Cache`], with what
+//! The cache core (kube-apiserver's cacher): each cached resource, a [`Cache`], with what
 //! serving it needs (store reader, consistent reads, held list snapshots,
 //! watch fan-out), and every one of them, the [`Caches`]; below the HTTP
 //! layer and free of it.
@@ -23,7 +23,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use kubecache_reflector::upstream::{ApiResource, ReflectorStatus, Upstream};
+use kubecache_reflector::ReflectorStatus;
+use kubecache_reflector::upstream::{ApiResource, Upstream};
 use kubecache_reflector::{IndexSpec, StoreReader};
 use kubecache_wire::{ObjectKey, Status, Transform};
 use tokio::sync::watch;
@@ -71,20 +72,20 @@ pub struct ServeSettings {
     pub max_selector_requirements: usize,
     /// Most requests for the API server's current resourceVersion in
     /// flight at once, for the consistent reads of every resource (see
-    /// `served/clock.rs`); and most GETs of one object in flight at once
+    /// `cacher/clock.rs`); and most GETs of one object in flight at once
     /// for its consistent reads.
     pub freshness_requests: usize,
     /// How often a probe watch starts while consistent reads of a resource
-    /// wait for a proof that it is complete (see `served/freshness.rs`): it
+    /// wait for a proof that it is complete (see `cacher/freshness.rs`): it
     /// bounds their wait against a server that honours each watch's own
     /// bookmark time.
     pub probe_interval: Duration,
     /// Whether a consistent GET of one object that the store cannot prove
     /// complete at once is answered by the API server's copy of the object
-    /// instead of waiting for a probe (see `served/freshness.rs`).
+    /// instead of waiting for a probe (see `cacher/freshness.rs`).
     pub cold_get_passthrough: bool,
     /// Large initial sends (a watch's initial events, a list of many
-    /// objects) written at once; the others queue (see `served/seats.rs`).
+    /// objects) written at once; the others queue (see `cacher/seats.rs`).
     pub initial_send_seats: usize,
 }
 

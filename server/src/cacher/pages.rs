@@ -163,7 +163,7 @@ mod tests {
     use kubecache_reflector::{StoreConfig, StoreWriter, store};
 
     use super::*;
-    use crate::served::ClientKey;
+    use crate::cacher::ClientKey;
 
     const TTL: Duration = Duration::from_secs(300);
 

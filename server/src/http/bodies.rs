@@ -12,7 +12,7 @@
 //!   `apiVersion`) or protobuf, for every kind, custom resources included.
 //!
 //! Every encoding of an object is made once per object version and shared
-//! (see [`crate::served::encoding`]): a body copies bytes. List bodies are
+//! (see [`crate::cacher::encoding`]): a body copies bytes. List bodies are
 //! streamed in chunks of about [`CHUNK`] bytes.
 
 use std::pin::Pin;
@@ -26,8 +26,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kubecache_wire::protobuf;
 use kubecache_wire::{CachedObject, Encoding, Status};
 
-use crate::served::Seat;
-use crate::served::encoding::{Kind, Shape};
+use crate::cacher::Seat;
+use crate::cacher::encoding::{Kind, Shape};
 
 /// The header that says which resourceVersion a response was served at.
 pub const RESOURCE_VERSION_HEADER: &str = "x-kubecache-resource-version";
@@ -79,10 +79,10 @@ pub(crate) fn object(
     kind: &Kind,
     object: &CachedObject,
     shape: Shape,
-    wire: Encoding,
+    encoding: Encoding,
 ) -> Result<Bytes, Status> {
-    let mut body = kind.body(object, shape, wire)?;
-    if wire == Encoding::Json {
+    let mut body = kind.body(object, shape, encoding)?;
+    if encoding == Encoding::Json {
         body.push(b'\n');
     }
     Ok(body.into())
@@ -102,10 +102,10 @@ pub(crate) fn list(
     meta: &ListMeta,
     items: Vec<Arc<CachedObject>>,
     shape: Shape,
-    wire: Encoding,
+    encoding: Encoding,
 ) -> Result<Chunks, Status> {
     let (api_version, list_kind) = kind.list_type_meta(shape);
-    Ok(match wire {
+    Ok(match encoding {
         Encoding::Json => {
             // A custom resource's list is an unstructured map in the API
             // server, written with sorted keys.
@@ -143,7 +143,7 @@ pub(crate) fn stream(chunks: Chunks) -> Body {
 }
 
 /// `response`, its body sent while it holds `seat` (see
-/// `served/seats.rs`), which is freed once the body is sent or dropped.
+/// `cacher/seats.rs`), which is freed once the body is sent or dropped.
 pub(crate) fn seated(response: Response, seat: Seat) -> Response {
     response.map(|body| Body::new(Seated { body, seat }))
 }

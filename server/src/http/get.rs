@@ -4,7 +4,7 @@
 //! consistent read, except that a GET that would wait for a cold probe is
 //! answered by the API server's copy of the object instead, read as
 //! kubecache and shared by every such read of it waiting when it is asked
-//! for ([`crate::served::fetch`]; unless `--cold-get-passthrough=false`),
+//! for ([`crate::cacher::fetch`]; unless `--cold-get-passthrough=false`),
 //! and that the writer's next read after its write waits for that write
 //! only; `0`, the store as it is; `N`, the store once it has reached `N`.
 //! An object the API server answers (that copy, or the caller's own GET of
@@ -29,12 +29,12 @@ use super::bodies::{self, RESOURCE_VERSION_HEADER, response};
 use super::negotiate::Rendering;
 use super::table::{self, TableMeta};
 use crate::auth::Credential;
+use crate::cacher::encoding::Kind;
+use crate::cacher::fetch::Fetched;
+use crate::cacher::freshness::Consistent;
+use crate::cacher::{Cache, Caches};
 use crate::error::ApiError;
 use crate::passthrough::PassThrough;
-use crate::served::encoding::Kind;
-use crate::served::fetch::Fetched;
-use crate::served::freshness::Consistent;
-use crate::served::{Cache, Caches};
 
 /// `GET` of the object `name` in `namespace` at `resource_version`;
 /// `own_write`: the client's first read after its write, which needs no

@@ -1,6 +1,6 @@
 //! The health endpoints, open to anyone (as kube-apiserver's are): served
 //! with the API and, alone, on the health listener (see
-//! [`crate::serving`]).
+//! [`crate::transport`]).
 
 use std::sync::Arc;
 
@@ -11,8 +11,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
+use crate::cacher::Caches;
 use crate::metrics::Endpoint;
-use crate::served::Caches;
 
 /// `/healthz`, `/livez` and `/readyz` over `caches`; a method they do not
 /// serve is a 405 `Status`.

@@ -4,11 +4,11 @@
 //!
 //! kubecache holds the current state, not a history of states, so it serves
 //! every list from a snapshot of the store:
-//! - unset: a consistent read (see [`crate::served::freshness`]): the store
+//! - unset: a consistent read (see [`crate::cacher::freshness`]): the store
 //!   catches up with the API server's current resourceVersion first; the
 //!   writer's next read after its write through kubecache waits for that
 //!   write only, as with `N` = the write's resourceVersion and
-//!   `NotOlderThan` (see [`crate::served::writes`]);
+//!   `NotOlderThan` (see [`crate::cacher::writes`]);
 //! - `0` ("any"): the store as it is, no waiting;
 //! - `N` with `NotOlderThan` (or `N` without a limit, the legacy rule): the
 //!   store once it has reached `N` (504 after the read-wait timeout);
@@ -49,9 +49,9 @@ use super::bodies::{self, ListMeta, json_response, response};
 use super::negotiate::Rendering;
 use super::offload;
 use super::table::{self, TableMeta};
+use crate::cacher::encoding::{Kind, Shape};
+use crate::cacher::{Cache, Caches, Filter, Flow, Owner};
 use crate::error::{self, ApiError};
-use crate::served::encoding::{Kind, Shape};
-use crate::served::{Cache, Caches, Filter, Flow, Owner};
 
 /// A list of `cache`'s objects that `filter` selects, with `params`, for
 /// `flow`; `own_write`: the client's first read after its write, which
@@ -228,10 +228,10 @@ fn render(
 ) -> Response {
     let resource_version = meta.resource_version;
     match rendering {
-        Rendering::Encoded(shape, wire) => {
-            match bodies::list(&Kind::of(cache), &meta, items, shape, wire) {
-                Ok(chunks) => response(bodies::stream(chunks), resource_version, wire, false),
-                Err(status) => error::render(&status, Some(wire)),
+        Rendering::Encoded(shape, encoding) => {
+            match bodies::list(&Kind::of(cache), &meta, items, shape, encoding) {
+                Ok(chunks) => response(bodies::stream(chunks), resource_version, encoding, false),
+                Err(status) => error::render(&status, Some(encoding)),
             }
         }
         Rendering::Table { version, include } => {

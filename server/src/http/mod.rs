@@ -47,9 +47,9 @@ use negotiate::{Read, Rendering};
 use route::{CacheRead, Collection, Route, What};
 
 use crate::auth::{Attributes, Auth, Caller, Credential, User};
+use crate::cacher::{Cache, Caches, Filter, Flow, Owner};
 use crate::metrics::Endpoint;
 use crate::passthrough::PassThrough;
-use crate::served::{Cache, Caches, Filter, Flow, Owner};
 
 /// What the handlers share, behind one `Arc` (axum clones the state for
 /// every request).
@@ -228,7 +228,7 @@ enum Answer {
     Served(Response),
     /// A GET the API server answers, rendered so: a consistent GET of one
     /// object the cache could not prove fresh without waiting for a cold
-    /// probe (see [`crate::served::freshness`]; consistent by construction,
+    /// probe (see [`crate::cacher::freshness`]; consistent by construction,
     /// and authorized all the same), or of an object a selector-restricted
     /// cache does not hold (it may exist outside the selectors).
     Upstream(Rendering),
@@ -352,7 +352,7 @@ async fn ready_for(
         .await?)
 }
 
-/// Whose watches a request's count with (see [`crate::served`]'s quota):
+/// Whose watches a request's count with (see [`crate::cacher`]'s quota):
 /// its user when one is known, else its credential, else its address;
 /// `None` for an anonymous request from no address (not over a socket).
 fn owner(user: Option<&User>, credential: &Credential, peer: Option<IpAddr>) -> Option<Owner> {
@@ -370,7 +370,7 @@ fn owner(user: Option<&User>, credential: &Credential, peer: Option<IpAddr>) -> 
 /// Sends a request of `caller` to the API server (see
 /// [`Auth::forwarded`]); after a successful write of a cached resource,
 /// records the resourceVersion written for the client before answering
-/// (see [`crate::served`]'s read-your-writes).
+/// (see [`crate::cacher`]'s read-your-writes).
 async fn pass_through(
     shared: &Shared,
     mut parts: Parts,

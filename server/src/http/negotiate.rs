@@ -47,7 +47,7 @@ use kubecache_wire::protobuf::MessageType;
 use kubecache_wire::{Status, StatusDetails};
 
 use super::table::{self, IncludeObject};
-use crate::served::encoding::Shape;
+use crate::cacher::encoding::Shape;
 use kubecache_wire::Encoding;
 use kubecache_wire::media::{JSON, PROTOBUF};
 
@@ -68,7 +68,7 @@ impl Rendering {
     /// The encoding of the body.
     pub(crate) fn encoding(self) -> Encoding {
         match self {
-            Rendering::Encoded(_, wire) => wire,
+            Rendering::Encoded(_, encoding) => encoding,
             Rendering::Table { .. } => Encoding::Json,
         }
     }
@@ -112,7 +112,7 @@ impl Range<'_> {
 
     /// The encoding of its media type, if kubecache has it; a wildcard is
     /// JSON, or protobuf when JSON is refused.
-    fn wire(&self, json_refused: bool) -> Option<Encoding> {
+    fn encoding(&self, json_refused: bool) -> Option<Encoding> {
         match self.media.as_str() {
             JSON => Some(Encoding::Json),
             "application/*" | "*/*" if !json_refused => Some(Encoding::Json),
@@ -195,22 +195,22 @@ pub(crate) fn negotiate(
     }
     let ranges = ranges(accept);
     for range in &ranges.accepted {
-        let Some(wire) = range.wire(ranges.json_refused) else {
+        let Some(encoding) = range.encoding(ranges.json_refused) else {
             continue;
         };
         if range.param("stream").is_some_and(|s| s != "watch") {
             continue;
         }
         if !range.converts() {
-            if wire == Encoding::Json || served.protobuf.is_some() {
-                return Ok(Rendering::Encoded(Shape::Object, wire));
+            if encoding == Encoding::Json || served.protobuf.is_some() {
+                return Ok(Rendering::Encoded(Shape::Object, encoding));
             }
             continue;
         }
         if range.param("g") != Some("meta.k8s.io") {
             continue;
         }
-        match (range.param("as"), range.param("v"), wire) {
+        match (range.param("as"), range.param("v"), encoding) {
             (Some("Table"), Some(v @ ("v1" | "v1beta1")), Encoding::Json) => {
                 return Ok(Rendering::Table {
                     version: if v == "v1" { "v1" } else { "v1beta1" },
@@ -223,7 +223,7 @@ pub(crate) fn negotiate(
                 _,
             ) => {
                 return metadata(as_ == "PartialObjectMetadataList", read, served)
-                    .map(|()| Rendering::Encoded(Shape::Metadata, wire));
+                    .map(|()| Rendering::Encoded(Shape::Metadata, encoding));
             }
             _ => {}
         }
@@ -315,7 +315,7 @@ pub(crate) fn error_encoding(accept: Option<&str>) -> Option<Encoding> {
         .accepted
         .iter()
         .filter(|range| !range.converts())
-        .find_map(|range| range.wire(ranges.json_refused))
+        .find_map(|range| range.encoding(ranges.json_refused))
 }
 
 #[cfg(test)]

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use kubecache_wire::Status;
 
-use crate::served::Predicates;
-use crate::served::{Cache, Caches};
+use crate::cacher::Predicates;
+use crate::cacher::{Cache, Caches};
 
 /// A path of a cached resource: its collection (all namespaces or one), one
 /// object, or a subresource of one object.

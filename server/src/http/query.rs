@@ -25,7 +25,7 @@
 //! `?resourceVersion=N` they first wait until the store has reached `N`
 //! (504 after the read-wait timeout, 400 when `N` is not a number). A
 //! client's own writes passed through kubecache are waited for first, as
-//! for every read (see [`crate::served`]'s read-your-writes). Every answer
+//! for every read (see [`crate::cacher`]'s read-your-writes). Every answer
 //! carries the resourceVersion it was served at.
 
 use axum::body::Body;
@@ -38,8 +38,8 @@ use super::bodies::{ListMeta, json_response};
 use super::error::not_ready;
 use super::list::list_response;
 use crate::auth::{Attributes, Auth};
+use crate::cacher::{BUILTIN_INDEXES, Cache, Caches, ClientKey};
 use crate::error::ApiError;
-use crate::served::{BUILTIN_INDEXES, Cache, Caches, ClientKey};
 
 /// The path's segments, each percent-decoded after the split: a label
 /// key's `/` arrives as `%2F`.

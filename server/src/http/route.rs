@@ -5,7 +5,7 @@
 //! A cache answers a `GET` of its resource's collection (list, watch,
 //! table) or of one object (a `HEAD` of them: 405 once authorized, as
 //! kube-apiserver, which routes no `HEAD`), within what it holds (see
-//! [`crate::served::Scope`]) and with field selectors it can evaluate
+//! [`crate::cacher::Scope`]) and with field selectors it can evaluate
 //! (`metadata.name`, `metadata.namespace`, indexed fields). Everything else
 //! passes through: writes of every kind, subresources, uncached resources,
 //! discovery (`/api`, `/apis`, `/version`, `/openapi` ...), and reads a cache
@@ -26,7 +26,7 @@ use kubecache_wire::{Encoding, FieldSelector, Status};
 
 use super::negotiate::{self, Read, Rendering};
 use super::path::{self, ResourcePath};
-use crate::served::{Cache, Caches, Filter, Predicates};
+use crate::cacher::{Cache, Caches, Filter, Predicates};
 
 /// Where a request goes.
 pub enum Route {
@@ -276,7 +276,7 @@ fn collection(
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::served::{Cache, ServeSettings};
+    use crate::cacher::{Cache, ServeSettings};
     use kubecache_reflector::upstream::{ApiResource, ResourceSpec, Upstream};
 
     /// Pods, whole; config maps of `team` labelled `app=web`.

@@ -43,7 +43,9 @@ use tower::util::BoxCloneSyncService;
 use tower::{BoxError, ServiceExt};
 use upload::Upload;
 
-pub use upload::{BODY_DEADLINE, MAX_BODY};
+pub use upload::BODY_DEADLINE;
+
+use crate::transport::MAX_BODY;
 
 use crate::auth::{Credential, UserInfo};
 

@@ -25,11 +25,7 @@ use kubecache_wire::Status;
 use tokio::time::Sleep;
 use tower::BoxError;
 
-use crate::serving::BodyTimedOut;
-
-/// Largest request body forwarded: kube-apiserver's limit
-/// (`MaxRequestBodyBytes`, 3 MiB).
-pub const MAX_BODY: usize = 3 * 1024 * 1024;
+use crate::transport::{BodyTimedOut, MAX_BODY};
 
 /// Longest a request body may take to arrive whole: kube-apiserver's
 /// `--request-timeout` (60 s), which bounds a write and its body alike.

@@ -45,13 +45,13 @@ use parking_lot::Mutex;
 use tokio::time::{Instant, Sleep};
 
 use super::stall::{Deadline, stalled_until};
-use super::{Limits, MAX_HEADER_BYTES};
+use super::{Limits, MAX_BODY, MAX_HEADER_BYTES};
 
 /// A stream's receive window, and the largest frame read: kube-apiserver's.
 const STREAM_WINDOW: u32 = 256 * 1024;
 
 /// A connection's receive window: the largest request body.
-const CONNECTION_WINDOW: u32 = crate::passthrough::MAX_BODY as u32;
+const CONNECTION_WINDOW: u32 = MAX_BODY as u32;
 
 /// Streams the client reset before kubecache took them, at most at once
 /// (h2's default, made explicit).

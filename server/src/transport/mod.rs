@@ -91,6 +91,10 @@ pub struct Server {
 /// server buffer.
 pub const MAX_HEADER_BYTES: usize = 256 * 1024;
 
+/// Largest request body kubecache takes (and so forwards): kube-apiserver's
+/// limit (`MaxRequestBodyBytes`, 3 MiB); HTTP/2's connection window.
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
 /// The most headers a request may have; beyond, hyper answers 431. Go's
 /// net/http (kube-apiserver) bounds only their bytes: a recorded request
 /// with 200 headers is served there (hyper's default is 100). The bytes

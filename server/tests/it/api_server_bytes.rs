@@ -6,7 +6,7 @@
 //! over JSON, keeping the API server's key order (sorted, `apiVersion`
 //! first). The caches keep managedFields here, so nothing is stripped.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 

@@ -6,7 +6,7 @@
 //! write, kubecache answers with the code the sim answers the same request
 //! with, and a 401 or 403 with the same body.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

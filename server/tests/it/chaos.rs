@@ -8,7 +8,7 @@
 //! PING floods, unread streams, streams beyond the bound) attack kubecache
 //! and the API server cuts and fails its watches.
 
-mod common;
+use crate::common;
 
 use common::pki::{Pki, tls_files};
 use common::{Setup, serve};
@@ -16,7 +16,7 @@ use kubecache_loadtest::chaos::{Chaos, H2Hostile, Hostile, chaos};
 use kubecache_loadtest::run::Scenario;
 use kubecache_loadtest::sim::{Policy, SimConfig};
 use kubecache_server::auth::AuthSettings;
-use kubecache_server::serving::Tls;
+use kubecache_server::transport::Tls;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_faults() {

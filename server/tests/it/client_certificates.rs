@@ -12,7 +12,7 @@
 //! RoleBinding of the ServiceAccount `team-a/ns-reader`, which the demo
 //! policy does not have). Every case replayed gets the recorded answer.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 
@@ -23,7 +23,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use kubecache_loadtest::sim::auth::demo::{DEVELOPER, NAMESPACE};
 use kubecache_loadtest::sim::{Policy, RoleRef, SimConfig, Subject};
-use kubecache_server::serving::Tls;
+use kubecache_server::transport::Tls;
 use kubecache_testkit::golden;
 use kubecache_testkit::pki::der;
 use kubecache_testkit::wait::within;

@@ -2,7 +2,7 @@
 //! watcher + reflector converge to the API server's state under churn, with
 //! both initial-list strategies, and kubectl gets, prints and watches.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! (replay one seed with `KUBECACHE_SEED=n`), against the sim with
 //! kubecache caching pods and config maps.
 
-mod common;
+use crate::common;
 
 use common::{Setup, get, get_as, resource, serve};
 use kubecache_loadtest::sim::{Policy, SimConfig, ids};
@@ -605,7 +605,7 @@ async fn on_a_real_or_simulated_server_reads_see_the_write_before_them_and_watch
     ];
     let setup = Setup {
         resources,
-        strategy: kubecache_reflector::upstream::Strategy::Auto,
+        strategy: kubecache_reflector::Strategy::Auto,
         ..Setup::default()
     };
     // The cluster's admin, kubecache in front of it, and the namespace and

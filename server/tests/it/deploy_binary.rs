@@ -14,7 +14,7 @@
 //! The manifests themselves are checked by `deploy_manifests.rs`. No
 //! wall-clock windows: every wait is for a condition (`kubecache_testkit::wait`).
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;

@@ -24,7 +24,7 @@
 //!
 //! The real binary's side of the deploy files is `deploy_binary.rs`.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

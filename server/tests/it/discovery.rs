@@ -4,7 +4,7 @@
 //! aggregated), to whoever the API server would answer, and without
 //! asking it again while they are fresh.
 
-mod common;
+use crate::common;
 
 use common::{Served, Setup, serve};
 use kubecache_loadtest::sim::{Policy, SimConfig};

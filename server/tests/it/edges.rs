@@ -11,10 +11,10 @@
 //!
 //! One test a group; the cases kubecache answers otherwise are listed in
 //! it, each with why: it fails when the set that differs changes, for
-//! better or worse. (`loadtest/tests/edges.rs` holds the sim to the same
+//! better or worse. (`loadtest/tests/it/edges.rs` holds the sim to the same
 //! cases; `client_certificates.rs` replays the client-cert group over TLS.)
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 

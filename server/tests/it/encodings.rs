@@ -4,7 +4,7 @@
 //! decoded the way those clients decode them: typed protobuf messages
 //! (`k8s-pb`, as a Go client's generated types) and kube-rs's metadata API.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

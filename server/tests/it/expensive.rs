@@ -3,7 +3,7 @@
 //! objects built off the async workers, and their answers unchanged. The
 //! sim answers the same requests as the oracle.
 
-mod common;
+use crate::common;
 
 use common::{Setup, get, names, serve};
 use kubecache_loadtest::sim::SimConfig;

@@ -9,7 +9,7 @@
 //! under churn, `kubecache-loadtest run` watching both, one killed; and
 //! the same with the survivor held behind its watchers until the kill.
 
-mod common;
+use crate::common;
 use common::process::{Process, kubecache};
 use common::{Served, Setup, WatchLines, describe, get, serve};
 use std::sync::Arc;

@@ -10,7 +10,7 @@
 //! the seed of any new failure in `fuzz_requests.regressions`, and replays
 //! it first from then on (commit it with the fix).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

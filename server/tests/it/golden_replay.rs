@@ -14,7 +14,7 @@
 //! Kubernetes 1.36 leaves out and 1.28 writes `null`: kubecache reads the
 //! replay's `/version` and transcodes as 1.28's Go types, with no allowance.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

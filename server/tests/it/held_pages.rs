@@ -2,7 +2,7 @@
 //! its snapshot however many lists another client starts, and the other
 //! client's own oldest lists are the ones that go.
 
-mod common;
+use crate::common;
 
 use common::{Setup, get_as as list, names, serve};
 use kubecache_loadtest::sim::SimConfig;

@@ -1,10 +1,10 @@
 //! HTTP/2 over TLS: many watches multiplexed on a few connections, each
 //! complete; the bound on streams per connection, told in SETTINGS and
 //! enforced; rapid reset ended by GOAWAY without touching other clients.
-//! (A stream that never reads is reset alone: `serving::http2`'s unit
+//! (A stream that never reads is reset alone: `transport::http2`'s unit
 //! test, on paused time.)
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use kubecache_loadtest::raw_h2::{
     SETTINGS_MAX_CONCURRENT_STREAMS, frame,
 };
 use kubecache_loadtest::sim::ids;
-use kubecache_server::serving::{Limits, Server, Tls};
+use kubecache_server::transport::{Limits, Server, Tls};
 use kubecache_testkit::pki;
 use kubecache_testkit::wait::{PATIENCE, within};
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 //! and everything else is answered meanwhile. Its own test binary: it
 //! reads process-wide gauges.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::Arc;

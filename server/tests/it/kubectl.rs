@@ -5,7 +5,7 @@
 //! `explain`) from kubecache's copies. The oracle is the sim: its state
 //! after the writes, its logs, its RBAC, its request counters.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 
@@ -16,7 +16,7 @@ use kubecache_loadtest::sim::resources::ids;
 use kubecache_loadtest::sim::{Policy, SimConfig};
 use kubecache_reflector::upstream::ApiResource;
 use kubecache_server::auth::AuthSettings;
-use kubecache_server::serving::Tls;
+use kubecache_server::transport::Tls;
 use kubecache_testkit::kubectl::{self, Credential, Kubectl};
 
 async fn served(pki: &Pki) -> Served {

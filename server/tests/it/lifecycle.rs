@@ -2,7 +2,7 @@
 //! `/readyz`, `/v1/status`, `/metrics` and `/livez`, against the simulated
 //! API server.
 
-mod common;
+use crate::common;
 use common::{Setup, get, serve};
 use std::time::Duration;
 

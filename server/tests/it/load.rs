@@ -3,7 +3,7 @@
 //! find every event delivered to every matching watcher, in order, as the
 //! API server's own history has it.
 
-mod common;
+use crate::common;
 
 use common::{Setup, serve};
 use kubecache_loadtest::run::{Scenario, ShardBy, run};

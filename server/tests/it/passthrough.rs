@@ -3,7 +3,7 @@
 //! API server's own answer (code and body), and a client reads its own
 //! writes back at once.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

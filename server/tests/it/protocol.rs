@@ -2,7 +2,7 @@
 //! exact behaviour: each answered by kubecache as the simulated API server
 //! (and the real one, see the golden corpus) answers it.
 
-mod common;
+use crate::common;
 
 use common::{Setup, WatchLines, describe, exchange, get, resource_version, serve};
 use kubecache_loadtest::sim::ids;

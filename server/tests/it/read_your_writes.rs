@@ -4,7 +4,7 @@
 //! another client reads the cache as it is. Alone in its binary: it watches
 //! a process-wide gauge.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! answers the same request, follow its consistency rules, and refuse bad
 //! input with the right `Status`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

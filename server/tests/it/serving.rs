@@ -1,4 +1,4 @@
-//! kubecache's accept loop (`kubecache_server::serving`) over real sockets:
+//! kubecache's accept loop (`kubecache_server::transport`) over real sockets:
 //! graceful shutdown, HTTPS with certificates minted by `common::pki`,
 //! client certificates, reloading rotated files,
 //! handshakes that never finish, and connection hygiene (header-read and
@@ -9,7 +9,7 @@
 //! No wall-clock windows: every wait is for a condition, bounded only so
 //! that a bug fails the test instead of hanging it.
 
-mod common;
+use crate::common;
 
 use common::pki::{Pki, tls_files};
 use kubecache_testkit::pki::{self, der};
@@ -28,7 +28,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use kubecache_server::auth::PeerCertificate;
-use kubecache_server::serving::{Limits, Server, Tls, TlsFiles};
+use kubecache_server::transport::{Limits, Server, Tls, TlsFiles};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -683,7 +683,7 @@ async fn a_body_that_stops_arriving_ends_in_error_and_the_request_is_still_answe
                         cause = Some(inner);
                     }
                     let timed_out =
-                        cause.is_some_and(|e| e.is::<kubecache_server::serving::BodyTimedOut>());
+                        cause.is_some_and(|e| e.is::<kubecache_server::transport::BodyTimedOut>());
                     (
                         http::StatusCode::REQUEST_TIMEOUT,
                         format!("timed out: {timed_out}"),
@@ -895,7 +895,7 @@ async fn every_error_kubecache_answers_is_a_status_and_hyper_s_own_are_empty() {
     );
     let big_head = format!(
         "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
-        "a".repeat(kubecache_server::serving::MAX_HEADER_BYTES)
+        "a".repeat(kubecache_server::transport::MAX_HEADER_BYTES)
     );
     assert_eq!(raw(addr, big_head.as_bytes()).await, (431, String::new()));
     assert_eq!(
@@ -905,7 +905,7 @@ async fn every_error_kubecache_answers_is_a_status_and_hyper_s_own_are_empty() {
     // Just within the limit: served.
     let within_limit = format!(
         "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: {}\r\n\r\n",
-        "a".repeat(kubecache_server::serving::MAX_HEADER_BYTES - 100)
+        "a".repeat(kubecache_server::transport::MAX_HEADER_BYTES - 100)
     );
     assert_eq!(raw(addr, within_limit.as_bytes()).await.0, 200);
 }
@@ -1055,7 +1055,7 @@ async fn half_open_tls_handshakes_of_one_address_do_not_block_another_s_and_are_
     // than every place (the admitted, then the refusals).
     let half_open = async |addr| {
         let mut held = Vec::new();
-        for _ in 0..4 + kubecache_server::serving::REFUSALS + 4 {
+        for _ in 0..4 + kubecache_server::transport::REFUSALS + 4 {
             let mut stream = connect_from([127, 0, 0, 1], addr).await;
             stream.write_all(&[22, 3, 1]).await.unwrap();
             held.push(stream);
@@ -1142,7 +1142,7 @@ async fn the_health_listener_answers_while_every_connection_place_of_the_api_is_
     // Silent connections take every place of the API's: the admitted,
     // then the refusals (each waits an hour for its head) ...
     let mut silent = Vec::new();
-    for _ in 0..2 + kubecache_server::serving::REFUSALS {
+    for _ in 0..2 + kubecache_server::transport::REFUSALS {
         silent.push(TcpStream::connect(api).await.unwrap());
     }
     // ... so a probe on the API's port waits in the listen backlog ...

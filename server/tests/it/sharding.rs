@@ -6,7 +6,7 @@
 //! shards' watches together are the unsharded watch, every object's events
 //! in order and in exactly one shard.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};

@@ -2,7 +2,7 @@
 //! each event's row is rendered once and shared, initial rows off the
 //! async workers.
 
-mod common;
+use crate::common;
 
 use common::{Setup, WatchLines, get, resource_version, serve};
 use kubecache_loadtest::sim::resources::ids;

@@ -7,7 +7,7 @@
 //! No wall-clock windows: every wait polls a condition (a bound only fails
 //! the test when the condition never comes).
 
-mod common;
+use crate::common;
 use common::process::{Process, kubecache};
 use common::{WatchLines, describe, get};
 

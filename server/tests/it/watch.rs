@@ -3,7 +3,7 @@
 //! watcher is cut without costing the others an event; replays, streaming
 //! lists, bookmarks and shutdown behave as kube-apiserver's watch cache.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! No wall-clock windows: every wait is for a condition, bounded only so
 //! that a bug fails rather than hangs.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

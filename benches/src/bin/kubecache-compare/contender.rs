@@ -8,9 +8,8 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, Config};
-use kubecache_reflector::upstream::{
-    ApiResource, Reflector, ReflectorConfig, RequestEncoding, ResourceSpec, Strategy, Upstream,
-};
+use kubecache_reflector::upstream::{ApiResource, RequestEncoding, ResourceSpec, Upstream};
+use kubecache_reflector::{Reflector, ReflectorConfig, Strategy};
 use kubecache_reflector::{StoreConfig, StoreReader, store};
 use serde::{Deserialize, Serialize};
 

@@ -1,10 +1,8 @@
 //! What the reflector integration tests share: a reflector of pods running
 //! against a URL, stopped when dropped.
 
-use kubecache_reflector::upstream::{
-    ApiResource, Reflector, ReflectorConfig, ReflectorStatus, RequestEncoding, ResourceSpec,
-    Strategy, Upstream,
-};
+use kubecache_reflector::upstream::{ApiResource, RequestEncoding, ResourceSpec, Upstream};
+use kubecache_reflector::{Reflector, ReflectorConfig, ReflectorStatus, Strategy};
 use kubecache_reflector::{StoreConfig, StoreReader, store};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;

@@ -14,8 +14,8 @@ use kubecache_wire::protobuf;
 use kubecache_wire::{CachedObject, ChangeType, Status};
 use parking_lot::Mutex;
 
-use crate::served::encoding::{Kind, Shape};
-use crate::served::{Filter, Predicates};
+use crate::cacher::encoding::{Kind, Shape};
+use crate::cacher::{Filter, Predicates};
 use kubecache_wire::Encoding;
 
 /// One event as a watcher receives it, shared by every watcher that
@@ -39,8 +39,8 @@ pub(crate) struct Frame {
 }
 
 /// Where the event in `shape` and `wire` is kept.
-fn slot(shape: Shape, wire: Encoding) -> usize {
-    match (shape, wire) {
+fn slot(shape: Shape, encoding: Encoding) -> usize {
+    match (shape, encoding) {
         (Shape::Object, Encoding::Json) => 0,
         (Shape::Object, Encoding::Protobuf) => 1,
         (Shape::Metadata, Encoding::Json) => 2,
@@ -91,16 +91,21 @@ impl Frame {
     /// # Errors
     ///
     /// 500 for an object that does not encode as protobuf.
-    pub fn encoded(&self, resource: &Kind, shape: Shape, wire: Encoding) -> Result<Bytes, Status> {
-        let cell = &self.encoded[slot(shape, wire)];
+    pub fn encoded(
+        &self,
+        resource: &Kind,
+        shape: Shape,
+        encoding: Encoding,
+    ) -> Result<Bytes, Status> {
+        let cell = &self.encoded[slot(shape, encoding)];
         if let Some(bytes) = cell.get() {
             return Ok(bytes.clone());
         }
         let event_type = self.kind.as_str();
-        let bytes = match wire {
+        let bytes = match encoding {
             Encoding::Json => json_event(event_type, &resource.json(&self.object, shape)),
             Encoding::Protobuf => {
-                protobuf_event(event_type, &resource.body(&self.object, shape, wire)?)
+                protobuf_event(event_type, &resource.body(&self.object, shape, encoding)?)
             }
         };
         Ok(cell.get_or_init(|| bytes).clone())
@@ -163,14 +168,14 @@ fn protobuf_event(event_type: &str, envelope: &[u8]) -> Bytes {
 pub(crate) fn bookmark(
     resource: &Kind,
     shape: Shape,
-    wire: Encoding,
+    encoding: Encoding,
     resource_version: u64,
     initial_events_end: bool,
 ) -> Bytes {
     let typed = shape == Shape::Metadata || resource.builtin;
     let metadata = bookmark_metadata(resource_version, typed, initial_events_end);
     let (api_version, kind) = resource.type_meta(shape);
-    match wire {
+    match encoding {
         Encoding::Json => json_event(
             "BOOKMARK",
             &[Bytes::from(format!(
@@ -218,8 +223,8 @@ pub(crate) fn bookmark_metadata(
 }
 
 /// An `ERROR` event carrying `status`, in `wire`.
-pub(crate) fn error(wire: Encoding, status: &Status) -> Bytes {
-    match wire {
+pub(crate) fn error(encoding: Encoding, status: &Status) -> Bytes {
+    match encoding {
         Encoding::Json => json_event("ERROR", &[Bytes::from(status.to_json())]),
         Encoding::Protobuf => protobuf_event("ERROR", &status.to_protobuf()),
     }
@@ -285,12 +290,12 @@ mod tests {
             pod(br#"{"metadata":{"name":"a","resourceVersion":"7"}}"#),
             7,
         );
-        for (shape, wire) in [
+        for (shape, encoding) in [
             (Shape::Object, Encoding::Json),
             (Shape::Metadata, Encoding::Protobuf),
         ] {
-            let first = frame.encoded(&pods(), shape, wire).unwrap();
-            let again = frame.encoded(&pods(), shape, wire).unwrap();
+            let first = frame.encoded(&pods(), shape, encoding).unwrap();
+            let again = frame.encoded(&pods(), shape, encoding).unwrap();
             assert_eq!(first.as_ptr(), again.as_ptr());
         }
     }
@@ -355,7 +360,7 @@ mod tests {
 
     /// The frames of a watch over the recorded window: the full objects of
     /// `watch/pods-meta.watch.json`, bookmarks at their recorded revision.
-    fn recorded_frames(shape: Shape, wire: Encoding) -> Vec<Bytes> {
+    fn recorded_frames(shape: Shape, encoding: Encoding) -> Vec<Bytes> {
         let full = crate::golden::read("watch/pods-meta.watch.json");
         lines(&full)
             .into_iter()
@@ -364,12 +369,12 @@ mod tests {
                 if event_type == "BOOKMARK" {
                     let object: serde_json::Value = serde_json::from_str(object.get()).unwrap();
                     let rv = object["metadata"]["resourceVersion"].as_str().unwrap();
-                    return bookmark(&pods(), shape, wire, rv.parse().unwrap(), false);
+                    return bookmark(&pods(), shape, encoding, rv.parse().unwrap(), false);
                 }
                 let object = crate::golden::object(object.get().as_bytes(), "Pod", "v1");
                 let position = object.resource_version;
                 Frame::new(change(&event_type), Arc::new(object), position)
-                    .encoded(&pods(), shape, wire)
+                    .encoded(&pods(), shape, encoding)
                     .unwrap()
             })
             .collect()

@@ -41,7 +41,7 @@ use serde_json::value::RawValue;
 
 use json::Json;
 
-use crate::served::fanout::frame::{self, Frame};
+use crate::cacher::fanout::frame::{self, Frame};
 
 /// `includeObject`: what each row carries besides its cells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,7 +9,7 @@
 //! together), which polls the body only when it can take more (its own
 //! backpressure). A client that reads nothing stops the polling
 //! altogether: its connection's write-stall bound, shortened to the
-//! watch's deadline (see [`crate::serving::AnswerDeadline`]), closes it,
+//! watch's deadline (see [`crate::transport::AnswerDeadline`]), closes it,
 //! and dropping the body ends the watch.
 
 use std::collections::VecDeque;

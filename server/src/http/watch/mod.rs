@@ -1,7 +1,7 @@
 //! Watches: `GET …?watch=1`, served from the store's event log.
 //!
 //! Where a watch starts, as kube-apiserver's watch cache starts it:
-//! - `resourceVersion` unset: a consistent read (see [`crate::served::freshness`]),
+//! - `resourceVersion` unset: a consistent read (see [`crate::cacher::freshness`]),
 //!   then synthetic `ADDED` events for the selected objects, then their
 //!   changes; `0`: the same without waiting;
 //! - `resourceVersion=N`: the changes after `N`, replayed from the event
@@ -37,7 +37,7 @@
 //! [`crate::Predicates`]) drop `MODIFIED` events that change nothing the
 //! watcher asked about.
 //!
-//! Fan-out: see [`crate::served::fanout`]. Each watch is its response body
+//! Fan-out: see [`crate::cacher::fanout`]. Each watch is its response body
 //! ([`body`]), run by its connection's task.
 
 mod body;
@@ -55,15 +55,15 @@ use kubecache_wire::{ChangeType, Status};
 use rand::Rng;
 use tokio::time::Instant;
 
+use crate::cacher::fanout::frame::Frame;
+use crate::cacher::{Cache, Caches};
+use crate::cacher::{Filter, Flow, Predicates};
 use crate::error::ApiError;
 use crate::http::bodies::response;
 use crate::http::negotiate::Rendering;
 use crate::http::offload;
 use crate::http::table::{self, LineOptions};
-use crate::served::fanout::frame::Frame;
-use crate::served::{Cache, Caches};
-use crate::served::{Filter, Flow, Predicates};
-use crate::serving::AnswerDeadline;
+use crate::transport::AnswerDeadline;
 use body::{Outbox, WatchBody};
 use stream::{Start, Watch};
 

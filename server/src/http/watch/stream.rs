@@ -24,13 +24,13 @@ use tokio::time::{Instant, sleep_until};
 
 use super::body::Outbox;
 
+use crate::cacher::encoding::{Kind, Shape};
+use crate::cacher::fanout::frame::{self, Frame, decide};
+use crate::cacher::fanout::{Join, Signals};
+use crate::cacher::{Cache, Seat};
+use crate::cacher::{Filter, Predicates};
 use crate::http::negotiate::Rendering;
 use crate::http::table::{self, LineOptions};
-use crate::served::encoding::{Kind, Shape};
-use crate::served::fanout::frame::{self, Frame, decide};
-use crate::served::fanout::{Join, Signals};
-use crate::served::{Cache, Seat};
-use crate::served::{Filter, Predicates};
 use kubecache_wire::Encoding;
 
 /// Bytes gathered before they are handed to the connection.
@@ -70,7 +70,7 @@ pub(crate) enum Start {
     /// These `ADDED` events, then the initial-events-end bookmark at this
     /// resourceVersion if asked, then the events of the subscription; the
     /// seat of a large send is freed once they are written (and held only
-    /// while they are being written, see `served/seats.rs`).
+    /// while they are being written, see `cacher/seats.rs`).
     Initial {
         frames: Vec<Frame>,
         end_bookmark: Option<u64>,
@@ -373,7 +373,7 @@ impl Writer {
     /// are JSON.
     fn encoding(&self) -> (Shape, Encoding) {
         match self.rendering {
-            Rendering::Encoded(shape, wire) => (shape, wire),
+            Rendering::Encoded(shape, encoding) => (shape, encoding),
             Rendering::Table { .. } => (Shape::Object, Encoding::Json),
         }
     }
@@ -385,7 +385,8 @@ impl Writer {
         self.last = self.last.max(frame.position);
         self.events += 1;
         let line = match self.rendering {
-            Rendering::Encoded(shape, wire) => match frame.encoded(&self.kind, shape, wire) {
+            Rendering::Encoded(shape, encoding) => match frame.encoded(&self.kind, shape, encoding)
+            {
                 Ok(line) => line,
                 Err(status) => {
                     tracing::error!(object = %frame.object.key, "{}", status.message);
@@ -411,7 +412,9 @@ impl Writer {
         let rv = rv.max(self.last);
         self.last = rv;
         let line = match self.rendering {
-            Rendering::Encoded(shape, wire) => frame::bookmark(&self.kind, shape, wire, rv, end),
+            Rendering::Encoded(shape, encoding) => {
+                frame::bookmark(&self.kind, shape, encoding, rv, end)
+            }
             Rendering::Table { version, include } => {
                 let first = !std::mem::replace(&mut self.table_sent, true);
                 table::bookmark_line(&self.resource, version, include, rv, end, first)
@@ -421,8 +424,8 @@ impl Writer {
     }
 
     async fn error(&mut self, status: &Status) {
-        let (_, wire) = self.encoding();
-        self.line(frame::error(wire, status)).await;
+        let (_, encoding) = self.encoding();
+        self.line(frame::error(encoding, status)).await;
         self.flush().await;
     }
 
@@ -458,7 +461,7 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::served::{Filter, ServeSettings};
+    use crate::cacher::{Filter, ServeSettings};
     use http_body_util::BodyExt;
     use kubecache_reflector::upstream::{ApiResource, ResourceSpec, Upstream};
     use kubecache_wire::{CachedObject, ChangeType};

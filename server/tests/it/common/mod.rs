@@ -3,8 +3,6 @@
 //! 127.0.0.1 served by kubecache's own [`Server`] (HTTP, or HTTPS with
 //! [`Setup::tls`]), all in this process and stopped when dropped.
 
-#![allow(dead_code)] // Each test binary uses its own part of this module.
-
 pub mod deploy;
 pub mod pki;
 pub mod process;
@@ -13,12 +11,11 @@ use std::sync::Arc;
 
 use kubecache_loadtest::sim::{Sim, SimConfig};
 use kubecache_reflector::StoreConfig;
-use kubecache_reflector::upstream::{
-    ApiResource, ReflectorConfig, RequestEncoding, ResourceSpec, Strategy,
-};
+use kubecache_reflector::upstream::{ApiResource, RequestEncoding, ResourceSpec};
+use kubecache_reflector::{ReflectorConfig, Strategy};
 use kubecache_server::auth::AuthSettings;
 use kubecache_server::config::{AuthConfig, Cli, Config, FileConfig, ResourceConfig};
-use kubecache_server::serving::{Server, Tls};
+use kubecache_server::transport::{Server, Tls};
 use kubecache_server::{App, Caches, ServeSettings};
 use kubecache_wire::Transform;
 use tokio::task::JoinHandle;

@@ -1,7 +1,7 @@
 //! Test certificates ([`kubecache_testkit::pki`]) as kubecache's serving
 //! takes them.
 
-use kubecache_server::serving::TlsFiles;
+use kubecache_server::transport::TlsFiles;
 pub use kubecache_testkit::pki::Pki;
 
 /// The files of a serving certificate of `pki` named `name`, with this
