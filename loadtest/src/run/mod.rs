@@ -31,8 +31,8 @@
 //! Any lost, duplicated or reordered event, and any failed request, makes
 //! the run fail (non-zero exit).
 
+mod latency;
 mod report;
-pub(crate) use report::percentile_ms;
 mod requests;
 mod shards;
 mod targets;
@@ -46,7 +46,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
-pub use report::{Latency, OpReport, OpStats, Report};
+pub use latency::Latency;
+pub(crate) use latency::percentile_ms;
+pub use report::{OpReport, OpStats, Report};
 pub use shards::{ShardBy, ShardRow, ShardingReport};
 use targets::Targets;
 use watchers::{WatchFilter, Watcher};
