@@ -31,6 +31,7 @@
 //! Any lost, duplicated or reordered event, and any failed request, makes
 //! the run fail (non-zero exit).
 
+mod filter;
 mod latency;
 mod report;
 mod requests;
@@ -46,12 +47,14 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
+pub use filter::ShardBy;
+use filter::WatchFilter;
 pub use latency::Latency;
 pub(crate) use latency::percentile_ms;
 pub use report::{OpReport, OpStats, Report};
-pub use shards::{ShardBy, ShardRow, ShardingReport};
+pub use shards::{ShardRow, ShardingReport};
 use targets::Targets;
-use watchers::{WatchFilter, Watcher};
+use watchers::Watcher;
 
 /// A load scenario: from flags or a YAML file (same keys, camelCase).
 #[derive(Debug, Clone, clap::Args, Serialize, Deserialize)]
