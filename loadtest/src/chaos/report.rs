@@ -7,7 +7,7 @@ use std::fmt;
 use serde::Serialize;
 
 use super::Chaos;
-use super::hostile::HostileReport;
+use super::attack::HostileReport;
 use super::reviews::ReviewRates;
 use super::rss::RssReport;
 use crate::run::{OpReport, Report};
