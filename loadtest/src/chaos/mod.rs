@@ -31,9 +31,9 @@ use crate::run::Scenario;
 pub use attack::HostileReport;
 pub use hostile::Hostile;
 pub use hostile_h2::H2Hostile;
-pub use report::{ChaosReport, PhaseReport};
+pub use report::{ChaosReport, PhaseReport, PhaseRss, RssReport};
 pub use reviews::ReviewRates;
-pub use rss::{PhaseRss, RssReport, slope_per_minute};
+pub use rss::slope_per_minute;
 
 /// A chaos run, from flags.
 #[derive(Debug, Clone, clap::Args, Serialize)]
