@@ -2,16 +2,16 @@
 //! buggy or malicious client does, tallying what happened to it. They run
 //! until the attack is stopped (their connections are then dropped).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::task::JoinSet;
 
 use super::Chaos;
+use super::attack::Attack;
 use super::hostile_h2::{self, H2Hostile};
 use super::victim::{Tally, Victim, authorized, failed, fetch, send};
 use crate::tls::ClientTls;
@@ -92,139 +92,76 @@ pub struct Hostile {
     pub h2: H2Hostile,
 }
 
-/// What one kind of hostile client met.
-#[derive(Debug, Clone, Serialize)]
-pub struct HostileReport {
-    /// The kind.
-    pub kind: &'static str,
-    /// Clients of that kind.
-    pub clients: usize,
-    /// How many times each outcome happened (status codes, cuts, errors).
-    pub outcomes: BTreeMap<String, u64>,
-}
-
-/// The hostile clients at work.
-pub struct Attack {
-    tasks: JoinSet<()>,
-    tallies: Vec<(&'static str, usize, Arc<Tally>)>,
-}
-
-impl Attack {
-    /// Starts every hostile client of `config.hostile` against kubecache,
-    /// trusting `tls`.
-    pub fn start(config: &Chaos, tls: &ClientTls) -> anyhow::Result<Self> {
-        let hostile = &config.hostile;
-        let victim = Arc::new(Victim::new(config, tls)?);
-        let mut attack = Attack {
-            tasks: JoinSet::new(),
-            tallies: Vec::new(),
-        };
-        let hold = Duration::from_secs(hostile.hold_secs);
-        let requirements = hostile.selector_requirements;
-        attack.spawn(
-            "non-reader",
-            hostile.non_readers,
-            &victim,
-            move |v, t, _| non_reader(v, t, hold),
-        );
-        attack.spawn("slowloris", hostile.slowloris, &victim, |v, t, _| {
-            slowloris(v, t)
-        });
-        attack.spawn(
-            "giant selector",
-            hostile.giant_selectors,
-            &victim,
-            move |v, t, _| giant_selector(v, t, requirements),
-        );
-        attack.spawn("table list", hostile.table_lists, &victim, |v, t, _| {
-            table_list(v, t)
-        });
-        attack.spawn("page churn", hostile.page_churners, &victim, page_churn);
-        attack.spawn(
-            "reconnect storm",
-            hostile.reconnect_storms,
-            &victim,
-            |v, t, _| reconnect_storm(v, t),
-        );
-        attack.spawn(
-            "idle connection",
-            hostile.idle_connections,
-            &victim,
-            |v, t, _| idle(v, t),
-        );
-        attack.spawn("body hold", hostile.body_holds, &victim, move |v, t, _| {
-            body_hold(v, t, hold)
-        });
-        attack.spawn("expect hold", hostile.expect_holds, &victim, |v, t, _| {
-            expect_hold(v, t)
-        });
-        attack.spawn(
-            "half-open TLS",
-            hostile.half_open_tls,
-            &victim,
-            |v, t, _| half_open_tls(v, t),
-        );
-        attack.spawn("table watch", hostile.table_watches, &victim, |v, t, _| {
-            table_watch(v, t)
-        });
-        attack.spawn(
-            "streaming-list storm",
-            hostile.storm_watches,
-            &victim,
-            |v, t, _| streaming_list(v, t),
-        );
-        attack.spawn("token churn", hostile.token_churners, &victim, token_churn);
-        let (waiters, upstream) = (hostile.stalled_review_waiters, config.load.upstream.clone());
-        attack.spawn(
-            "stalled review",
-            usize::from(waiters > 0),
-            &victim,
-            move |v, t, seed| stalled_reviews(v, t, upstream.clone(), waiters, hold, seed),
-        );
-        hostile_h2::spawn(&mut attack, &hostile.h2, &victim, hold);
-        Ok(attack)
-    }
-
-    /// Starts `clients` clients of `kind`, each its task.
-    pub(super) fn spawn<F, Fut>(
-        &mut self,
-        kind: &'static str,
-        clients: usize,
-        victim: &Arc<Victim>,
-        client: F,
-    ) where
-        F: Fn(Arc<Victim>, Arc<Tally>, u64) -> Fut,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        let tally = Arc::new(Tally::default());
-        let victim = Arc::new(victim.kind(self.tallies.len()));
-        for i in 0..clients {
-            self.tasks
-                .spawn(client(victim.clone(), tally.clone(), i as u64));
-        }
-        self.tallies.push((kind, clients, tally));
-    }
-
-    /// Counts `kind`'s clients as having met `outcome`, none started.
-    pub(super) fn not_run(&mut self, kind: &'static str, clients: usize, outcome: &str) {
-        let tally = Arc::new(Tally::default());
-        tally.note(outcome);
-        self.tallies.push((kind, clients, tally));
-    }
-
-    /// Stops every hostile client: what each kind met.
-    pub fn stop(mut self) -> Vec<HostileReport> {
-        self.tasks.abort_all();
-        self.tallies
-            .into_iter()
-            .filter(|(_, clients, _)| *clients > 0)
-            .map(|(kind, clients, tally)| HostileReport {
-                kind,
-                clients,
-                outcomes: tally.take(),
-            })
-            .collect()
-    }
+/// Starts every hostile client of `config.hostile` against kubecache,
+/// trusting `tls`.
+pub fn start(config: &Chaos, tls: &ClientTls) -> anyhow::Result<Attack> {
+    let hostile = &config.hostile;
+    let victim = Arc::new(Victim::new(config, tls)?);
+    let mut attack = Attack::default();
+    let hold = Duration::from_secs(hostile.hold_secs);
+    let requirements = hostile.selector_requirements;
+    attack.spawn(
+        "non-reader",
+        hostile.non_readers,
+        &victim,
+        move |v, t, _| non_reader(v, t, hold),
+    );
+    attack.spawn("slowloris", hostile.slowloris, &victim, |v, t, _| {
+        slowloris(v, t)
+    });
+    attack.spawn(
+        "giant selector",
+        hostile.giant_selectors,
+        &victim,
+        move |v, t, _| giant_selector(v, t, requirements),
+    );
+    attack.spawn("table list", hostile.table_lists, &victim, |v, t, _| {
+        table_list(v, t)
+    });
+    attack.spawn("page churn", hostile.page_churners, &victim, page_churn);
+    attack.spawn(
+        "reconnect storm",
+        hostile.reconnect_storms,
+        &victim,
+        |v, t, _| reconnect_storm(v, t),
+    );
+    attack.spawn(
+        "idle connection",
+        hostile.idle_connections,
+        &victim,
+        |v, t, _| idle(v, t),
+    );
+    attack.spawn("body hold", hostile.body_holds, &victim, move |v, t, _| {
+        body_hold(v, t, hold)
+    });
+    attack.spawn("expect hold", hostile.expect_holds, &victim, |v, t, _| {
+        expect_hold(v, t)
+    });
+    attack.spawn(
+        "half-open TLS",
+        hostile.half_open_tls,
+        &victim,
+        |v, t, _| half_open_tls(v, t),
+    );
+    attack.spawn("table watch", hostile.table_watches, &victim, |v, t, _| {
+        table_watch(v, t)
+    });
+    attack.spawn(
+        "streaming-list storm",
+        hostile.storm_watches,
+        &victim,
+        |v, t, _| streaming_list(v, t),
+    );
+    attack.spawn("token churn", hostile.token_churners, &victim, token_churn);
+    let (waiters, upstream) = (hostile.stalled_review_waiters, config.load.upstream.clone());
+    attack.spawn(
+        "stalled review",
+        usize::from(waiters > 0),
+        &victim,
+        move |v, t, seed| stalled_reviews(v, t, upstream.clone(), waiters, hold, seed),
+    );
+    hostile_h2::spawn(&mut attack, &hostile.h2, &victim, hold);
+    Ok(attack)
 }
 
 /// Opens a watch of everything from 0 and never reads it.

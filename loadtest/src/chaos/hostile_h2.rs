@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use serde::Serialize;
 
-use super::hostile::Attack;
+use super::attack::Attack;
 use super::victim::{H2Conn, Tally, Victim, failed};
 use crate::raw_h2::{
     CANCEL, CONTINUATION, END_STREAM, Frame, GOAWAY, Get, HEADERS, PING, RST_STREAM, SETTINGS,

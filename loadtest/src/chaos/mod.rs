@@ -13,6 +13,7 @@
 //! server is asked are counted. The report compares the phases; any lost
 //! event or failed well-behaved request fails the run.
 
+mod attack;
 mod faults;
 mod health;
 mod hostile;
@@ -27,11 +28,12 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::run::Scenario;
-pub use hostile::{Hostile, HostileReport};
+pub use attack::HostileReport;
+pub use hostile::Hostile;
 pub use hostile_h2::H2Hostile;
-pub use report::{ChaosReport, PhaseReport};
+pub use report::{ChaosReport, PhaseReport, PhaseRss, RssReport};
 pub use reviews::ReviewRates;
-pub use rss::{PhaseRss, RssReport, slope_per_minute};
+pub use rss::slope_per_minute;
 
 /// A chaos run, from flags.
 #[derive(Debug, Clone, clap::Args, Serialize)]
@@ -92,9 +94,7 @@ pub async fn chaos(config: Chaos) -> anyhow::Result<ChaosReport> {
         eprintln!("phase {name}: {} s", load.duration_secs);
         health.restart();
         let reviewed = reviews.count().await;
-        let attack = hostile
-            .then(|| hostile::Attack::start(&config, &tls))
-            .transpose()?;
+        let attack = hostile.then(|| hostile::start(&config, &tls)).transpose()?;
         let faults =
             (hostile && config.fault_interval_secs > 0).then(|| faults::Driver::start(&config));
         let run = crate::run::run(load).await;
@@ -105,7 +105,7 @@ pub async fn chaos(config: Chaos) -> anyhow::Result<ChaosReport> {
             start_secs,
             end_secs,
             healthz: health.restart().report(end_secs - start_secs),
-            hostile: attack.map(hostile::Attack::stop).unwrap_or_default(),
+            hostile: attack.map(attack::Attack::stop).unwrap_or_default(),
             faults: faults.map(faults::Driver::stop).unwrap_or_default(),
             reviews_per_sec: reviews.rate_since(reviewed, end_secs - start_secs).await,
             failure: run.as_ref().err().map(|e| format!("{e:#}")),

@@ -7,9 +7,8 @@ use std::fmt;
 use serde::Serialize;
 
 use super::Chaos;
-use super::hostile::HostileReport;
+use super::attack::HostileReport;
 use super::reviews::ReviewRates;
-use super::rss::RssReport;
 use crate::run::{OpReport, Report};
 
 /// One phase.
@@ -46,6 +45,33 @@ impl PhaseReport {
     fn op(&self, op: &str) -> Option<&OpReport> {
         self.run.as_ref()?.requests.iter().find(|r| r.op == op)
     }
+}
+
+/// kubecache's RSS over the run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RssReport {
+    /// (seconds since the start, MB) pairs.
+    pub samples: Vec<(f64, f64)>,
+    /// Per phase.
+    pub phases: Vec<PhaseRss>,
+    /// The first failures to read it.
+    pub errors: Vec<String>,
+}
+
+/// RSS during one phase, MB.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseRss {
+    /// The phase.
+    pub phase: &'static str,
+    /// At its first sample.
+    pub first_mb: Option<f64>,
+    /// At its last sample.
+    pub last_mb: Option<f64>,
+    /// Its largest sample.
+    pub max_mb: Option<f64>,
+    /// Least-squares slope after the warm-up, MB per minute (`None`: fewer
+    /// than two samples).
+    pub slope_mb_per_min: Option<f64>,
 }
 
 /// The whole chaos run.

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use parking_lot::Mutex;
-use serde::Serialize;
 use tokio::task::JoinHandle;
 
-use super::{Chaos, PhaseReport};
+use super::Chaos;
+use super::report::{PhaseReport, PhaseRss, RssReport};
 use crate::tls::ClientTls;
 
 /// Where the RSS is read.
@@ -140,33 +140,6 @@ impl Sampler {
             errors: std::mem::take(&mut *self.errors.lock()),
         }
     }
-}
-
-/// kubecache's RSS over the run.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct RssReport {
-    /// (seconds since the start, MB) pairs.
-    pub samples: Vec<(f64, f64)>,
-    /// Per phase.
-    pub phases: Vec<PhaseRss>,
-    /// The first failures to read it.
-    pub errors: Vec<String>,
-}
-
-/// RSS during one phase, MB.
-#[derive(Debug, Clone, Serialize)]
-pub struct PhaseRss {
-    /// The phase.
-    pub phase: &'static str,
-    /// At its first sample.
-    pub first_mb: Option<f64>,
-    /// At its last sample.
-    pub last_mb: Option<f64>,
-    /// Its largest sample.
-    pub max_mb: Option<f64>,
-    /// Least-squares slope after the warm-up, MB per minute (`None`: fewer
-    /// than two samples).
-    pub slope_mb_per_min: Option<f64>,
 }
 
 /// The least-squares slope of (seconds, MB) samples, in MB per minute;

@@ -31,8 +31,9 @@
 //! Any lost, duplicated or reordered event, and any failed request, makes
 //! the run fail (non-zero exit).
 
+mod filter;
+mod latency;
 mod report;
-pub(crate) use report::percentile_ms;
 mod requests;
 mod shards;
 mod targets;
@@ -46,10 +47,14 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
-pub use report::{Latency, OpReport, OpStats, Report};
-pub use shards::{ShardBy, ShardRow, ShardingReport};
+pub use filter::ShardBy;
+use filter::WatchFilter;
+pub use latency::Latency;
+pub(crate) use latency::percentile_ms;
+pub use report::{OpReport, OpStats, Report};
+pub use shards::{ShardRow, ShardingReport};
 use targets::Targets;
-use watchers::{WatchFilter, Watcher};
+use watchers::Watcher;
 
 /// A load scenario: from flags or a YAML file (same keys, camelCase).
 #[derive(Debug, Clone, clap::Args, Serialize, Deserialize)]

@@ -18,76 +18,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::Scenario;
-use super::targets::ObjectFacts;
-use super::watchers::{ReferenceEvent, WatchFilter, WatchResult};
-use crate::sim::ShardSelector;
-
-/// The field whose hash picks an object's shard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ShardBy {
-    /// `metadata.uid`: objects spread evenly.
-    Uid,
-    /// `metadata.namespace`: a namespace's objects together.
-    Namespace,
-}
-
-impl ShardBy {
-    /// The field's path in a `shardSelector`.
-    fn path(self) -> &'static str {
-        match self {
-            ShardBy::Uid => "object.metadata.uid",
-            ShardBy::Namespace => "object.metadata.namespace",
-        }
-    }
-}
-
-/// One replica of one shard: what it selects and where it stands.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Shard {
-    /// Which shard (from 0).
-    pub index: usize,
-    /// Which replica of the shard (from 0).
-    pub replica: usize,
-    /// The `shardSelector` sent.
-    pub selector: String,
-    /// The selector as the sim reads it.
-    parsed: ShardSelector,
-}
-
-impl fmt::Debug for Shard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "shard {} replica {}", self.index, self.replica)
-    }
-}
-
-impl Shard {
-    /// Replica `replica` of shard `index` of `count` equal ranges.
-    fn new(by: ShardBy, index: usize, count: usize, replica: usize) -> Self {
-        let bound = |i: usize| (1u128 << 64) * i as u128 / count as u128;
-        let selector = format!(
-            "shardRange({}, '0x{:016x}', '0x{:016x}')",
-            by.path(),
-            bound(index),
-            bound(index + 1)
-        );
-        let parsed = ShardSelector::parse(&selector).expect("equal ranges are a valid selector");
-        Shard {
-            index,
-            replica,
-            selector,
-            parsed,
-        }
-    }
-
-    /// Whether an object in this state is in the shard.
-    pub fn matches(&self, object: &ObjectFacts) -> bool {
-        self.parsed.matches(&object.uid, &object.namespace)
-    }
-}
+use super::filter::{Shard, ShardBy, WatchFilter};
+use super::watchers::{ReferenceEvent, WatchResult};
 
 /// The watchers the scenario's sharding adds: one unsharded watcher to
 /// compare with, then every replica of every shard (none without shards).
@@ -274,6 +209,7 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
+    use crate::run::targets::ObjectFacts;
 
     /// `events` of uid `u{n}` at resourceVersion `rv`.
     fn history(events: &[(u64, u32)]) -> Vec<ReferenceEvent> {

@@ -25,7 +25,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::RunContext;
-use super::report::Latency;
+use super::latency::Latency;
 use super::targets::Targets;
 
 /// When each write's resourceVersion was acknowledged by the API server.

@@ -2,8 +2,6 @@
 //! `kube-system`, `monitoring`, `logging` and `ingress-nginx`, and the services,
 //! stores, jobs and agents of team namespaces.
 
-use super::plan::Kind;
-
 /// How the kubelet checks a container.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Health {
@@ -75,6 +73,32 @@ pub(super) struct ContainerSpec {
     pub(super) env: &'static [Env],
     /// Volumes (by name) mounted in this container; main containers mount all.
     pub(super) mounts: &'static [&'static str],
+}
+
+/// The kind of a pod's controlling owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    ReplicaSet,
+    DaemonSet,
+    StatefulSet,
+    Job,
+}
+
+impl Kind {
+    pub(super) fn api_version(self) -> &'static str {
+        match self {
+            Kind::Job => "batch/v1",
+            _ => "apps/v1",
+        }
+    }
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Kind::ReplicaSet => "ReplicaSet",
+            Kind::DaemonSet => "DaemonSet",
+            Kind::StatefulSet => "StatefulSet",
+            Kind::Job => "Job",
+        }
+    }
 }
 
 #[derive(Debug)]

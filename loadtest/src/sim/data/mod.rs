@@ -52,14 +52,17 @@
 //! - `catalogue`: the apps workloads are made of (system components, team
 //!   services, stores, jobs and agents).
 //! - `plan`: namespaces, nodes and workloads, planned by [`Generator::new`].
-//! - `template`: the pod template of a workload, slimmed to the size budgets.
+//! - `template`: the pod template of a workload, at a level of slimming.
+//! - `budget`: the size budgets, and the slimming that fits a template to them.
 //! - `render`: a pod from its template and its per-pod draw, as a `Value` or
 //!   as JSON text spliced into the serialised template.
+//! - `slot`: the per-pod values of a template, which a draw fills in.
 //! - `pod_status`: a pod's status, new and as the kubelet changes it.
 //! - `managed_fields`: `metadata.managedFields` entries and their FieldsV1 sets.
 //! - `configmap`, `widget`: what config maps and widgets hold and who owns it.
 //! - `random`, `images`: seeded names, ids and hashes; image references.
 
+mod budget;
 mod catalogue;
 mod configmap;
 mod images;
@@ -68,6 +71,7 @@ mod plan;
 mod pod_status;
 mod random;
 mod render;
+mod slot;
 mod template;
 mod widget;
 
@@ -76,18 +80,19 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Map, Value, json};
 
+use budget::template_within_budget;
+use catalogue::Kind;
 use configmap::{CONFIG_FILES, CONFIG_KEYS, CONFIG_REVISION, helm_fields};
 use images::bump_tag;
 use managed_fields::{
     field_set, fields_v1, keyed, managed_entry, managed_entry_mut, remove_path, upsert_managed,
 };
 use plan::{
-    Kind, NamespaceInfo, Node, REGIONS, Workload, balance_weights, plan_namespaces, plan_workloads,
+    NamespaceInfo, Node, REGIONS, Workload, balance_weights, plan_namespaces, plan_workloads,
 };
 use pod_status::{complete_job_pod, kubelet_fields, set_readiness};
 use random::{hash, mix64, pick_other, random_hex, random_suffix, unique_suffix};
 use render::{ContainerDraw, PodDraw, Restart, Spliced, render_pod};
-use template::template_within_budget;
 use widget::{WIDGET_API_VERSION, WIDGET_COLORS, WIDGET_SIZES, widget_spec_fields, widget_status};
 
 /// What a [`Generator`] produces, fixed for its lifetime.
@@ -277,18 +282,15 @@ impl Generator {
         let draw = self.draw_pod();
         let w = &mut self.workloads[draw.workload];
         let namespace = &self.namespaces[w.namespace].name;
-        let t = w
-            .template
-            .as_deref_mut()
-            .expect("drawn pods have a template");
+        let t = w.template.as_deref().expect("drawn pods have a template");
         let variant = usize::from(draw.succeeded);
-        if t.spliced[variant].is_none() {
+        if w.spliced[variant].is_none() {
             let pattern = render_pod(t, w.kind, namespace, draw.succeeded, &mut |slot| {
                 Value::String(slot.sentinel())
             });
-            t.spliced[variant] = Some(Spliced::new(&pattern));
+            w.spliced[variant] = Some(Spliced::new(&pattern));
         }
-        t.spliced[variant]
+        w.spliced[variant]
             .as_ref()
             .expect("spliced above")
             .fill(&draw)

@@ -5,10 +5,11 @@ use rand::Rng;
 use rand::rngs::SmallRng;
 
 use super::catalogue::{
-    AppSpec, INGRESS, KUBE_SYSTEM, LOGGING, MONITORING, TEAM_AGENT, TEAM_JOBS, TEAM_SERVICES,
+    AppSpec, INGRESS, KUBE_SYSTEM, Kind, LOGGING, MONITORING, TEAM_AGENT, TEAM_JOBS, TEAM_SERVICES,
     TEAM_STORES,
 };
 use super::random::{hash, pick_distinct, safe_encode, uuid};
+use super::render::Spliced;
 use super::template::PodTemplate;
 
 pub(super) const REGIONS: &[&str] = &[
@@ -123,32 +124,6 @@ impl Node {
     }
 }
 
-/// The kind of a pod's controlling owner.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Kind {
-    ReplicaSet,
-    DaemonSet,
-    StatefulSet,
-    Job,
-}
-
-impl Kind {
-    pub(super) fn api_version(self) -> &'static str {
-        match self {
-            Kind::Job => "batch/v1",
-            _ => "apps/v1",
-        }
-    }
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            Kind::ReplicaSet => "ReplicaSet",
-            Kind::DaemonSet => "DaemonSet",
-            Kind::StatefulSet => "StatefulSet",
-            Kind::Job => "Job",
-        }
-    }
-}
-
 /// A set of pods with one owner and one template.
 #[derive(Debug)]
 pub(super) struct Workload {
@@ -171,6 +146,10 @@ pub(super) struct Workload {
     pub(super) next_ordinal: u64,
     /// Built on first use.
     pub(super) template: Option<Box<PodTemplate>>,
+    /// The template serialised for
+    /// [`Generator::pod_json`](super::Generator::pod_json), made on first
+    /// use: running pods, succeeded pods.
+    pub(super) spliced: [Option<Spliced>; 2],
 }
 
 /// Team namespaces with a DaemonSet of their own, at most.
@@ -260,6 +239,7 @@ pub(super) fn plan_workloads(
             seed: hash_seed,
             next_ordinal: 0,
             template: None,
+            spliced: [None, None],
         });
     }
 }

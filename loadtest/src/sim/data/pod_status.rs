@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
 use super::managed_fields::{fields_v1, keyed};
-use super::render::Slot;
+use super::slot::Slot;
 use super::template::PodTemplate;
 use super::{as_map, as_map_mut, ts};
 

@@ -1,17 +1,17 @@
 //! Pod templates: what the pods of one workload share, built on first use from
-//! the workload's own random stream and slimmed until its pods fit the size budgets.
+//! the workload's own random stream, slimmed as far as `budget` asks for its
+//! pods to fit the size budgets.
 
 use chrono::TimeDelta;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Map, Value, json};
 
+use super::catalogue::Kind;
 use super::catalogue::{COMMON_ENV, ContainerSpec, Env, Health, PortSpec, Source, VolumeSpec};
 use super::images::{image_id, normalise_image};
 use super::managed_fields::fields_v1;
-use super::plan::Kind;
 use super::random::{pick_distinct, random_hex};
-use super::render::{PodDraw, Spliced, render_pod};
 use super::{Generator, as_map_mut, ts};
 
 /// A container as the status needs it.
@@ -45,52 +45,16 @@ pub(super) struct PodTemplate {
     pub(super) host_network: bool,
     /// Seconds from container start to Ready.
     pub(super) ready_delay: i64,
-    /// The template serialised for [`Generator::pod_json`], made on first
-    /// use: running pods, succeeded pods.
-    pub(super) spliced: [Option<Spliced>; 2],
-}
-
-/// Largest pod (bytes of JSON) a template may give, with room for per-pod
-/// variation (longer names and ordinals): pods stay within 4–8 KiB.
-const POD_BUDGET: usize = 7_900;
-/// Largest managedFields (bytes of JSON) of a template's running pods:
-/// they stay within 1.5–3 KiB. Their size does not vary between the pods of
-/// one template (the sample pod has the longest IPs) but for a succeeded Job
-/// pod's condition reasons (42 bytes more).
-const MANAGED_BUDGET: usize = 2_980;
-/// Per container, room for a restart's `lastState` in the status.
-const RESTART_ROOM: usize = 260;
-
-/// The template of workload `wi`, slimmed (fewer sidecars, variables,
-/// labels...) until a sample pod fits [`POD_BUDGET`] and [`MANAGED_BUDGET`].
-pub(super) fn template_within_budget(g: &Generator, wi: usize) -> PodTemplate {
-    let w = &g.workloads[wi];
-    let mut slim = 0;
-    loop {
-        let t = build_template(g, wi, slim);
-        let draw = PodDraw::sample(&t, wi, &w.owner, g.base_time);
-        let namespace = &g.namespaces[w.namespace].name;
-        let sample = render_pod(&t, w.kind, namespace, false, &mut |slot| draw.value(slot));
-        let pod =
-            serde_json::to_vec(&sample).expect("JSON").len() + RESTART_ROOM * t.containers.len();
-        let managed = serde_json::to_vec(&sample["metadata"]["managedFields"])
-            .expect("JSON")
-            .len();
-        if (pod <= POD_BUDGET && managed <= MANAGED_BUDGET) || slim == MAX_SLIM {
-            return t;
-        }
-        slim += 1;
-    }
 }
 
 /// How far [`build_template`] may slim a template.
-const MAX_SLIM: u8 = 3;
+pub(super) const MAX_SLIM: u8 = 3;
 
 /// The template of workload `wi`. `slim` 0 makes every random choice; each
 /// level above leaves out more of what is optional: 1 sidecars and
 /// annotations, 2 common variables, security contexts and optional labels,
 /// 3 readiness probes, optional volumes and the containers after the first.
-fn build_template(g: &Generator, wi: usize, slim: u8) -> PodTemplate {
+pub(super) fn build_template(g: &Generator, wi: usize, slim: u8) -> PodTemplate {
     let w = &g.workloads[wi];
     let ns = &g.namespaces[w.namespace];
     let app = w.app;
@@ -504,7 +468,6 @@ fn build_template(g: &Generator, wi: usize, slim: u8) -> PodTemplate {
         qos_class,
         host_network: app.host_network,
         ready_delay: rng.random_range(2..25),
-        spliced: [None, None],
     }
 }
 

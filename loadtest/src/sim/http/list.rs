@@ -24,6 +24,7 @@ use futures::StreamExt;
 use kubecache_wire::{METADATA_API_VERSION, Status, protobuf};
 
 use super::continue_token::{self, ContinueToken};
+use super::freshness::wait_for;
 use super::params::{self, CollectionParams, VersionMatch};
 use super::{Context, Target, body_response, fault_for, status_response, watch};
 use crate::sim::cost::Source;
@@ -36,10 +37,6 @@ use crate::sim::store::{ListRead, ReadError, Store, key_of};
 use crate::sim::{ServingCost, tick};
 use kubecache_wire::Encoding;
 use tokio::time::Instant;
-
-/// How long a read waits for a resourceVersion the store has not reached,
-/// as the watch cache does before answering "Too large resource version".
-const FRESHNESS_WAIT: Duration = Duration::from_secs(3);
 
 /// Size of the chunks a large body is streamed in.
 const CHUNK: usize = 256 * 1024;
@@ -266,16 +263,6 @@ async fn watch_cache_reaches(
         () = tokio::time::sleep_until(notification) => {}
     }
     true
-}
-
-/// Waits until the store reaches `rv`; the revision to serve at.
-pub async fn wait_for(ctx: &Context, rv: u64) -> Result<u64, Status> {
-    let mut revisions = ctx.store.subscribe();
-    let reached = tokio::time::timeout(FRESHNESS_WAIT, revisions.wait_for(|r| *r >= rv)).await;
-    match reached {
-        Ok(Ok(_)) => Ok(ctx.store.revision()),
-        _ => Err(Status::too_large_resource_version(rv, ctx.store.revision())),
-    }
 }
 
 /// Waits out etcd's quorum read of a read without resourceVersion, and

@@ -10,6 +10,7 @@ mod body;
 mod continue_token;
 mod discovery;
 mod document;
+mod freshness;
 mod list;
 mod log;
 mod openapi;

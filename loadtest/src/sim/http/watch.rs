@@ -58,7 +58,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::list::wait_for;
+use super::freshness::wait_for;
 use super::params::CollectionParams;
 use super::{Context, Target, body_response, fault_for};
 use crate::sim::cost::Source;
