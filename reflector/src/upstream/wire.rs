@@ -484,7 +484,7 @@ mod tests {
     use kubecache_wire::{Status, Transform, decode_object};
 
     /// The wire crate's realistic Pod fixture.
-    const POD: &str = include_str!("../../wire/fixtures/pod.json");
+    const POD: &str = include_str!("../../../wire/fixtures/pod.json");
 
     fn pod_type() -> MessageType {
         protobuf::message_type("v1", "Pod").unwrap()

@@ -8,7 +8,7 @@
 //! CustomResourceDefinition's, are kept whole); single objects and the JSON
 //! and protobuf watch streams of one window give the same bytes. (The
 //! transcoder's own byte fidelity against the corpus, both ways, is tested
-//! in `reflector/wire/tests/golden_transcode.rs`.)
+//! in `wire/tests/golden_transcode.rs`.)
 
 use crate::common;
 

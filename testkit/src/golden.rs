@@ -12,7 +12,7 @@ use serde_json::Value;
 pub fn dir() -> PathBuf {
     PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../testdata/apiserver-golden"
+        "/../testdata/apiserver-golden"
     ))
 }
 

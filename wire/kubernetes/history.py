@@ -3,7 +3,7 @@
 schema an older Kubernetes minor lacks or held otherwise in Go.
 
 usage: history.py VENDORED OPENAPI_OLD OPENAPI_NEW GO_OLD > history.tsv
-  VENDORED     reflector/wire/kubernetes (the schema's Go types, Kubernetes 1.36)
+  VENDORED     wire/kubernetes (the schema's Go types, Kubernetes 1.36)
   OPENAPI_OLD  an unpacked k8s-openapi 0.24.0 crate (src/v1_28 .. src/v1_32)
   OPENAPI_NEW  an unpacked k8s-openapi 0.29.0 crate (src/v1_33 .. src/v1_37)
   GO_OLD       usr/share/gocode/src of Debian's golang-k8s-api-dev and

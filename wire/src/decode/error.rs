@@ -3,7 +3,6 @@
 
 use std::fmt;
 
-use super::scan::Scanner;
 use crate::Status;
 
 /// Why a list body, a watch line or an object could not be decoded.
@@ -73,23 +72,6 @@ impl DecodeError {
             reason: reason.into(),
         }
     }
-
-    /// Fills in the path of a syntax error found in `buf`.
-    ///
-    /// The hot paths do not track where they are; on error (the cold path)
-    /// `buf` is walked again by a scanner that does, and that stops at the
-    /// same first error.
-    pub(crate) fn locate(mut self, buf: &[u8]) -> Self {
-        if let DecodeError::Syntax { path, .. } = &mut self
-            && path.is_empty()
-        {
-            let mut sc = Scanner::new(buf);
-            let mut segs = Vec::new();
-            let _ = walk(&mut sc, &mut segs, 0);
-            *path = render(&segs);
-        }
-        self
-    }
 }
 
 /// One step of a JSON path.
@@ -121,39 +103,6 @@ pub(crate) fn render(segs: &[Seg]) -> String {
     out
 }
 
-/// Walks the value at the cursor, keeping `segs` at the entry being read,
-/// until the first error.
-fn walk(sc: &mut Scanner<'_>, segs: &mut Vec<Seg>, depth: usize) -> Result<(), DecodeError> {
-    sc.skip_ws();
-    match sc.peek()? {
-        b'{' => {
-            sc.enter_object(depth + 1)?;
-            let mut first = true;
-            while let Some(key) = sc.next_key(&mut first)? {
-                let name = key.name(sc.buf())?;
-                segs.push(Seg::Key(String::from_utf8_lossy(&name).into_owned()));
-                walk(sc, segs, depth + 1)?;
-                segs.pop();
-            }
-        }
-        b'[' => {
-            sc.enter_array(depth + 1)?;
-            let mut first = true;
-            let mut index = 0;
-            while sc.next_element(&mut first)? {
-                segs.push(Seg::Index(index));
-                walk(sc, segs, depth + 1)?;
-                segs.pop();
-                index += 1;
-            }
-        }
-        _ => {
-            sc.skip_value(depth)?;
-        }
-    }
-    Ok(())
-}
-
 /// ` (in `path`)`, or nothing for the top level.
 struct InPath<'a>(&'a String);
 
@@ -170,6 +119,7 @@ impl fmt::Display for InPath<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decode::scan::Scanner;
 
     fn syntax_error(json: &str) -> DecodeError {
         let mut sc = Scanner::new(json.as_bytes());

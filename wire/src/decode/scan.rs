@@ -14,6 +14,7 @@
 use std::borrow::Cow;
 
 use super::DecodeError;
+use super::error::{Seg, render};
 
 /// Containers may nest this deep: serde_json's limit (it refuses the 128th
 /// nested container), so that whatever is accepted here, and copied to
@@ -475,6 +476,58 @@ impl<'a> Scanner<'a> {
             Err(self.error("expected a JSON value"))
         }
     }
+}
+
+impl DecodeError {
+    /// Fills in the path of a syntax error found in `buf`.
+    ///
+    /// The hot paths do not track where they are; on error (the cold path)
+    /// `buf` is walked again by a scanner that does, and that stops at the
+    /// same first error.
+    pub(crate) fn locate(mut self, buf: &[u8]) -> Self {
+        if let DecodeError::Syntax { path, .. } = &mut self
+            && path.is_empty()
+        {
+            let mut sc = Scanner::new(buf);
+            let mut segs = Vec::new();
+            let _ = walk(&mut sc, &mut segs, 0);
+            *path = render(&segs);
+        }
+        self
+    }
+}
+
+/// Walks the value at the cursor, keeping `segs` at the entry being read,
+/// until the first error.
+fn walk(sc: &mut Scanner<'_>, segs: &mut Vec<Seg>, depth: usize) -> Result<(), DecodeError> {
+    sc.skip_ws();
+    match sc.peek()? {
+        b'{' => {
+            sc.enter_object(depth + 1)?;
+            let mut first = true;
+            while let Some(key) = sc.next_key(&mut first)? {
+                let name = key.name(sc.buf())?;
+                segs.push(Seg::Key(String::from_utf8_lossy(&name).into_owned()));
+                walk(sc, segs, depth + 1)?;
+                segs.pop();
+            }
+        }
+        b'[' => {
+            sc.enter_array(depth + 1)?;
+            let mut first = true;
+            let mut index = 0;
+            while sc.next_element(&mut first)? {
+                segs.push(Seg::Index(index));
+                walk(sc, segs, depth + 1)?;
+                segs.pop();
+                index += 1;
+            }
+        }
+        _ => {
+            sc.skip_value(depth)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 //! # Schema
 //!
 //! The message table (`schema.rs`) is generated from Kubernetes' own data,
-//! vendored unmodified in `reflector/wire/kubernetes` (Kubernetes 1.36; see
+//! vendored unmodified in `wire/kubernetes` (Kubernetes 1.36; see
 //! its README): the official `generated.proto` files give every message
 //! (field numbers, types, `repeated`, `map`), the Go structs they are
 //! generated from (`types.go`) give what Go's `encoding/json` acts on: JSON
