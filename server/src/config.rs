@@ -354,17 +354,17 @@ settings! {
             key "freshnessRequests", flag "freshness-requests" N,
             env "KUBECACHE_FRESHNESS_REQUESTS";
         /// how often a probe watch starts while consistent reads of a
-        /// resource may need proof that it is complete; bounds a quiet
-        /// resource's wait once warm
+        /// resource wait for proof that it is complete; bounds their wait
+        /// against a server that sends each watch's bookmark when due
+        /// (kube-apiserver sends them on a timer of about 1 s)
         probe_interval_seconds: f64 = ServeSettings::DEFAULT_PROBE_INTERVAL.as_secs_f64(),
             key "probeIntervalSeconds", flag "probe-interval-seconds" S,
             env "KUBECACHE_PROBE_INTERVAL_SECONDS";
-        /// answer a consistent GET of one object by the API server's copy
-        /// of it (a list selecting it by name, shared by the reads of the
-        /// object waiting when it is sent) when probes' bookmarks are not
-        /// coming every probe interval,
-        /// instead of waiting for the next one (about 1 s) (see
-        /// [resourceVersion and
+        /// answer a consistent GET of one object that the store cannot
+        /// prove complete at once by the API server's copy of it (a list
+        /// selecting it by name, shared by the reads of the object waiting
+        /// when it is sent), instead of waiting for a probe's bookmark (up
+        /// to about 1 s) (see [resourceVersion and
         /// consistency](#resourceversion-and-consistency)); `false`: it
         /// waits
         cold_get_passthrough: bool = ServeSettings::default().cold_get_passthrough,
