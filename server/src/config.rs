@@ -5,7 +5,8 @@
 //! Each setting is declared once, in the `settings!` table below: its
 //! flag, environment variable, file key, type, default and meaning. The
 //! table makes [`Cli`] (and so `--help`), [`FileConfig`] and the name of
-//! each setting in errors; a test checks the README's table against it.
+//! each setting in errors; a test checks the table of settings in
+//! `docs/configuration.md` against it.
 //!
 //! Every error names the field it is about, in the file's spelling and,
 //! where one exists, the flag's (`pageSize (--page-size): must be at least
@@ -66,9 +67,10 @@ use crate::transport::{Limits, Server, Tls, TlsFile, TlsFiles};
 
 /// Declares the settings, each once, and makes of them the command line
 /// (`Cli`), the file (its struct, then one struct per section of it),
-/// `Settings` and, for the README's check, `table`.
+/// `Settings` and, for the check of `docs/configuration.md`, `table`.
 ///
-/// A row is its meaning (a doc comment, in the README's Markdown), then
+/// A row is its meaning (a doc comment, in `docs/configuration.md`'s
+/// Markdown: a link to a section names its page, `api.md#watches`), then
 /// `field: Type = default` (or `unset "what the docs say"` when there is no
 /// default), then its file key, its flag with the flag's value name and
 /// any more clap arguments, and its environment variable. The command
@@ -186,8 +188,8 @@ macro_rules! settings {
             }
         }
 
-        /// The README's table of settings: flag, environment variable, file
-        /// key, default, meaning.
+        /// The table of settings in `docs/configuration.md`: flag,
+        /// environment variable, file key, default, meaning.
         #[cfg(test)]
         fn table() -> Vec<[String; 5]> {
             vec![
@@ -280,7 +282,7 @@ settings! {
         /// address of the health endpoints alone (`/healthz`, `/livez`,
         /// `/readyz`), plain HTTP, for the kubelet's probes: no client of
         /// the API can take its connections (see [Connections and
-        /// limits](#connections-and-limits)); `off`: none
+        /// limits](operations.md#connections-and-limits)); `off`: none
         health_listen: String = "0.0.0.0:8081".into(),
             key "healthListen", flag "health-listen" ADDR, env "KUBECACHE_HEALTH_LISTEN";
         /// serve HTTPS with this certificate chain (PEM, leaf first); needs
@@ -304,14 +306,14 @@ settings! {
             key "resources", flag "resources" LIST (value_delimiter = ','),
             env "KUBECACHE_RESOURCES";
         /// initial list: `auto`, `parallel`, `sharded`, `streaming` or
-        /// `list-watch` (see [The reflector](#the-reflector))
+        /// `list-watch` (see [The reflector](reflector.md))
         strategy: String = Strategy::default().as_str().into(),
             key "strategy", flag "strategy" S, env "KUBECACHE_STRATEGY";
         /// objects per upstream list page
         page_size: usize = ReflectorConfig::default().page_size,
             key "pageSize", flag "page-size" N, env "KUBECACHE_PAGE_SIZE";
         /// `strategy: sharded`: namespaces read at once after page 1, each
-        /// at page 1's exact snapshot (see [The reflector](#the-reflector))
+        /// at page 1's exact snapshot (see [The reflector](reflector.md))
         list_shards: usize = ReflectorConfig::default().list_shards,
             key "listShards", flag "list-shards" N, env "KUBECACHE_LIST_SHARDS";
         /// encoding asked of the API server: `auto` (protobuf for built-in
@@ -336,13 +338,13 @@ settings! {
             key "maxSelectorRequirements", flag "max-selector-requirements" N,
             env "KUBECACHE_MAX_SELECTOR_REQUIREMENTS";
         /// open watches one client may hold across all resources; one more
-        /// gets 429 (see [Watches](#watches))
+        /// gets 429 (see [Watches](api.md#watches))
         max_watches_per_client: usize = ServeSettings::DEFAULT_WATCHES_PER_CLIENT,
             key "maxWatchesPerClient", flag "max-watches-per-client" N,
             env "KUBECACHE_MAX_WATCHES_PER_CLIENT";
         /// large initial sends written at once (a watch's initial events
         /// or a list, of more than 500 objects); the others queue, fairly
-        /// between clients (see [Expensive requests](#expensive-requests))
+        /// between clients (see [Expensive requests](api.md#expensive-requests))
         initial_send_seats: usize, unset "half the cores, at least 1",
             key "initialSendSeats", flag "initial-send-seats" N,
             env "KUBECACHE_INITIAL_SEND_SEATS";
@@ -350,7 +352,7 @@ settings! {
         /// flight at once, shared by the consistent reads of every resource;
         /// and most reads of one object in flight at once for its cold
         /// consistent GETs (see [resourceVersion and
-        /// consistency](#resourceversion-and-consistency))
+        /// consistency](api.md#resourceversion-and-consistency))
         freshness_requests: usize = ServeSettings::DEFAULT_FRESHNESS_REQUESTS,
             key "freshnessRequests", flag "freshness-requests" N,
             env "KUBECACHE_FRESHNESS_REQUESTS";
@@ -365,9 +367,8 @@ settings! {
         /// prove complete at once by the API server's copy of it (a list
         /// selecting it by name, shared by the reads of the object waiting
         /// when it is sent), instead of waiting for a probe's bookmark (up
-        /// to about 1 s) (see
-        /// [resourceVersion and
-        /// consistency](#resourceversion-and-consistency)); `false`: it
+        /// to about 1 s) (see [resourceVersion and
+        /// consistency](api.md#resourceversion-and-consistency)); `false`: it
         /// waits
         cold_get_passthrough: bool = ServeSettings::default().cold_get_passthrough,
             key "coldGetPassthrough", flag "cold-get-passthrough" BOOL,
@@ -379,7 +380,7 @@ settings! {
             env "KUBECACHE_WRITE_STALL_SECONDS";
         /// warm restart: keep each resource's state in a file in DIR, saved
         /// periodically and on SIGTERM, and start from it with no list (see
-        /// [Warm restart](#warm-restart)); without it nothing is written
+        /// [Warm restart](operations.md#warm-restart)); without it nothing is written
         /// and every start lists
         state_dir: PathBuf, unset "none",
             key "stateDir", flag "state-dir" DIR, env "KUBECACHE_STATE_DIR";
@@ -405,7 +406,7 @@ settings! {
     struct AuthFile at auth "auth" {
         /// how requests answered from the caches are authorized:
         /// `kubernetes` (by the API server, see [Authentication and
-        /// authorization](#authentication-and-authorization)) or `none`
+        /// authorization](api.md#authentication-and-authorization)) or `none`
         /// (nobody is asked: anyone who reaches the port reads every cached
         /// object; for local runs and benchmarks, said loudly at start-up
         /// and in `/v1/status`)
@@ -437,7 +438,7 @@ settings! {
     struct ConnectionsFile at connections "connections" {
         /// connections served at once; beyond, requests get a 429 (lowered
         /// to fit the open-file limit, see [Connections and
-        /// limits](#connections-and-limits))
+        /// limits](operations.md#connections-and-limits))
         max_connections: usize = Limits::default().max_connections,
             key "max", flag "max-connections" N, env "KUBECACHE_MAX_CONNECTIONS";
         /// connections served at once from one client IP address
@@ -575,14 +576,19 @@ fn help(lines: &[&str], default: String) -> String {
     plain(&format!("{} [default: {default}]", meaning(lines)))
 }
 
-/// The README's Markdown as plain text: no backticks, a link to a section
-/// as `"Section" in the README`.
+/// `docs/configuration.md`'s Markdown as plain text: no backticks, a link
+/// to a section as `"Section" in docs/page.md` (the page the link names,
+/// or `docs/configuration.md` itself for a link within it).
 fn plain(markdown: &str) -> String {
     let mut text = markdown.replace('`', "");
-    while let Some(middle) = text.find("](#") {
+    while let Some(middle) = text.find("](") {
         let open = text[..middle].rfind('[').expect("a link's text");
         let close = middle + text[middle..].find(')').expect("a link's end");
-        let section = format!("\"{}\" in the README", &text[open + 1..middle]);
+        let page = match text[middle + 2..close].split('#').next() {
+            Some("") | None => "configuration.md",
+            Some(page) => page,
+        };
+        let section = format!("\"{}\" in docs/{page}", &text[open + 1..middle]);
         text.replace_range(open..=close, &section);
     }
     text
@@ -982,7 +988,7 @@ mod tests {
         resolve(yaml, args).unwrap_err().field
     }
 
-    /// The README's table of settings, from the declaration.
+    /// `docs/configuration.md`'s table of settings, from the declaration.
     fn markdown_table() -> String {
         let mut table: Vec<String> = table()
             .into_iter()
@@ -997,24 +1003,24 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_s_table_of_settings_is_the_declared_one() {
-        let readme = include_str!("../../README.md");
-        let start = readme
+    fn the_docs_table_of_settings_is_the_declared_one() {
+        let page = include_str!("../../docs/configuration.md");
+        let start = page
             .find("| flag | environment variable |")
-            .expect("the README's table of settings");
-        let end = start + readme[start..].find("\n\n").expect("its end") + 1;
+            .expect("docs/configuration.md's table of settings");
+        let end = start + page[start..].find("\n\n").expect("its end") + 1;
         let expected = markdown_table();
-        if readme[start..end] == expected {
+        if page[start..end] == expected {
             return;
         }
-        if std::env::var_os("UPDATE_README").is_some() {
-            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
-            let updated = format!("{}{expected}{}", &readme[..start], &readme[end..]);
+        if std::env::var_os("UPDATE_DOCS").is_some() {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/configuration.md");
+            let updated = format!("{}{expected}{}", &page[..start], &page[end..]);
             std::fs::write(path, updated).unwrap();
         } else {
             panic!(
-                "README.md's table of settings is not the one declared in config.rs; \
-                 write it with UPDATE_README=1, or copy it:\n\n{expected}"
+                "docs/configuration.md's table of settings is not the one declared in \
+                 config.rs; write it with UPDATE_DOCS=1, or copy it:\n\n{expected}"
             );
         }
     }
@@ -1054,13 +1060,16 @@ mod tests {
             .take_while(|line| *line != " ```")
             .map(|line| format!("{}\n", line.strip_prefix(' ').unwrap_or(line)))
             .collect();
-        let readme = include_str!("../../README.md")
+        let docs = include_str!("../../docs/configuration.md")
             .split_once("The file (keys in camelCase")
             .and_then(|(_, rest)| rest.split_once("```yaml\n"))
             .and_then(|(_, rest)| rest.split_once("```"))
-            .expect("the README's example file")
+            .expect("docs/configuration.md's example file")
             .0;
-        for (name, example) in [("config.rs", module_doc.as_str()), ("README.md", readme)] {
+        for (name, example) in [
+            ("config.rs", module_doc.as_str()),
+            ("docs/configuration.md", docs),
+        ] {
             let keys = example_keys(example);
             let missing: Vec<_> = declared.difference(&keys).collect();
             let undeclared: Vec<_> = keys.difference(&declared).collect();
@@ -1070,6 +1079,18 @@ mod tests {
             );
             FileConfig::parse(example).unwrap_or_else(|e| panic!("{name}'s example: {e}"));
         }
+    }
+
+    #[test]
+    fn help_names_the_page_of_each_section_a_meaning_links_to() {
+        assert_eq!(
+            plain("`x` (see [Watches](api.md#watches)); [The reflector](reflector.md)"),
+            "x (see \"Watches\" in docs/api.md); \"The reflector\" in docs/reflector.md"
+        );
+        assert_eq!(
+            plain("see [Configuration](#configuration)"),
+            "see \"Configuration\" in docs/configuration.md"
+        );
     }
 
     #[test]

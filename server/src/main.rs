@@ -1,6 +1,6 @@
 //! `kubecache`: lists and watches the configured resources into indexed
 //! in-memory stores and serves them over the Kubernetes API, the query API
-//! and `/metrics` (see README.md).
+//! and `/metrics` (see docs/api.md and docs/metrics.md).
 //!
 //! Start-up: the configuration is validated whole (an invalid field stops
 //! the start with a message naming it), the listener is bound, then

@@ -4,7 +4,7 @@
 //! Counters are recorded where things happen (the reflector's upstream
 //! metrics, the watch streams); gauges that describe a store's state are set
 //! from the stores when `/metrics` is scraped, so they are never stale and
-//! cost nothing between scrapes. Every metric is described in README.md.
+//! cost nothing between scrapes. Every metric is described in docs/metrics.md.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};

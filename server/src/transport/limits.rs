@@ -48,7 +48,8 @@ const RESERVED_DESCRIPTORS: u64 = 64;
 /// authorization review.
 const DESCRIPTORS_PER_CONNECTION: u64 = 3;
 
-/// The bounds of serving (README.md, "Limits", says how to choose them).
+/// The bounds of serving (docs/operations.md, "Connections and limits", says
+/// how to choose them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// The longest a request's head may take from its first byte (from

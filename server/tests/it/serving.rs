@@ -886,8 +886,8 @@ async fn every_error_kubecache_answers_is_a_status_and_hyper_s_own_are_empty() {
     }
     // (413 for a body beyond the limit: `passthrough.rs`.)
     // What hyper answers before any handler, with no body (documented in
-    // README.md): a target beyond 65534 bytes, a head beyond the limit,
-    // a request line that does not parse.
+    // docs/api.md, "Errors"): a target beyond 65534 bytes, a head beyond
+    // the limit, a request line that does not parse.
     let long_target = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70_000));
     assert_eq!(
         raw(addr, long_target.as_bytes()).await,
