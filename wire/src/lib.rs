@@ -8,26 +8,28 @@
 //! No I/O: no HTTP client, no server, no store.
 
 mod decode;
-mod encodings;
+mod decode_error;
 pub mod go_json;
 pub mod list_options;
 pub mod media;
 mod object;
 pub mod protobuf;
+mod raw;
+mod scan;
 mod selector;
 mod status;
 
 pub use decode::{
     Bookmark, ChangeType, DecodeError, FieldPath, FieldPathError, ListBody, Transform,
     WatchEventType, WatchLine, decode_object, parse_list, parse_resource_version, parse_watch_line,
-    peek_object_key, with_resource_version,
-};
-pub use encodings::{
-    EncodedBytes, Encodings, METADATA_API_VERSION, METADATA_JSON_PREFIX, encoded_bytes,
-    partial_object_metadata,
+    peek_object_key,
 };
 pub use media::Encoding;
-pub use object::{CachedObject, ObjectKey, builtin_kind};
+pub use object::{
+    CachedObject, EncodedBytes, Encodings, METADATA_API_VERSION, METADATA_JSON_PREFIX, ObjectKey,
+    builtin_kind, encoded_bytes, partial_object_metadata,
+};
+pub use raw::with_resource_version;
 pub use selector::{
     FieldOperator, FieldRequirement, FieldSelector, LabelOperator, LabelRequirement, LabelSelector,
     SelectorError, ShardField, ShardRange, ShardSelector, fnv1a_64, go_quote,

@@ -2,8 +2,8 @@
 
 use super::DecodeError;
 use super::object::parse_resource_version;
-use super::scan::{Scanner, Span, unescape};
 use crate::Status;
+use crate::scan::{Scanner, Span, unescape};
 
 /// One page of a list response (`{"kind":"PodList","metadata":{…},"items":[…]}`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -26,21 +26,18 @@
 //! entries. See the `throughput` test (ignored; run it in release) for MB/s
 //! against `serde_json::Value` on the same bytes.
 
-mod error;
 mod list;
 mod object;
 mod path;
-mod scan;
 #[cfg(test)]
 mod tests;
 mod transform;
 mod watch;
 
-pub use error::DecodeError;
+pub use crate::decode_error::DecodeError;
 pub use list::{ListBody, parse_list};
 
-pub(crate) use object::metadata_span;
-pub use object::{decode_object, parse_resource_version, peek_object_key, with_resource_version};
+pub use object::{decode_object, parse_resource_version, peek_object_key};
 pub use path::{FieldPath, FieldPathError};
 pub use transform::Transform;
 pub use watch::{Bookmark, ChangeType, WatchEventType, WatchLine, parse_watch_line};

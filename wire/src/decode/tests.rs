@@ -8,7 +8,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use serde_json::{Map, Value};
 
 use super::*;
-use crate::CachedObject;
+use crate::{CachedObject, with_resource_version};
 
 /// A realistic 6.7 KB Pod (5.5 KB compact): managedFields, labels,
 /// annotations with escapes, two owners, numbers of every form, nested arrays.
@@ -788,7 +788,7 @@ fn throughput() {
         },
     );
     rate("scan only (skip_value)", raw.len(), || {
-        let mut sc = super::scan::Scanner::new(black_box(&raw));
+        let mut sc = crate::scan::Scanner::new(black_box(&raw));
         black_box(sc.skip_value(0).unwrap());
     });
 

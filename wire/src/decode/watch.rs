@@ -4,8 +4,8 @@ use std::fmt;
 
 use super::DecodeError;
 use super::object::parse_resource_version;
-use super::scan::{Scanner, unescape};
 use crate::Status;
+use crate::scan::{Scanner, unescape};
 
 /// What happened to an object: the types of the watch events that carry
 /// one. What a store records and a watcher is sent; [`WatchEventType`]

@@ -119,7 +119,7 @@ impl fmt::Display for InPath<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::scan::Scanner;
+    use crate::scan::Scanner;
 
     fn syntax_error(json: &str) -> DecodeError {
         let mut sc = Scanner::new(json.as_bytes());

@@ -13,8 +13,7 @@
 
 use std::borrow::Cow;
 
-use super::DecodeError;
-use super::error::{Seg, render};
+use crate::decode_error::{DecodeError, Seg, render};
 
 /// Containers may nest this deep: serde_json's limit (it refuses the 128th
 /// nested container), so that whatever is accepted here, and copied to

@@ -137,7 +137,7 @@ impl CachedObject {
     /// JSON.
     pub fn metadata(&self) -> Bytes {
         let range = self.encodings.metadata.get_or_init(|| {
-            crate::decode::metadata_span(&self.json)
+            crate::raw::metadata_span(&self.json)
                 .and_then(|r| Some(u32::try_from(r.start).ok()?..u32::try_from(r.end).ok()?))
                 .unwrap_or(0..0)
         });

@@ -6,7 +6,12 @@ use std::fmt;
 
 use bytes::Bytes;
 
-use crate::encodings::Encodings;
+mod encodings;
+
+pub use encodings::{
+    EncodedBytes, Encodings, METADATA_API_VERSION, METADATA_JSON_PREFIX, encoded_bytes,
+    partial_object_metadata,
+};
 
 /// Namespace and name; ordered like etcd keys (`namespace/name`), which is
 /// the order of list responses.
@@ -111,9 +116,9 @@ impl CachedObject {
 
     /// This object stamped with a later revision `rv`, as a DELETED event
     /// carries the last state of an object deleted at `rv` (see
-    /// [`with_resource_version`](crate::with_resource_version)).
+    /// [`with_resource_version`](crate::raw::with_resource_version)).
     pub fn at_resource_version(&self, rv: u64) -> CachedObject {
-        let json = crate::with_resource_version(&self.json, rv)
+        let json = crate::raw::with_resource_version(&self.json, rv)
             .map_or_else(|| self.json.clone(), Bytes::from);
         CachedObject {
             resource_version: rv,
