@@ -189,8 +189,8 @@ impl Credential {
     /// reads it: a verified client certificate first, then a bearer token;
     /// a certificate that does not verify fails the request only when no
     /// token is there to authenticate it.
-    pub fn of(extensions: &Extensions, headers: &HeaderMap) -> Credential {
-        match (extensions.get::<PeerCertificate>(), bearer(headers)) {
+    fn read(extensions: &Extensions, bearer: Bearer) -> Credential {
+        match (extensions.get::<PeerCertificate>(), bearer) {
             (Some(PeerCertificate::Verified(user)), _) => Credential::Certificate(user.clone()),
             (_, Bearer::Token(token)) => Credential::Token(BearerToken::new(&token)),
             (Some(PeerCertificate::Failed(why)), _) => Credential::FailedCertificate(why.clone()),
@@ -218,6 +218,9 @@ pub struct Caller {
     /// The client's address, when it came over a socket: what bounds its
     /// reviews of unknown tokens.
     pub peer: Option<IpAddr>,
+    /// kube-apiserver's `Warning` for its `Authorization` header, when it
+    /// has two spaces or more after `Bearer` (which makes it anonymous).
+    pub warning: Option<HeaderValue>,
     /// Whom the caller asks to act as; `Err`: the plain-text 500
     /// kube-apiserver answers a request that impersonates parts without a
     /// user (its whole message, with the request's URI).
@@ -234,8 +237,10 @@ impl Caller {
                 kubecache_wire::go_quote(uri)
             )
         });
+        let bearer = bearer(&parts.headers);
         Caller {
-            credential: Credential::of(&parts.extensions, &parts.headers),
+            warning: bearer.warning(),
+            credential: Credential::read(&parts.extensions, bearer),
             peer: parts
                 .extensions
                 .get::<ConnectInfo<SocketAddr>>()
@@ -251,6 +256,7 @@ impl Caller {
 }
 
 /// What the `Authorization` header says of a bearer token.
+#[derive(PartialEq, Eq)]
 enum Bearer {
     /// No bearer token: no header, another scheme, no token after it.
     None,
@@ -258,6 +264,19 @@ enum Bearer {
     ExtraSpace,
     /// A token (of any bytes: one that is not UTF-8 never authenticates).
     Token(String),
+}
+
+impl Bearer {
+    /// The `Warning` kube-apiserver adds to the answer of a request whose
+    /// `Authorization` has two spaces or more after `Bearer` (which it then
+    /// treats as anonymous).
+    fn warning(&self) -> Option<HeaderValue> {
+        (*self == Bearer::ExtraSpace).then(|| {
+            HeaderValue::from_static(
+                "299 - \"the provided Authorization header contains extra space before the bearer token, and is ignored\"",
+            )
+        })
+    }
 }
 
 /// The bearer token of a request as kube-apiserver's bearer-token
@@ -280,17 +299,6 @@ fn bearer(headers: &HeaderMap) -> Bearer {
         (true, "", None) => Bearer::None,
         (true, token, _) => Bearer::Token(token.to_string()),
     }
-}
-
-/// The `Warning` kube-apiserver adds to the answer of a request whose
-/// `Authorization` has two spaces or more after `Bearer` (which it then
-/// treats as anonymous).
-pub fn warning(headers: &HeaderMap) -> Option<HeaderValue> {
-    matches!(bearer(headers), Bearer::ExtraSpace).then(|| {
-        HeaderValue::from_static(
-            "299 - \"the provided Authorization header contains extra space before the bearer token, and is ignored\"",
-        )
-    })
 }
 
 /// How long review answers are kept, and how many.
@@ -544,6 +552,13 @@ mod tests {
         assert_eq!(Credential::Anonymous.client(), None);
     }
 
+    impl Credential {
+        /// The credential of a request with `extensions` and `headers`.
+        fn of(extensions: &Extensions, headers: &HeaderMap) -> Credential {
+            Credential::read(extensions, bearer(headers))
+        }
+    }
+
     fn headers(authorization: &str) -> HeaderMap {
         let mut headers = HeaderMap::new();
         headers.insert(header::AUTHORIZATION, authorization.parse().unwrap());
@@ -581,9 +596,9 @@ mod tests {
 
     #[test]
     fn only_an_extra_space_before_the_token_is_warned_of() {
-        assert!(warning(&headers("Bearer  abc")).is_some());
+        assert!(bearer(&headers("Bearer  abc")).warning().is_some());
         for quiet in ["Bearer abc", "Bearer ", "Bearer\tabc", "Basic x"] {
-            assert!(warning(&headers(quiet)).is_none(), "{quiet:?}");
+            assert!(bearer(&headers(quiet)).warning().is_none(), "{quiet:?}");
         }
     }
 

@@ -1,8 +1,8 @@
 //! Gets: `GET` of one cached object.
 //!
 //! Its `resourceVersion`, as for a list (see [`super::list`]): unset, a
-//! consistent read, except that a GET that would wait for a cold probe is
-//! answered by the API server's copy of the object instead, read as
+//! consistent read, except that a GET the store cannot prove fresh at once
+//! is answered by the API server's copy of the object instead, read as
 //! kubecache and shared by every such read of it waiting when it is asked
 //! for ([`crate::cacher::fetch`]; unless `--cold-get-passthrough=false`),
 //! and that the writer's next read after its write waits for that write
@@ -24,7 +24,6 @@ use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use kubecache_wire::{CachedObject, Encoding, ObjectKey, Status, decode_object, media};
 
-use super::Answer;
 use super::bodies::{self, RESOURCE_VERSION_HEADER, response};
 use super::negotiate::Rendering;
 use super::table::{self, TableMeta};
@@ -35,6 +34,18 @@ use crate::cacher::freshness::Consistent;
 use crate::cacher::{Cache, Caches};
 use crate::error::ApiError;
 use crate::passthrough::PassThrough;
+
+/// What a read of a cache came to.
+pub(super) enum Answer {
+    /// Served from the cache.
+    Served(Response),
+    /// A GET the API server answers, rendered so: a consistent GET of one
+    /// object the cache could not prove fresh at once (see
+    /// [`crate::cacher::freshness`]; consistent by construction,
+    /// and authorized all the same), or of an object a selector-restricted
+    /// cache does not hold (it may exist outside the selectors).
+    Upstream(Rendering),
+}
 
 /// `GET` of the object `name` in `namespace` at `resource_version`;
 /// `own_write`: the client's first read after its write, which needs no

@@ -30,11 +30,11 @@ mod route;
 pub(crate) mod table;
 mod watch;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::http::request::Parts;
 use axum::http::{Method, header};
 use axum::response::{IntoResponse, Response};
@@ -43,7 +43,8 @@ use axum::{Extension, Router};
 use kubecache_wire::Status;
 
 use crate::error::ApiError;
-use negotiate::{Read, Rendering};
+use get::Answer;
+use negotiate::Read;
 use route::{CacheRead, Collection, Route, What};
 
 use crate::auth::{Attributes, Auth, Caller, Credential, User};
@@ -90,29 +91,42 @@ pub fn router(caches: Arc<Caches>, auth: Arc<Auth>, upstream: PassThrough) -> Ro
         .fallback(kubernetes)
         .with_state(shared)
         .merge(health)
-        .layer(axum::middleware::from_fn(authorization_warning))
+        .layer(axum::middleware::from_fn(caller))
         // Outermost, so that it sees every answer, errors included.
         .layer(axum::middleware::from_fn(crate::metrics::track))
 }
 
-/// kube-apiserver's `Warning` for an `Authorization` header it ignores
-/// (see [`crate::auth::warning`]), on the answers kubecache gives itself:
-/// the API server warns on those passed through.
-async fn authorization_warning(request: Request, next: axum::middleware::Next) -> Response {
-    let warning = crate::auth::warning(request.headers());
+/// Reads each request's [`Caller`] once (its credential, impersonation,
+/// address and `Authorization` warning) for the handlers, which take it
+/// from the request's extensions; adds kube-apiserver's `Warning` for an
+/// `Authorization` header it ignores (see [`Caller::warning`]) to the
+/// answers kubecache gives itself: the API server warns on those passed
+/// through ([`PassedThrough`]).
+async fn caller(request: Request, next: axum::middleware::Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let caller = Arc::new(Caller::of(&parts));
+    let mut request = Request::from_parts(parts, body);
+    request.extensions_mut().insert(caller.clone());
     let mut response = next.run(request).await;
-    let passed_through = response.extensions().get::<Endpoint>() == Some(&Endpoint("passthrough"));
-    if let Some(warning) = warning
-        && !passed_through
+    if let Some(warning) = &caller.warning
+        && response.extensions().get::<PassedThrough>().is_none()
     {
-        response.headers_mut().append(header::WARNING, warning);
+        response
+            .headers_mut()
+            .append(header::WARNING, warning.clone());
     }
     response
 }
 
+/// Marks an answer the API server gave to the caller's own request.
+#[derive(Clone, Copy)]
+struct PassedThrough;
+
 /// The Prometheus text format.
-async fn metrics(State(shared): State<Arc<Shared>>, request: Parts) -> Response {
-    let caller = Caller::of(&request);
+async fn metrics(
+    State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Arc<Caller>>,
+) -> Response {
     let answer = match shared
         .authorize(&caller, Attributes::path("/metrics"))
         .await
@@ -136,14 +150,17 @@ pub fn health_router(caches: Arc<Caches>) -> Router {
 }
 
 /// `/v1/…`.
-async fn query_api(State(shared): State<Arc<Shared>>, request: Parts) -> impl IntoResponse {
+async fn query_api(
+    State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Arc<Caller>>,
+    request: Parts,
+) -> impl IntoResponse {
     let answer = async {
         let method = &request.method;
         if method != Method::GET && method != Method::HEAD {
             return Err(error::read_only(method.as_str()));
         }
         let path = request.uri.path();
-        let caller = Caller::of(&request);
         shared
             .authorize(&caller, query::attributes(&shared.caches, path))
             .await?;
@@ -161,9 +178,12 @@ async fn query_api(State(shared): State<Arc<Shared>>, request: Parts) -> impl In
 }
 
 /// The Kubernetes API: a read a cache answers, or a pass-through.
-async fn kubernetes(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+async fn kubernetes(
+    State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Arc<Caller>>,
+    request: Request,
+) -> Response {
     let (parts, body) = request.into_parts();
-    let caller = Caller::of(&parts);
     if discovery::is_document(&parts.method, parts.uri.path()) {
         let answer = document(&shared, &parts, &caller).await;
         return (Extension(Endpoint("discovery")), answer).into_response();
@@ -172,7 +192,8 @@ async fn kubernetes(State(shared): State<Arc<Shared>>, request: Request) -> Resp
         Ok(Route::Cache(read)) => read,
         Ok(Route::PassThrough { path, written }) => {
             let answer = pass_through(&shared, parts, body, &caller, &path, written).await;
-            return (Extension(Endpoint("passthrough")), answer).into_response();
+            let marks = (Extension(Endpoint("passthrough")), Extension(PassedThrough));
+            return (marks, answer).into_response();
         }
         Err(status) => return ApiError::Status(status).into_response(),
     };
@@ -182,9 +203,10 @@ async fn kubernetes(State(shared): State<Arc<Shared>>, request: Request) -> Resp
         Read::Watch => "watch",
     });
     let (errors, gzip, cache) = (read.errors, read.gzip, read.cache.clone());
-    let (endpoint, answer) = match from_cache(&shared, *read, &parts, &caller).await {
-        Ok(Answer::Served(response)) => (endpoint, Ok(response)),
-        Err(error) => (endpoint, Err(error)),
+    let (endpoint, passed_through, answer) = match from_cache(&shared, *read, &parts, &caller).await
+    {
+        Ok(Answer::Served(response)) => (endpoint, false, Ok(response)),
+        Err(error) => (endpoint, false, Err(error)),
         Ok(Answer::Upstream(rendering)) => {
             let path = route::upstream_path(&parts.uri);
             let answer = match shared.auth.forwarded(&caller).await {
@@ -194,14 +216,18 @@ async fn kubernetes(State(shared): State<Arc<Shared>>, request: Request) -> Resp
                 }
                 Err(error) => Err(error),
             };
-            (Endpoint("passthrough"), answer)
+            (Endpoint("passthrough"), true, answer)
         }
     };
-    match answer {
+    let mut response = match answer {
         Err(error) => (Extension(endpoint), error.respond(errors)).into_response(),
         Ok(answer) if gzip => (Extension(endpoint), gzip::large(answer).await).into_response(),
         Ok(answer) => (Extension(endpoint), answer).into_response(),
+    };
+    if passed_through {
+        response.extensions_mut().insert(PassedThrough);
     }
+    response
 }
 
 /// A discovery or OpenAPI document (see [`discovery`]), to a caller who
@@ -220,18 +246,6 @@ async fn document(shared: &Shared, parts: &Parts, caller: &Caller) -> Result<Res
     } else {
         response
     })
-}
-
-/// What a read of a cache came to.
-enum Answer {
-    /// Served from the cache.
-    Served(Response),
-    /// A GET the API server answers, rendered so: a consistent GET of one
-    /// object the cache could not prove fresh without waiting for a cold
-    /// probe (see [`crate::cacher::freshness`]; consistent by construction,
-    /// and authorized all the same), or of an object a selector-restricted
-    /// cache does not hold (it may exist outside the selectors).
-    Upstream(Rendering),
 }
 
 /// A read of a cache: authorized on the very parameters it is served
@@ -287,10 +301,7 @@ async fn from_cache(
         return Err(ApiError::Status(Status::method_not_allowed()));
     }
     let rendering = rendering?;
-    let peer = parts
-        .extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(peer)| peer.ip());
+    let peer = caller.peer;
     let flow = Flow::new(owner(user.as_deref(), credential, peer), peer);
     let caches = &shared.caches;
     match what {

@@ -114,8 +114,8 @@ pub fn decide(caches: &Caches, request: &Parts) -> Result<Route, Status> {
     let written = match path::parse(caches, path) {
         Some(target) if read && target.subresource.is_none() => {
             match cache_read(caches, target, predicates, request) {
-                Ok(read) => return Ok(Route::Cache(Box::new(read))),
-                Err(()) => None,
+                Some(read) => return Ok(Route::Cache(Box::new(read))),
+                None => None,
             }
         }
         Some(target)
@@ -146,21 +146,21 @@ pub fn upstream_path(uri: &Uri) -> String {
     }
 }
 
-/// The read of `target` a cache answers as the API server would; `Err`
+/// The read of `target` a cache answers as the API server would; `None`
 /// when it does not hold what is asked (the API server answers).
 fn cache_read(
     caches: &Caches,
     target: ResourcePath,
     predicates: Predicates,
     request: &Parts,
-) -> Result<CacheRead, ()> {
+) -> Option<CacheRead> {
     let query = request.uri.query().unwrap_or("");
     let cache = target.cache;
     let namespace = target.namespace;
     let what = match target.name {
         Some(name) if !target.watch => {
             if !cache.scope.holds_namespace(namespace.as_deref()) {
-                return Err(());
+                return None;
             }
             What::Get {
                 name,
@@ -178,7 +178,7 @@ fn cache_read(
             if let Ok(params) = &params
                 && !answerable(&cache, namespace.as_deref(), params)
             {
-                return Err(());
+                return None;
             }
             let watch = match &params {
                 Ok(params) => params.watch,
@@ -205,7 +205,7 @@ fn cache_read(
         kind: &cache.resource.kind,
         version: &cache.resource.version,
     };
-    Ok(CacheRead {
+    Some(CacheRead {
         rendering: negotiate::negotiate(accept, query, read, served),
         errors: negotiate::error_encoding(accept),
         gzip: read != Read::Watch && super::gzip::accepted(&request.headers),

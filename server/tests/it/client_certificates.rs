@@ -132,8 +132,13 @@ async fn replay(url: &str, server_ca: &str, case: &Value) -> Outcome {
         Ok(response) => response,
         // TLS 1.3: the client finishes its side of the handshake before
         // the server reads its certificate, and sees the alert on its
-        // first read, which hyper's connection reports.
-        Err(_) => return Outcome::Refused(causes(&connection.await.unwrap().unwrap_err())),
+        // first read, which hyper's connection reports (or, when the
+        // connection task saw the close first and ended cleanly, the
+        // request's own error does).
+        Err(error) => {
+            let ended = connection.await.unwrap();
+            return Outcome::Refused(causes(&ended.err().unwrap_or(error)));
+        }
     };
     let code = response.status().as_u16();
     Outcome::Answer(

@@ -509,8 +509,10 @@ async fn a_failed_save_is_logged_and_counted_and_kubecache_serves_on() {
     let args = [&RESOURCES[..], &["--state-save-interval-seconds", "0.1"]].concat();
     let kubecache = Kubecache::start(&sim, &scratch, &args);
     kubecache.ready().await;
-    // The directory gone: no temporary file can be created in it.
-    std::fs::remove_dir_all(scratch.path("state")).unwrap();
+    // The directory gone: no temporary file can be created in it. Moved
+    // away at once (deleting it races with the saves that keep writing
+    // into it every 0.1 s).
+    std::fs::rename(scratch.path("state"), scratch.path("state-gone")).unwrap();
     churn(&sim, "up", 3);
     kubecache
         .logged("a failed save", |out| {
