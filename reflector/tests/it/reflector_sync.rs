@@ -118,7 +118,11 @@ async fn converges_under_churn(strategy: Strategy, wire: RequestEncoding) {
     .unwrap();
     let running = start(&url, strategy, wire, 500);
     ready(&running, Duration::from_secs(120)).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let from = sim.store().revision();
+    kubecache_testkit::wait::until("150 writes of churn while watching", || {
+        sim.store().revision() >= from + 150
+    })
+    .await;
     assert_converged(&sim, &running).await;
 }
 
@@ -354,7 +358,11 @@ async fn survives(fault: FaultSpec, strategy: Strategy, wire: RequestEncoding) {
         times: 2,
     });
     sim.cut_watches();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let cut_at = sim.store().revision();
+    kubecache_testkit::wait::until("600 writes of churn through the faults", || {
+        sim.store().revision() >= cut_at + 600
+    })
+    .await;
     assert_converged(&sim, &running).await;
     assert_log_replays(versions(&sim.state(ids::PODS)), replica, from, events);
 }

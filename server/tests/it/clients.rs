@@ -39,7 +39,11 @@ async fn kube_runtime_through_kubecache_converges(config: watcher::Config) {
         .expect("kube-runtime syncs through kubecache within a minute")
         .expect("store ready");
     // Keep churning while it watches through kubecache.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let from = served.sim.store().revision();
+    kubecache_testkit::wait::until("900 writes of churn", || {
+        served.sim.store().revision() >= from + 900
+    })
+    .await;
     served.sim.set_churn(0.0);
     let view = || {
         reader

@@ -107,9 +107,13 @@ async fn every_watcher_gets_exactly_the_events_the_api_server_sends_for_its_quer
         WatchLines::open(&served.url, &format!("/predicates/labels{PODS}?{tail}")).await;
     let predicated = tokio::spawn(predicated.collect());
 
+    let from = served.sim.store().revision();
     served.sim.set_churn(300.0);
     toggle_labels(&served, 40, 3);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    kubecache_testkit::wait::until("600 writes of churn", || {
+        served.sim.store().revision() >= from + 600
+    })
+    .await;
     served.sim.set_churn(0.0);
     toggle_labels(&served, 20, 2);
     caught_up(&served).await;
