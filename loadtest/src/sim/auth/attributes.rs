@@ -70,58 +70,103 @@ pub struct Attributes {
 }
 
 impl Attributes {
-    /// The 403 refusing this request, worded as kube-apiserver words it
-    /// (`responsewriters.Forbidden` wrapped in `apierrors.NewForbidden`):
-    /// `pods "p" is forbidden: User "u" cannot get resource "pods" in API
-    /// group "" in the namespace "ns"`, or `forbidden: User "u" cannot get
-    /// path "/x"`; a non-empty authorizer `reason` follows after `: `.
+    /// The 403 refusing this request, built as kube-apiserver's
+    /// `responsewriters.Forbidden` builds it: [`Attributes::forbidden_message`],
+    /// then `: ` and the authorizer's `reason` when it gave one, as the error
+    /// of `apierrors.NewForbidden` for the request's group, resource and name
+    /// ([`new_forbidden`]). E.g. `pods "p" is forbidden: User "u" cannot get
+    /// resource "pods" in API group "" in the namespace "ns"`, or
+    /// `forbidden: User "u" cannot get path "/x"`.
     pub fn forbidden(&self, reason: &str) -> Status {
-        let user = &self.user.username;
-        let verb = &self.verb;
-        let (mut detail, details) = match &self.resource {
-            None => (
-                format!("User {user:?} cannot {verb} path {:?}", self.path),
-                StatusDetails::default(),
-            ),
-            Some(r) => {
-                let mut resource = r.resource.clone();
-                if !r.subresource.is_empty() {
-                    resource = format!("{resource}/{}", r.subresource);
-                }
-                let scope = if r.namespace.is_empty() {
-                    "at the cluster scope".to_string()
-                } else {
-                    format!("in the namespace {:?}", r.namespace)
-                };
-                let detail = format!(
-                    "User {user:?} cannot {verb} resource {resource:?} in API group {:?} {scope}",
-                    r.group
-                );
-                let details = StatusDetails {
-                    name: r.name.clone(),
-                    group: r.group.clone(),
-                    kind: r.resource.clone(),
-                    ..StatusDetails::default()
-                };
-                (detail, details)
-            }
+        let msg = self.forbidden_message();
+        let err_msg = match reason {
+            "" => msg,
+            reason => format!("{msg}: {reason}"),
         };
-        if !reason.is_empty() {
-            detail = format!("{detail}: {reason}");
-        }
-        let qualified = match (details.group.as_str(), details.kind.as_str()) {
-            ("", resource) => resource.to_string(),
-            (group, resource) => format!("{resource}.{group}"),
+        // A non-resource request has no group, resource or name: `gr` is
+        // empty.
+        let none = ResourceAttributes::default();
+        let attributes = self.resource.as_ref().unwrap_or(&none);
+        let gr = GroupResource {
+            group: &attributes.group,
+            resource: &attributes.resource,
         };
-        let message = match (qualified.as_str(), details.name.as_str()) {
-            ("", _) => format!("forbidden: {detail}"),
-            (qualified, "") => format!("{qualified} is forbidden: {detail}"),
-            (qualified, name) => format!("{qualified} {name:?} is forbidden: {detail}"),
-        };
-        let mut status = Status::failure(403, "Forbidden", message);
-        status.details = Some(details);
-        status
+        new_forbidden(&gr, &attributes.name, &err_msg)
     }
+
+    /// kube-apiserver's `forbiddenMessage` (`endpoints/handlers/
+    /// responsewriters/errors.go`): one `Sprintf` per kind of request, Go's
+    /// `%q` (written here as Rust's `{:?}`) around the user, the resource
+    /// (`resource/subresource` when there is a subresource), the group, the
+    /// namespace and the path.
+    fn forbidden_message(&self) -> String {
+        let username = self.user.username.as_str();
+        let Some(attributes) = &self.resource else {
+            return format!(
+                "User {username:?} cannot {} path {:?}",
+                self.verb, self.path
+            );
+        };
+        let resource = match attributes.subresource.as_str() {
+            "" => attributes.resource.clone(),
+            subresource => [attributes.resource.as_str(), subresource].join("/"),
+        };
+        let (verb, group, ns) = (&self.verb, &attributes.group, &attributes.namespace);
+        if !ns.is_empty() {
+            return format!(
+                "User {username:?} cannot {verb} resource {resource:?} in API group {group:?} in the namespace {ns:?}"
+            );
+        }
+        format!(
+            "User {username:?} cannot {verb} resource {resource:?} in API group {group:?} at the cluster scope"
+        )
+    }
+}
+
+/// Go's `schema.GroupResource`.
+struct GroupResource<'a> {
+    group: &'a str,
+    resource: &'a str,
+}
+
+impl GroupResource<'_> {
+    /// `Empty()`: neither a group nor a resource.
+    fn is_empty(&self) -> bool {
+        self.group.is_empty() && self.resource.is_empty()
+    }
+
+    /// `String()`: `resource.group`, the resource alone in the core group.
+    fn string(&self) -> String {
+        if self.group.is_empty() {
+            return self.resource.to_string();
+        }
+        [self.resource, self.group].join(".")
+    }
+}
+
+/// `apierrors.NewForbidden(qualifiedResource, name, err)`: its message
+/// (`forbidden: err` for no resource, `gr is forbidden: err`, or
+/// `gr "name" is forbidden: err`) and details (the group, the resource as
+/// `kind`, the name), code 403, reason `Forbidden`.
+fn new_forbidden(qualified_resource: &GroupResource<'_>, name: &str, err: &str) -> Status {
+    let message = if qualified_resource.is_empty() {
+        format!("forbidden: {err}")
+    } else if name.is_empty() {
+        format!("{} is forbidden: {err}", qualified_resource.string())
+    } else {
+        format!(
+            "{} {name:?} is forbidden: {err}",
+            qualified_resource.string()
+        )
+    };
+    let mut status = Status::failure(403, "Forbidden", message);
+    status.details = Some(StatusDetails {
+        group: qualified_resource.group.to_string(),
+        kind: qualified_resource.resource.to_string(),
+        name: name.to_string(),
+        ..StatusDetails::default()
+    });
+    status
 }
 
 #[cfg(test)]

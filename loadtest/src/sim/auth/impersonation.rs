@@ -1,10 +1,16 @@
 //! Impersonation (`Impersonate-User`, `Impersonate-Group`, `Impersonate-Uid`,
-//! `Impersonate-Extra-<key>` headers), as kube-apiserver's
-//! `WithImpersonation` filter does it: each thing impersonated is authorized
-//! for the requester as verb `impersonate` on `users` (or `serviceaccounts`
-//! in its namespace), `groups`, `userextras/<key>` or `uids`, and the
-//! request then runs as exactly the user the headers describe (their groups
-//! only, plus `system:authenticated`).
+//! `Impersonate-Extra-<key>` headers), read as kube-apiserver's
+//! `WithImpersonation` filter reads it (`endpoints/filters/impersonation.go`):
+//! `buildImpersonationRequests` turns the headers into Go `ObjectReference`s,
+//! one per thing impersonated; each is authorized for the requester as verb
+//! `impersonate` on the resource its kind names (`users`, `serviceaccounts`
+//! in its namespace, `groups`, `userextras/<key>`, `uids`), and the request
+//! then runs as exactly the user the references describe (their groups only,
+//! plus `system:authenticated`).
+//!
+//! Written from that Go code and the `edges` corpus (its `imp-*` cases), not
+//! from kubecache's reading of the same filter: the errors are Go's `%v` of
+//! the references, made by printing the struct as Go prints one.
 
 use std::collections::BTreeMap;
 
@@ -16,61 +22,65 @@ use super::attributes::{
 };
 use super::policy::Policy;
 
-const USER: &str = "impersonate-user";
-const GROUP: &str = "impersonate-group";
-const UID: &str = "impersonate-uid";
-const EXTRA: &str = "impersonate-extra-";
+/// `authenticationv1.ImpersonateUserHeader` and its kin, as the `http`
+/// crate names them (lower case).
+const IMPERSONATE_USER_HEADER: &str = "impersonate-user";
+const IMPERSONATE_GROUP_HEADER: &str = "impersonate-group";
+const IMPERSONATE_UID_HEADER: &str = "impersonate-uid";
+const IMPERSONATE_USER_EXTRA_HEADER_PREFIX: &str = "impersonate-extra-";
 
-/// One thing a request asks to impersonate.
-enum Request {
-    User(String),
-    ServiceAccount { namespace: String, name: String },
-    Group(String),
-    Extra { key: String, value: String },
-    Uid(String),
+/// `authenticationv1.SchemeGroupVersion.String()`.
+const AUTHENTICATION_V1: &str = "authentication.k8s.io/v1";
+
+/// Go's `core/v1.ObjectReference`, its fields in declaration order: what
+/// `buildImpersonationRequests` makes of each thing a request asks to
+/// impersonate. It sets `Kind` and `Name` always, `Namespace` for a
+/// service account, `APIVersion` (`authentication.k8s.io/v1`) for a user
+/// extra and a UID, and `FieldPath` to a user extra's key; `UID` and
+/// `ResourceVersion` stay empty.
+#[derive(Debug, Clone, Default)]
+struct ObjectReference {
+    kind: &'static str,
+    namespace: String,
+    name: String,
+    uid: String,
+    api_version: String,
+    resource_version: String,
+    field_path: String,
 }
 
-impl Request {
-    /// What the requester must be allowed to `impersonate` for it.
-    fn resource(&self) -> ResourceAttributes {
-        let (group, resource, subresource, namespace, name) = match self {
-            Request::User(name) => ("", "users", "", "", name),
-            Request::ServiceAccount { namespace, name } => {
-                ("", "serviceaccounts", "", namespace.as_str(), name)
-            }
-            Request::Group(name) => ("", "groups", "", "", name),
-            Request::Extra { key, value } => (
-                "authentication.k8s.io",
-                "userextras",
-                key.as_str(),
-                "",
-                value,
-            ),
-            Request::Uid(uid) => ("authentication.k8s.io", "uids", "", "", uid),
-        };
-        ResourceAttributes {
-            namespace: namespace.into(),
-            group: group.into(),
-            version: "v1".into(),
-            resource: resource.into(),
-            subresource: subresource.into(),
-            name: name.clone(),
-        }
+impl ObjectReference {
+    /// Go's `%v` of the struct: its fields' values in declaration order,
+    /// one space between each (empty ones too), inside braces.
+    fn go_v(&self) -> String {
+        let fields: [&str; 7] = [
+            self.kind,
+            &self.namespace,
+            &self.name,
+            &self.uid,
+            &self.api_version,
+            &self.resource_version,
+            &self.field_path,
+        ];
+        format!("{{{}}}", fields.join(" "))
     }
 
-    /// Go's `%v` of the `ObjectReference` kube-apiserver builds for it.
-    fn go_format(&self) -> String {
-        const V1: &str = "authentication.k8s.io/v1";
-        match self {
-            Request::User(name) => format!("{{User  {name}    }}"),
-            Request::ServiceAccount { namespace, name } => {
-                format!("{{ServiceAccount {namespace} {name}    }}")
-            }
-            Request::Group(name) => format!("{{Group  {name}    }}"),
-            Request::Extra { key, value } => format!("{{UserExtra  {value}  {V1}  {key}}}"),
-            Request::Uid(uid) => format!("{{UID  {uid}  {V1}  }}"),
+    /// The group and version of `APIVersion`, as `schema.ParseGroupVersion`
+    /// splits it: `group/version`, a bare version in the core group, or
+    /// neither when it is empty.
+    fn group_version(&self) -> (&str, &str) {
+        match self.api_version.split_once('/') {
+            Some((group, version)) => (group, version),
+            None => ("", self.api_version.as_str()),
         }
     }
+}
+
+/// Go's `%v` of a `[]ObjectReference`: each element's `%v`, one space
+/// between, inside brackets.
+fn go_v_list(references: &[ObjectReference]) -> String {
+    let elements: Vec<String> = references.iter().map(ObjectReference::go_v).collect();
+    format!("[{}]", elements.join(" "))
 }
 
 /// Why a request may not run as the user its headers describe.
@@ -84,123 +94,202 @@ pub enum Refusal {
 }
 
 /// The user a request runs as after its impersonation headers: `None` when
-/// it has none.
+/// it has none. `WithImpersonation`'s loop: each reference is authorized in
+/// turn (the first refused is the 403) and adds its part of the user.
 pub fn impersonate(
     policy: &Policy,
     requester: &UserInfo,
     headers: &HeaderMap,
 ) -> Result<Option<UserInfo>, Refusal> {
-    let requests = requests(headers);
-    if requests.is_empty() {
+    let impersonation_requests = build_impersonation_requests(headers).map_err(Refusal::Invalid)?;
+    if impersonation_requests.is_empty() {
         return Ok(None);
     }
-    if !requests
-        .iter()
-        .any(|r| matches!(r, Request::User(_) | Request::ServiceAccount { .. }))
-    {
-        let listed: Vec<String> = requests.iter().map(Request::go_format).collect();
-        return Err(Refusal::Invalid(format!(
-            "requested [{}] without impersonating a user",
-            listed.join(" ")
-        )));
-    }
-    let mut user = UserInfo::default();
-    let mut groups_given = false;
-    for request in &requests {
+    let groups_specified = !header_values(headers, IMPERSONATE_GROUP_HEADER).is_empty();
+    let mut username = String::new();
+    let mut groups: Vec<String> = Vec::new();
+    let mut user_extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut uid = String::new();
+    for reference in &impersonation_requests {
+        let (api_group, api_version) = reference.group_version();
+        let mut acting_as = ResourceAttributes {
+            group: api_group.to_string(),
+            version: api_version.to_string(),
+            namespace: reference.namespace.clone(),
+            name: reference.name.clone(),
+            ..ResourceAttributes::default()
+        };
+        match reference.kind {
+            "ServiceAccount" => {
+                acting_as.resource = "serviceaccounts".into();
+                // `serviceaccount.MakeUsername`, `MakeGroupNames`.
+                username = format!(
+                    "system:serviceaccount:{}:{}",
+                    reference.namespace, reference.name
+                );
+                if !groups_specified {
+                    groups = vec![
+                        "system:serviceaccounts".to_string(),
+                        format!("system:serviceaccounts:{}", reference.namespace),
+                    ];
+                }
+            }
+            "User" => {
+                acting_as.resource = "users".into();
+                username = reference.name.clone();
+            }
+            "Group" => {
+                acting_as.resource = "groups".into();
+                groups.push(reference.name.clone());
+            }
+            "UserExtra" => {
+                acting_as.resource = "userextras".into();
+                acting_as.subresource = reference.field_path.clone();
+                let values = user_extra.entry(reference.field_path.clone()).or_default();
+                values.push(reference.name.clone());
+            }
+            "UID" => {
+                acting_as.resource = "uids".into();
+                uid = reference.name.clone();
+            }
+            kind => unreachable!("buildImpersonationRequests makes no {kind} reference"),
+        }
         let check = Attributes {
             user: requester.clone(),
             verb: "impersonate".into(),
-            resource: Some(request.resource()),
+            resource: Some(acting_as),
             path: String::new(),
         };
         let decision = policy.authorize(&check);
         if !decision.allowed {
-            return Err(Refusal::Forbidden(Box::new(
-                check.forbidden(&decision.reason),
-            )));
-        }
-        match request {
-            Request::User(name) => user.username = name.clone(),
-            Request::ServiceAccount { namespace, name } => {
-                user.username = format!("system:serviceaccount:{namespace}:{name}");
-            }
-            Request::Group(group) => {
-                groups_given = true;
-                user.groups.push(group.clone());
-            }
-            Request::Extra { key, value } => {
-                user.extra
-                    .entry(key.clone())
-                    .or_default()
-                    .push(value.clone());
-            }
-            Request::Uid(uid) => user.uid = uid.clone(),
+            let status = check.forbidden(&decision.reason);
+            return Err(Refusal::Forbidden(Box::new(status)));
         }
     }
-    if let Some(Request::ServiceAccount { namespace, .. }) = requests.first()
-        && !groups_given
-    {
-        user.groups = vec![
-            "system:serviceaccounts".into(),
-            format!("system:serviceaccounts:{namespace}"),
-        ];
-    }
-    let implied = if user.username == ANONYMOUS {
-        UNAUTHENTICATED
+    // `system:authenticated` joins unless either it or
+    // `system:unauthenticated` is there; for `system:anonymous`,
+    // `system:unauthenticated` joins unless it is there.
+    let (joins, unless) = if username == ANONYMOUS {
+        (UNAUTHENTICATED, &[UNAUTHENTICATED][..])
     } else {
-        AUTHENTICATED
+        (AUTHENTICATED, &[AUTHENTICATED, UNAUTHENTICATED][..])
     };
-    let has_either = user
-        .groups
-        .iter()
-        .any(|g| g == implied || (implied == AUTHENTICATED && g == UNAUTHENTICATED));
-    if !has_either {
-        user.groups.push(implied.into());
+    if !groups.iter().any(|group| unless.contains(&group.as_str())) {
+        groups.push(joins.to_string());
     }
-    Ok(Some(user))
+    Ok(Some(UserInfo {
+        username,
+        uid,
+        groups,
+        extra: user_extra,
+    }))
 }
 
-/// What the headers ask for, in kube-apiserver's order: the user (the
-/// first header), the groups, the extras (one request per value; by key,
-/// where Go takes them in a map's random order), the UID (the first
-/// header). Values are Go's strings of the header's bytes.
-fn requests(headers: &HeaderMap) -> Vec<Request> {
-    let values = |name: &str| -> Vec<String> {
-        headers
-            .get_all(name)
-            .iter()
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-            .collect()
-    };
-    let mut requests = Vec::new();
-    if let Some(user) = values(USER).into_iter().next().filter(|u| !u.is_empty()) {
-        requests.push(match service_account(&user) {
-            Some((namespace, name)) => Request::ServiceAccount { namespace, name },
-            None => Request::User(user),
+/// `buildImpersonationRequests`: a reference for the user (the first
+/// `Impersonate-User`, a service account when it names one), one per
+/// group, one per value of each extra (the keys unescaped; Go ranges over
+/// its header map in an order of its own, the sim takes the keys sorted),
+/// one for the UID (the first `Impersonate-Uid`). Groups, extras or a UID
+/// without a user are refused with Go's error, the references in `%v`.
+fn build_impersonation_requests(headers: &HeaderMap) -> Result<Vec<ObjectReference>, String> {
+    let mut impersonation_requests = Vec::new();
+
+    let requested_user = header_get(headers, IMPERSONATE_USER_HEADER);
+    let has_user = !requested_user.is_empty();
+    if has_user {
+        let reference = match split_username(&requested_user) {
+            Some((namespace, name)) => ObjectReference {
+                kind: "ServiceAccount",
+                namespace,
+                name,
+                ..ObjectReference::default()
+            },
+            None => ObjectReference {
+                kind: "User",
+                name: requested_user,
+                ..ObjectReference::default()
+            },
+        };
+        impersonation_requests.push(reference);
+    }
+
+    let mut has_groups = false;
+    for group in header_values(headers, IMPERSONATE_GROUP_HEADER) {
+        has_groups = true;
+        impersonation_requests.push(ObjectReference {
+            kind: "Group",
+            name: group,
+            ..ObjectReference::default()
         });
     }
-    requests.extend(values(GROUP).into_iter().map(Request::Group));
-    let mut extras: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for name in headers.keys() {
-        if let Some(key) = name.as_str().strip_prefix(EXTRA) {
-            extras.insert(unescape(key), values(name.as_str()));
+
+    // By unescaped key; of two headers whose keys unescape alike, the
+    // later's values.
+    let mut extra_headers = BTreeMap::new();
+    for header_name in headers.keys() {
+        let Some(encoded) = header_name
+            .as_str()
+            .strip_prefix(IMPERSONATE_USER_EXTRA_HEADER_PREFIX)
+        else {
+            continue;
+        };
+        let values = header_values(headers, header_name.as_str());
+        extra_headers.insert(unescape_extra_key(encoded), values);
+    }
+    let has_user_extra = !extra_headers.is_empty();
+    for (extra_key, values) in extra_headers {
+        for value in values {
+            impersonation_requests.push(ObjectReference {
+                kind: "UserExtra",
+                api_version: AUTHENTICATION_V1.to_string(),
+                name: value,
+                field_path: extra_key.clone(),
+                ..ObjectReference::default()
+            });
         }
     }
-    for (key, values) in extras {
-        requests.extend(values.into_iter().map(|value| Request::Extra {
-            key: key.clone(),
-            value,
-        }));
+
+    let requested_uid = header_get(headers, IMPERSONATE_UID_HEADER);
+    let has_uid = !requested_uid.is_empty();
+    if has_uid {
+        impersonation_requests.push(ObjectReference {
+            kind: "UID",
+            name: requested_uid,
+            api_version: AUTHENTICATION_V1.to_string(),
+            ..ObjectReference::default()
+        });
     }
-    if let Some(uid) = values(UID).into_iter().next().filter(|u| !u.is_empty()) {
-        requests.push(Request::Uid(uid));
+
+    if (has_groups || has_user_extra || has_uid) && !has_user {
+        return Err(format!(
+            "requested {} without impersonating a user",
+            go_v_list(&impersonation_requests)
+        ));
     }
-    requests
+    Ok(impersonation_requests)
+}
+
+/// Go's `http.Header` values of `name`, in order: strings of the bytes as
+/// they came.
+fn header_values(headers: &HeaderMap, name: &str) -> Vec<String> {
+    let mut values = Vec::new();
+    for value in headers.get_all(name) {
+        values.push(String::from_utf8_lossy(value.as_bytes()).into_owned());
+    }
+    values
+}
+
+/// Go's `Header.Get`: the first value, empty when there is none.
+fn header_get(headers: &HeaderMap, name: &str) -> String {
+    header_values(headers, name)
+        .into_iter()
+        .next()
+        .unwrap_or_default()
 }
 
 /// `system:serviceaccount:{namespace}:{name}`, split, when the namespace
 /// is a DNS label and the name a DNS subdomain (`serviceaccount.SplitUsername`).
-fn service_account(user: &str) -> Option<(String, String)> {
+fn split_username(user: &str) -> Option<(String, String)> {
     let rest = user.strip_prefix("system:serviceaccount:")?;
     let (namespace, name) = rest.split_once(':')?;
     let label = |s: &str| {
@@ -217,7 +306,7 @@ fn service_account(user: &str) -> Option<(String, String)> {
 /// Percent-decoding of an extra's key (header names cannot carry every
 /// character), as Go's `url.PathUnescape`; an invalid escape leaves the key
 /// as it came.
-fn unescape(key: &str) -> String {
+fn unescape_extra_key(key: &str) -> String {
     let bytes = key.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -242,109 +331,156 @@ fn unescape(key: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use http::{HeaderName, HeaderValue};
+
     use super::*;
     use crate::sim::auth::{Rule, Subject};
 
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.append(
-                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                value.parse().unwrap(),
+    /// Headers as a request's head writes them: a `Name: value` a line.
+    fn headers(head: &str) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for line in head.lines().map(str::trim).filter(|line| !line.is_empty()) {
+            let (name, value) = line.split_once(':').expect("Name: value");
+            map.append(
+                HeaderName::from_bytes(name.as_bytes()).expect("a header name"),
+                HeaderValue::from_str(value.trim()).expect("a header value"),
             );
         }
-        headers
+        map
     }
+
+    const PROXY: &str = "proxy";
 
     fn requester() -> UserInfo {
         UserInfo {
-            username: "proxy".into(),
+            username: PROXY.into(),
             groups: vec![AUTHENTICATED.into()],
             ..UserInfo::default()
         }
     }
 
+    /// `proxy` may impersonate `resources` (in both groups impersonation
+    /// uses), nothing else.
     fn policy(resources: &[&str]) -> Policy {
+        let role = Rule::resources(&["impersonate"], &["", "authentication.k8s.io"], resources);
         Policy::new()
-            .cluster_role(
-                "impersonator",
-                vec![Rule::resources(
-                    &["impersonate"],
-                    &["", "authentication.k8s.io"],
-                    resources,
-                )],
-            )
-            .cluster_binding("proxy", "impersonator", vec![Subject::User("proxy".into())])
+            .cluster_role("impersonator", vec![role])
+            .cluster_binding("proxy", "impersonator", vec![Subject::User(PROXY.into())])
+    }
+
+    fn run_as(policy: &Policy, head: &str) -> Result<Option<UserInfo>, Refusal> {
+        impersonate(policy, &requester(), &headers(head))
+    }
+
+    #[test]
+    fn an_object_reference_prints_as_go_prints_the_struct() {
+        let every_field = ObjectReference {
+            kind: "Kind",
+            namespace: "ns".into(),
+            name: "name".into(),
+            uid: "uid".into(),
+            api_version: "g/v".into(),
+            resource_version: "7".into(),
+            field_path: "path".into(),
+        };
+        assert_eq!(every_field.go_v(), "{Kind ns name uid g/v 7 path}");
+        let user = ObjectReference {
+            kind: "User",
+            name: "alice".into(),
+            ..ObjectReference::default()
+        };
+        assert_eq!(user.go_v(), "{User  alice    }");
+        assert_eq!(
+            go_v_list(&[user, every_field]),
+            "[{User  alice    } {Kind ns name uid g/v 7 path}]"
+        );
+        assert_eq!(go_v_list(&[]), "[]");
+    }
+
+    #[test]
+    fn references_without_a_user_are_the_recorded_500s() {
+        let invalid = |head: &str| match run_as(&policy(&["*"]), head) {
+            Err(Refusal::Invalid(error)) => error,
+            other => panic!("not refused as invalid: {other:?}"),
+        };
+        // edges/bodies/imp-admin-group-only-list.txt, -uid-only-ssr.txt,
+        // -extra-only-ssr.txt.
+        assert_eq!(
+            invalid("Impersonate-Group: team-x"),
+            "requested [{Group  team-x    }] without impersonating a user"
+        );
+        assert_eq!(
+            invalid("Impersonate-Uid: uid-x"),
+            "requested [{UID  uid-x  authentication.k8s.io/v1  }] without impersonating a user"
+        );
+        assert_eq!(
+            invalid("Impersonate-Extra-Scopes: view"),
+            "requested [{UserExtra  view  authentication.k8s.io/v1  scopes}] without impersonating a user"
+        );
+        assert_eq!(
+            invalid("Impersonate-Uid: u\nImpersonate-Group: g"),
+            "requested [{Group  g    } {UID  u  authentication.k8s.io/v1  }] without impersonating a user"
+        );
     }
 
     #[test]
     fn the_request_runs_as_exactly_the_impersonated_user() {
         let p = policy(&["users", "groups", "userextras/scopes", "uids"]);
-        let h = headers(&[
-            ("Impersonate-User", "alice"),
-            ("Impersonate-Group", "devs"),
-            ("Impersonate-Group", "ops"),
-            ("Impersonate-Extra-Scopes", "view"),
-            ("Impersonate-Uid", "u-1"),
-        ]);
-        let user = impersonate(&p, &requester(), &h).unwrap().unwrap();
-        assert_eq!(user.username, "alice");
+        let user = run_as(
+            &p,
+            "Impersonate-User: alice
+             Impersonate-Group: devs
+             Impersonate-Group: ops
+             Impersonate-Extra-Scopes: view
+             Impersonate-Uid: u-1",
+        );
+        let user = user.unwrap().unwrap();
+        assert_eq!(
+            (user.username.as_str(), user.uid.as_str()),
+            ("alice", "u-1")
+        );
         assert_eq!(user.groups, ["devs", "ops", AUTHENTICATED]);
         assert_eq!(user.extra["scopes"], ["view"]);
-        assert_eq!(user.uid, "u-1");
-        assert_eq!(impersonate(&p, &requester(), &HeaderMap::new()), Ok(None));
-    }
-
-    /// The 403's message, for a refused impersonation.
-    fn forbidden(p: &Policy, h: &HeaderMap) -> String {
-        match impersonate(p, &requester(), h) {
-            Err(Refusal::Forbidden(status)) => {
-                assert_eq!(status.code, 403);
-                status.message
-            }
-            other => panic!("not a 403: {other:?}"),
-        }
+        assert_eq!(run_as(&p, ""), Ok(None));
+        assert_eq!(run_as(&p, "Impersonate-User:"), Ok(None));
+        let anonymous = run_as(&p, "Impersonate-User: system:anonymous");
+        assert_eq!(anonymous.unwrap().unwrap().groups, [UNAUTHENTICATED]);
+        let unauthenticated = run_as(
+            &p,
+            "Impersonate-User: bob\nImpersonate-Group: system:unauthenticated",
+        );
+        assert_eq!(unauthenticated.unwrap().unwrap().groups, [UNAUTHENTICATED]);
     }
 
     #[test]
     fn each_impersonation_needs_its_own_permission() {
         let p = policy(&["users"]);
-        let h = headers(&[
-            ("Impersonate-User", "alice"),
-            ("Impersonate-Group", "admins"),
-        ]);
+        let forbidden = |head: &str| match run_as(&p, head) {
+            Err(Refusal::Forbidden(status)) if status.code == 403 => status.message,
+            other => panic!("not a 403: {other:?}"),
+        };
         assert_eq!(
-            forbidden(&p, &h),
+            forbidden("Impersonate-User: alice\nImpersonate-Group: admins"),
             r#"groups "admins" is forbidden: User "proxy" cannot impersonate resource "groups" in API group "" at the cluster scope"#
         );
-        let h = headers(&[("Impersonate-User", "alice"), ("Impersonate-Uid", "u-1")]);
         assert_eq!(
-            forbidden(&p, &h),
+            forbidden("Impersonate-User: alice\nImpersonate-Uid: u-1"),
             r#"uids.authentication.k8s.io "u-1" is forbidden: User "proxy" cannot impersonate resource "uids" in API group "authentication.k8s.io" at the cluster scope"#
         );
-        let h = headers(&[("Impersonate-User", "system:serviceaccount:ns:bot")]);
         assert_eq!(
-            forbidden(&p, &h),
-            r#"serviceaccounts "bot" is forbidden: User "proxy" cannot impersonate resource "serviceaccounts" in API group "" in the namespace "ns""#
+            forbidden("Impersonate-User: alice\nImpersonate-Extra-Scopes: view"),
+            r#"userextras.authentication.k8s.io "view" is forbidden: User "proxy" cannot impersonate resource "userextras/scopes" in API group "authentication.k8s.io" at the cluster scope"#
         );
-    }
-
-    #[test]
-    fn groups_without_a_user_are_invalid() {
-        let p = policy(&["*"]);
-        let h = headers(&[("Impersonate-Group", "devs")]);
         assert_eq!(
-            impersonate(&p, &requester(), &h),
-            Err(Refusal::Invalid(
-                "requested [{Group  devs    }] without impersonating a user".into()
-            ))
+            forbidden("Impersonate-User: system:serviceaccount:ns:bot"),
+            r#"serviceaccounts "bot" is forbidden: User "proxy" cannot impersonate resource "serviceaccounts" in API group "" in the namespace "ns""#
         );
     }
 
     #[test]
     fn only_valid_service_account_names_are_service_accounts() {
         assert_eq!(
-            service_account("system:serviceaccount:team-a:ns.reader-1"),
+            split_username("system:serviceaccount:team-a:ns.reader-1"),
             Some(("team-a".into(), "ns.reader-1".into()))
         );
         for user in [
@@ -355,7 +491,7 @@ mod tests {
             "system:serviceaccount::bot",
             "system:serviceaccount:ns:",
         ] {
-            assert_eq!(service_account(user), None, "{user}");
+            assert_eq!(split_username(user), None, "{user}");
         }
     }
 
@@ -363,12 +499,14 @@ mod tests {
     fn a_service_account_gets_its_groups_and_extra_keys_are_unescaped() {
         let p = Policy::new()
             .cluster_role("all", vec![Rule::resources(&["*"], &["*"], &["*"])])
-            .cluster_binding("proxy", "all", vec![Subject::User("proxy".into())]);
-        let h = headers(&[
-            ("Impersonate-User", "system:serviceaccount:ns:bot"),
-            ("Impersonate-Extra-example.com%2fteam", "a"),
-        ]);
-        let user = impersonate(&p, &requester(), &h).unwrap().unwrap();
+            .cluster_binding("proxy", "all", vec![Subject::User(PROXY.into())]);
+        let user = run_as(
+            &p,
+            "Impersonate-User: system:serviceaccount:ns:bot
+             Impersonate-Extra-example.com%2fteam: a",
+        );
+        let user = user.unwrap().unwrap();
+        assert_eq!(user.username, "system:serviceaccount:ns:bot");
         assert_eq!(
             user.groups,
             [
@@ -378,5 +516,10 @@ mod tests {
             ]
         );
         assert_eq!(user.extra["example.com/team"], ["a"]);
+        let with_group = run_as(
+            &p,
+            "Impersonate-User: system:serviceaccount:ns:bot\nImpersonate-Group: g",
+        );
+        assert_eq!(with_group.unwrap().unwrap().groups, ["g", AUTHENTICATED]);
     }
 }
