@@ -251,12 +251,7 @@ impl Reflector {
     }
 
     fn decode(&self, raw: &[u8]) -> Result<Arc<CachedObject>, UpstreamError> {
-        let r = &self.upstream.spec().resource;
-        kubecache_wire::decode_object(raw, &r.kind, &r.api_version(), &self.config.transform)
-            .map(Arc::new)
-            .map_err(|e| UpstreamError::Decode {
-                what: format!("{} object", r.kind),
-                error: e.to_string(),
-            })
+        let resource = &self.upstream.spec().resource;
+        resource.decode(raw, &self.config.transform)
     }
 }

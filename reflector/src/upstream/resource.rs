@@ -1,7 +1,10 @@
 //! What to cache: a resource (found by discovery), in all namespaces or one,
 //! optionally narrowed by selectors.
 
+use std::sync::Arc;
+
 use kube::discovery::{Discovery, Scope};
+use kubecache_wire::{CachedObject, Transform};
 
 use super::error::UpstreamError;
 
@@ -28,6 +31,25 @@ impl ApiResource {
         } else {
             format!("{}/{}", self.group, self.version)
         }
+    }
+
+    /// `raw`, one object of this resource, in the form the store keeps
+    /// (see [`kubecache_wire::decode_object`]).
+    ///
+    /// # Errors
+    ///
+    /// [`UpstreamError::Decode`], naming the kind, when it does not decode.
+    pub fn decode(
+        &self,
+        raw: &[u8],
+        transform: &Transform,
+    ) -> Result<Arc<CachedObject>, UpstreamError> {
+        kubecache_wire::decode_object(raw, &self.kind, &self.api_version(), transform)
+            .map(Arc::new)
+            .map_err(|e| UpstreamError::Decode {
+                what: format!("{} object", self.kind),
+                error: e.to_string(),
+            })
     }
 
     /// core/v1 pods, known without discovery.

@@ -19,8 +19,8 @@
 use std::sync::Arc;
 
 use futures::FutureExt;
-use kubecache_reflector::upstream::{Query, UpstreamError};
-use kubecache_wire::{CachedObject, ObjectKey, Status, decode_object};
+use kubecache_reflector::upstream::Query;
+use kubecache_wire::{CachedObject, ObjectKey, Status};
 
 use super::Cache;
 use super::clock::unavailable;
@@ -64,13 +64,7 @@ impl Cache {
                 let page = list.page().map_err(failure)?;
                 let mut object = None;
                 page.for_each_json(|item| {
-                    let r = &cache.resource;
-                    let decoded = decode_object(item, &r.kind, &r.api_version(), &cache.transform)
-                        .map_err(|e| UpstreamError::Decode {
-                            what: format!("{} object", r.kind),
-                            error: e.to_string(),
-                        })?;
-                    object = Some(Arc::new(decoded));
+                    object = Some(cache.resource.decode(item, &cache.transform)?);
                     Ok(())
                 })
                 .map_err(failure)?;

@@ -30,8 +30,8 @@
 //! all if that moment is not after the watch starts), else about once a
 //! minute (`nextBookmarkTime` in `cacher/cacher.go`); a probe of
 //! `timeoutSeconds=3` gets it about 1 s in. So while reads of the resource
-//! that may need a proof (consistent or `NotOlderThan`) wait, or arrived
-//! within [`KEEP_WARM`], a probe starts every `probe_interval`
+//! wait for a proof (consistent lists, `NotOlderThan`), or waited within
+//! [`KEEP_WARM`], a probe starts every `probe_interval`
 //! (staggered), each closed after its bookmark, at most [`max_probes`] at
 //! once: against a server that honours each watch's own bookmark time, a
 //! bookmark then comes every `probe_interval`, and a waiting read is proven
@@ -94,7 +94,7 @@ use super::fetch::Fetched;
 /// sends a bookmark before closing (2 s before the timeout).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// How long after the last read that may need a proof probes keep
+/// How long after the last read that waited for a proof probes keep
 /// coming: a resource read now and then stays warm.
 pub(crate) const KEEP_WARM: Duration = Duration::from_secs(2);
 
@@ -282,8 +282,8 @@ impl Freshness {
 
 impl Freshness {
     /// Keeps (or starts) the probe cadence for [`KEEP_WARM`] from now:
-    /// every read that may need a proof calls it, so a resource read
-    /// consistently has its bookmarks coming before a read needs one.
+    /// every read that waits for a proof calls it, so a resource read
+    /// consistently has its bookmarks coming before the next read needs one.
     /// Refreshed at most every quarter of it, sparing the lock.
     fn keep_warm(&self) {
         let now = Instant::now();
