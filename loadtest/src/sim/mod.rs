@@ -301,6 +301,12 @@ impl Sim {
         self.ctx.cut_watches();
     }
 
+    /// The watches asked for and not ended (a fault may still hold one
+    /// back): those [`Sim::cut_watches`] would cut now.
+    pub fn open_watches(&self) -> usize {
+        self.ctx.cuts.receiver_count()
+    }
+
     /// The requests of each resource so far that keep a cache's reads
     /// fresh (as `GET /sim/counters` answers).
     pub fn counters(&self) -> std::collections::BTreeMap<String, Counts> {

@@ -83,17 +83,15 @@ async fn watchers_cut_off_resume_on_the_next_server_from_their_last_resource_ver
         duration_secs: 3,
         ..scenario(&servers, &url)
     };
-    let watchers = scenario.watchers as u64;
+    let watchers = scenario.watchers;
     let running = tokio::spawn(run(scenario));
     // Once the reference and every watcher watch, cut them all.
-    while sim.counters()["pods"].watches < watchers + 1 {
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    kubecache_testkit::wait::until("every watch open", || sim.open_watches() > watchers).await;
     sim.cut_watches();
     let report = running.await.unwrap().unwrap();
     assert!(report.ok(), "{report}");
     let watch = report.watch.as_ref().unwrap();
-    assert!(watch.failovers >= watchers, "{report}");
+    assert!(watch.failovers >= watchers as u64, "{report}");
     assert!(watch.reference_events > 0, "{report}");
 }
 

@@ -62,10 +62,6 @@ pub async fn collection(
     };
     let counters = &ctx.counters;
     if params.watch {
-        counters.count(target.resource, Asked::Watch);
-        if params.send_initial_events == Some(true) {
-            counters.count(target.resource, Asked::List);
-        }
         // Events are single objects: either metadata form will do.
         return watch::serve(ctx, target, params, wire, form).await;
     }

@@ -139,6 +139,13 @@ pub async fn serve(
     wire: Encoding,
     form: Form,
 ) -> Response {
+    // A cut from here on reaches this watch, even while a fault holds it
+    // back: a test that saw it counted can cut it.
+    let cuts = ctx.cuts.subscribe();
+    ctx.counters.count(target.resource, Asked::Watch);
+    if params.send_initial_events == Some(true) {
+        ctx.counters.count(target.resource, Asked::List);
+    }
     let resource = &RESOURCES[target.resource];
     let forbidden = || {
         faults::forbidden(
@@ -174,6 +181,7 @@ pub async fn serve(
     let (tx, rx) = mpsc::channel(16);
     let watch = Watch {
         ctx: ctx.clone(),
+        cuts,
         target: target.clone(),
         params,
         out: Output {
@@ -201,6 +209,8 @@ struct Closed;
 
 struct Watch {
     ctx: Arc<Context>,
+    /// Changes when every open watch is to be cut.
+    cuts: tokio::sync::watch::Receiver<u64>,
     target: Target,
     params: CollectionParams,
     out: Output,
@@ -214,7 +224,6 @@ impl Watch {
     async fn stream(&mut self, start: Start) -> Result<(), Closed> {
         let store = self.ctx.store.clone();
         let mut revisions = store.subscribe();
-        let mut cuts = self.ctx.cuts.subscribe();
         let timeout = self.params.timeout.unwrap_or(DEFAULT_TIMEOUT);
         let started = Instant::now();
         let deadline = started + timeout;
@@ -308,7 +317,7 @@ impl Watch {
                     next = next_bookmark(scheduled, deadline, interval);
                 }
                 _ = sleep_until(deadline) => return self.out.flush().await,
-                _ = cuts.changed() => return self.out.cut().await,
+                _ = self.cuts.changed() => return self.out.cut().await,
                 _ = self.out.tx.closed() => return Err(Closed),
             }
         }
