@@ -122,6 +122,16 @@ async fn caller(request: Request, next: axum::middleware::Next) -> Response {
 #[derive(Clone, Copy)]
 struct PassedThrough;
 
+/// `response`, marked as the API server's answer to the caller's own
+/// request: counted under the `passthrough` endpoint, and not warned on
+/// again (see [`caller`]).
+fn passed_through(mut response: Response) -> Response {
+    let extensions = response.extensions_mut();
+    extensions.insert(Endpoint("passthrough"));
+    extensions.insert(PassedThrough);
+    response
+}
+
 /// The Prometheus text format.
 async fn metrics(
     State(shared): State<Arc<Shared>>,
@@ -192,8 +202,7 @@ async fn kubernetes(
         Ok(Route::Cache(read)) => read,
         Ok(Route::PassThrough { path, written }) => {
             let answer = pass_through(&shared, parts, body, &caller, &path, written).await;
-            let marks = (Extension(Endpoint("passthrough")), Extension(PassedThrough));
-            return (marks, answer).into_response();
+            return passed_through(answer.into_response());
         }
         Err(status) => return ApiError::Status(status).into_response(),
     };
@@ -203,10 +212,9 @@ async fn kubernetes(
         Read::Watch => "watch",
     });
     let (errors, gzip, cache) = (read.errors, read.gzip, read.cache.clone());
-    let (endpoint, passed_through, answer) = match from_cache(&shared, *read, &parts, &caller).await
-    {
-        Ok(Answer::Served(response)) => (endpoint, false, Ok(response)),
-        Err(error) => (endpoint, false, Err(error)),
+    let (upstream, answer) = match from_cache(&shared, *read, &parts, &caller).await {
+        Ok(Answer::Served(response)) => (false, Ok(response)),
+        Err(error) => (false, Err(error)),
         Ok(Answer::Upstream(rendering)) => {
             let path = route::upstream_path(&parts.uri);
             let answer = match shared.auth.forwarded(&caller).await {
@@ -216,18 +224,19 @@ async fn kubernetes(
                 }
                 Err(error) => Err(error),
             };
-            (Endpoint("passthrough"), true, answer)
+            (true, answer)
         }
     };
-    let mut response = match answer {
+    let response = match answer {
         Err(error) => (Extension(endpoint), error.respond(errors)).into_response(),
         Ok(answer) if gzip => (Extension(endpoint), gzip::large(answer).await).into_response(),
         Ok(answer) => (Extension(endpoint), answer).into_response(),
     };
-    if passed_through {
-        response.extensions_mut().insert(PassedThrough);
+    if upstream {
+        passed_through(response)
+    } else {
+        response
     }
-    response
 }
 
 /// A discovery or OpenAPI document (see [`discovery`]), to a caller who
