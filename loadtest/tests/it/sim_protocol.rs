@@ -1,6 +1,7 @@
 //! The simulated API server answers like kube-apiserver (see
 //! `shared/APISERVER-PROTOCOL.md`): every test starts a real server on
-//! 127.0.0.1 and talks HTTP to it.
+//! 127.0.0.1 and talks HTTP to it, over a socket or, where a test asserts
+//! on (paused) time, to its router in process ([`serve`]).
 
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use futures::StreamExt;
 use kubecache_loadtest::sim::{
     Fault, FaultSpec, FaultTarget, HistoryWindow, Policy, ServingCost, Sim, SimConfig, ids,
 };
+use kubecache_testkit::wait::until;
 use kubecache_wire::protobuf;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
@@ -36,7 +38,64 @@ async fn get_json(url: &str) -> (u16, Value) {
 async fn watch_lines(url: &str, n: usize, within: Duration) -> Vec<Value> {
     let response = client().get(url).send().await.expect("watch");
     assert_eq!(response.status(), 200, "watch {url}");
-    let mut stream = response.bytes_stream();
+    read_lines(response.bytes_stream(), n, within).await
+}
+
+/// A GET of `path` for [`serve`].
+fn get(path: &str) -> axum::http::Request<axum::body::Body> {
+    axum::http::Request::get(path)
+        .body(axum::body::Body::empty())
+        .unwrap()
+}
+
+/// `request` answered by the sim's router `app` in process, not over a
+/// socket: the paused clock then advances only when every task waits for a
+/// timer, so times are the sim's exactly (over a socket it also advances
+/// while bytes are in the kernel).
+async fn serve(
+    app: &axum::Router,
+    request: axum::http::Request<axum::body::Body>,
+) -> axum::response::Response {
+    app.clone()
+        .oneshot(request)
+        .await
+        .expect("the router answers")
+}
+
+/// [`get_json`] of `path`, in process.
+async fn serve_json(app: &axum::Router, path: &str) -> (u16, Value) {
+    let response = serve(app, get(path)).await;
+    let code = response.status().as_u16();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    (
+        code,
+        serde_json::from_slice(&body)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&body))),
+    )
+}
+
+/// [`watch_lines`] of `path`, in process.
+async fn serve_watch_lines(
+    app: &axum::Router,
+    path: &str,
+    n: usize,
+    within: Duration,
+) -> Vec<Value> {
+    let response = serve(app, get(path)).await;
+    assert_eq!(response.status(), 200, "watch {path}");
+    read_lines(response.into_body().into_data_stream(), n, within).await
+}
+
+/// The watch lines of `stream` until it ends, `n` lines arrived or
+/// `within` passed.
+async fn read_lines<E>(
+    stream: impl futures::Stream<Item = Result<bytes::Bytes, E>>,
+    n: usize,
+    within: Duration,
+) -> Vec<Value> {
+    let mut stream = std::pin::pin!(stream);
     let mut buf = Vec::new();
     let mut lines = Vec::new();
     let deadline = tokio::time::Instant::now() + within;
@@ -111,7 +170,11 @@ async fn pages_of_one_list_share_a_snapshot_while_churn_runs() {
                 break;
             }
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let now = sim.store().revision();
+        until("churn writes between pages", || {
+            sim.store().revision() > now
+        })
+        .await;
     }
     assert!(pages > 10);
     let mut sorted = keys.clone();
@@ -288,6 +351,8 @@ async fn a_watch_replays_every_event_after_its_revision_in_order() {
     })
     .await;
     let from = sim.store().revision();
+    // Pacing the churn, not a wait: no socket is in use yet, so the paused
+    // clock moves only by the churn's ticks and this sleep (about 250 writes).
     tokio::time::sleep(Duration::from_millis(500)).await;
     sim.set_churn(0.0);
     let (history, _) = sim
@@ -369,13 +434,13 @@ async fn bookmarks_carry_the_kinds_empty_shape_and_come_before_the_timeout() {
     assert!(without.is_empty(), "no bookmarks unless asked");
 }
 
-/// The lines of a watch with the (paused) time each arrived, counted from
-/// the request, and when the stream ended.
-async fn timed_watch(url: &str) -> (Vec<(Duration, Value)>, Duration) {
+/// The lines of a watch of `path`, in process, with the (paused) time each
+/// arrived, counted from the request, and when the stream ended.
+async fn timed_watch(app: &axum::Router, path: &str) -> (Vec<(Duration, Value)>, Duration) {
     let start = tokio::time::Instant::now();
-    let response = client().get(url).send().await.expect("watch");
-    assert_eq!(response.status(), 200, "watch {url}");
-    let mut stream = response.bytes_stream();
+    let response = serve(app, get(path)).await;
+    assert_eq!(response.status(), 200, "watch {path}");
+    let mut stream = response.into_body().into_data_stream();
     let mut lines = Vec::new();
     let mut buf = Vec::new();
     while let Some(Ok(chunk)) = stream.next().await {
@@ -391,8 +456,10 @@ async fn timed_watch(url: &str) -> (Vec<(Duration, Value)>, Duration) {
     (lines, start.elapsed())
 }
 
-/// Whether `got` is `want`, or at most 100 ms after it (paused time moves
-/// on to the sim's next timer while a chunk crosses loopback).
+/// Whether `got` is `want`, or at most 100 ms after it. In process
+/// ([`timed_watch`]) the times come at `want` exactly; the 100 ms dates
+/// from watches over a socket, when paused time moved on to the sim's next
+/// timer while a chunk crossed loopback.
 fn at(got: Duration, want_ms: u64) -> bool {
     let want = Duration::from_millis(want_ms);
     got >= want && got < want + Duration::from_millis(100)
@@ -400,39 +467,44 @@ fn at(got: Duration, want_ms: u64) -> bool {
 
 #[tokio::test(start_paused = true)]
 async fn bookmarks_come_as_the_api_servers_cacher_sends_them() {
-    let (url, sim) = sim(SimConfig {
+    let (_, sim) = sim(SimConfig {
         pods: 5,
         ..SimConfig::default()
     })
     .await;
+    let app = sim.router();
     let now = sim.store().revision();
     let watch = |timeout: u64| {
         format!(
-            "{url}/api/v1/pods?watch=1&resourceVersion={now}&allowWatchBookmarks=true&timeoutSeconds={timeout}"
+            "/api/v1/pods?watch=1&resourceVersion={now}&allowWatchBookmarks=true&timeoutSeconds={timeout}"
         )
     };
-    let (lines, ended) = timed_watch(&watch(3)).await;
+    let (lines, ended) = timed_watch(&app, &watch(3)).await;
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(at(lines[0].0, 1_000), "2 s before the deadline: {lines:?}");
     assert_eq!(lines[0].1["type"], "BOOKMARK");
     assert!(at(ended, 3_000), "{ended:?}");
-    let (lines, ended) = timed_watch(&watch(2)).await;
+    let (lines, ended) = timed_watch(&app, &watch(2)).await;
     assert!(
         lines.is_empty(),
         "none when 2 s before the deadline is now: {lines:?}"
     );
     assert!(at(ended, 2_000), "{ended:?}");
 
-    let (url, sim) = self::sim(SimConfig {
+    let (_, sim) = self::sim(SimConfig {
         pods: 5,
         bookmark_interval: Duration::from_millis(700),
         ..SimConfig::default()
     })
     .await;
+    let app = sim.router();
     let now = sim.store().revision();
-    let (lines, ended) = timed_watch(&format!(
-        "{url}/api/v1/pods?watch=1&resourceVersion={now}&allowWatchBookmarks=true&timeoutSeconds=4"
-    ))
+    let (lines, ended) = timed_watch(
+        &app,
+        &format!(
+            "/api/v1/pods?watch=1&resourceVersion={now}&allowWatchBookmarks=true&timeoutSeconds=4"
+        ),
+    )
     .await;
     let times: Vec<Duration> = lines.iter().map(|(t, _)| *t).collect();
     assert_eq!(
@@ -449,43 +521,41 @@ async fn bookmarks_come_as_the_api_servers_cacher_sends_them() {
 #[tokio::test(start_paused = true)]
 async fn reads_without_resource_version_wait_for_etcds_quorum_read_and_are_counted() {
     let latency = Duration::from_secs(5);
-    let (url, sim) = sim(SimConfig {
+    let (_, sim) = sim(SimConfig {
         pods: 5,
         consistent_read_latency: latency,
         ..SimConfig::default()
     })
     .await;
+    let app = sim.router();
     let pod = sim.state(ids::PODS)[0].clone();
-    let pod_path = format!(
-        "{url}/api/v1/namespaces/{}/pods/{}",
-        pod.namespace, pod.name
-    );
-    let timed = |path: String| async move {
+    let pod_path = format!("/api/v1/namespaces/{}/pods/{}", pod.namespace, pod.name);
+    let timed = async |path: String| {
         let start = tokio::time::Instant::now();
-        let (code, _) = get_json(&path).await;
+        let (code, _) = serve_json(&app, &path).await;
         assert_eq!(code, 200, "{path}");
         start.elapsed()
     };
     for consistent in [
         pod_path.clone(),
         format!("{pod_path}/status"),
-        format!("{url}/api/v1/pods"),
-        format!("{url}/api/v1/pods?limit=1"),
+        "/api/v1/pods".to_string(),
+        "/api/v1/pods?limit=1".to_string(),
     ] {
         let took = timed(consistent.clone()).await;
         assert!(took >= latency, "{consistent}: {took:?}");
     }
     for from_cache in [
         format!("{pod_path}?resourceVersion=0"),
-        format!("{url}/api/v1/pods?resourceVersion=0&limit=1"),
+        "/api/v1/pods?resourceVersion=0&limit=1".to_string(),
     ] {
         let took = timed(from_cache.clone()).await;
         assert!(took < Duration::from_secs(1), "{from_cache}: {took:?}");
     }
     let now = sim.store().revision();
-    let watch = format!("{url}/api/v1/pods?watch=1&resourceVersion={now}&timeoutSeconds=1");
+    let watch = format!("/api/v1/pods?watch=1&resourceVersion={now}&timeoutSeconds=1");
     assert!(
-        watch_lines(&watch, 1, Duration::from_secs(2))
+        serve_watch_lines(&app, &watch, 1, Duration::from_secs(2))
             .await
             .is_empty()
     );
@@ -502,7 +572,7 @@ async fn reads_without_resource_version_wait_for_etcds_quorum_read_and_are_count
     let counters = sim.counters();
     assert_eq!(counters["pods"], pods);
     assert_eq!(counters["configmaps"], Default::default());
-    let (code, served) = get_json(&format!("{url}/sim/counters")).await;
+    let (code, served) = serve_json(&app, "/sim/counters").await;
     assert_eq!(code, 200);
     assert_eq!(served, serde_json::to_value(&counters).unwrap());
     assert_eq!(
@@ -1074,19 +1144,22 @@ async fn history_older_than_the_window_is_compacted_by_age() {
         max_revisions: None,
         max_age: Some(Duration::from_millis(300)),
     };
-    let (url, sim) = sim(SimConfig {
+    let (_, sim) = sim(SimConfig {
         pods: 10,
         history: window,
         ..SimConfig::default()
     })
     .await;
+    let app = sim.router();
     let old = sim.store().revision();
     sim.create_pods(1).unwrap();
-    let exact = format!("{url}/api/v1/pods?resourceVersion={old}&resourceVersionMatch=Exact");
+    let exact = format!("/api/v1/pods?resourceVersion={old}&resourceVersionMatch=Exact");
+    // In process, the paused clock moves only by these sleeps and the sim's
+    // timers: they place the reads between its compactions exactly.
     // Compaction runs every 100 ms: at 250 ms nothing is older than 300 ms.
     tokio::time::sleep(Duration::from_millis(250)).await;
     assert_eq!(sim.store().compacted(), old, "still inside the window");
-    assert_eq!(get_json(&exact).await.0, 200);
+    assert_eq!(serve_json(&app, &exact).await.0, 200);
     // At 450 ms the compaction at 400 ms has forgotten what was written at 0.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
@@ -1094,7 +1167,7 @@ async fn history_older_than_the_window_is_compacted_by_age() {
         old + 1,
         "the newest revision older than the window stays readable"
     );
-    assert_eq!(get_json(&exact).await.0, 410);
+    assert_eq!(serve_json(&app, &exact).await.0, 410);
 }
 
 #[tokio::test(start_paused = true)]
@@ -1103,33 +1176,37 @@ async fn the_watch_cache_forgets_events_long_before_etcd_compacts() {
         max_revisions: None,
         max_age: Some(Duration::from_millis(300)),
     };
-    let (url, sim) = sim(SimConfig {
+    let (_, sim) = sim(SimConfig {
         pods: 10,
         watch_cache,
         ..SimConfig::default()
     })
     .await;
+    let app = sim.router();
     let old = sim.store().revision();
     sim.create_pods(1).unwrap();
-    let watch = format!("{url}/api/v1/pods?watch=1&resourceVersion={old}");
+    let watch = format!("/api/v1/pods?watch=1&resourceVersion={old}");
+    // In process, the paused clock moves only by these sleeps and the sim's
+    // timers: they place the watches between its compactions exactly.
     // Compaction runs every 100 ms: at 250 ms nothing is older than 300 ms.
     tokio::time::sleep(Duration::from_millis(250)).await;
-    let lines = watch_lines(&watch, 1, Duration::from_secs(5)).await;
+    let lines = serve_watch_lines(&app, &watch, 1, Duration::from_secs(5)).await;
     assert_eq!(
         lines[0]["type"], "ADDED",
         "inside the window the watch replays: {lines:?}"
     );
     // At 450 ms the compaction at 400 ms has forgotten what was written at 0.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let lines = watch_lines(&watch, 5, Duration::from_secs(5)).await;
+    let lines = serve_watch_lines(&app, &watch, 5, Duration::from_secs(5)).await;
     assert_eq!(
         (lines.len(), lines[0]["type"].as_str()),
         (1, Some("ERROR")),
         "the watch from {old} is too old: {lines:?}"
     );
-    let (code, _) = get_json(&format!(
-        "{url}/api/v1/pods?resourceVersion={old}&resourceVersionMatch=Exact"
-    ))
+    let (code, _) = serve_json(
+        &app,
+        &format!("/api/v1/pods?resourceVersion={old}&resourceVersionMatch=Exact"),
+    )
     .await;
     assert_eq!(code, 200, "etcd still has revision {old}");
 }
@@ -1149,7 +1226,7 @@ async fn cut_watches_end_every_open_watch_without_a_clean_end() {
         .send()
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    until("the watch is open", || sim.open_watches() == 1).await;
     sim.cut_watches();
     let body = tokio::time::timeout(Duration::from_secs(5), response.bytes())
         .await
@@ -1370,6 +1447,7 @@ async fn with_the_dispatch_timer_a_bookmark_comes_at_the_tick_of_the_second_it_i
     // at 1.5 s of the timer: it comes at the tick of that second, early,
     // and, still due before the deadline's 2 s lead, once more at the next
     // tick (as the recorded `watch/pods-meta.watch.json` ends with two).
+    // The sleep is a place on the paused clock, in process: not a wait.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let arrived = watch(3).await;
     let bookmark = |ms| (Duration::from_millis(ms), json!("BOOKMARK"));

@@ -39,9 +39,10 @@ async fn hold_back(served: &Served) {
         times: u32::MAX,
     });
     served.sim.cut_watches();
-    while watches() == before {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until("the replica's new watch reaches the sim", || {
+        watches() != before
+    })
+    .await;
 }
 
 /// Labels the first `n` pods, one write each; their resourceVersions.
@@ -412,14 +413,20 @@ async fn watchers_on_a_replica_still_catching_up_wait_for_it_and_get_every_event
     until("both replicas watch again", || watches() >= before + 2).await;
     // The one that moves on with the churn is not held.
     let reached = a.resource_version().await.max(b.resource_version().await);
-    let (ahead, behind) = loop {
+    let mut a_is_ahead = None;
+    until_async("one replica moves past the other's reach", async || {
         if a.resource_version().await > reached {
-            break (a, b);
+            a_is_ahead = Some(true);
+        } else if b.resource_version().await > reached {
+            a_is_ahead = Some(false);
         }
-        if b.resource_version().await > reached {
-            break (b, a);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        a_is_ahead.is_some()
+    })
+    .await;
+    let (ahead, behind) = if a_is_ahead == Some(true) {
+        (a, b)
+    } else {
+        (b, a)
     };
     let held = behind.resource_version().await;
 

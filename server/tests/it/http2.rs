@@ -404,6 +404,8 @@ async fn a_connection_waits_its_first_request_the_header_read_timeout_and_no_str
     // closed at the idle timeout all the same.
     within("the idle connection is closed", async {
         while pings.ping(h2::Ping::opaque()).await.is_ok() {
+            // Pacing, not a wait: a ping every quarter of the idle timeout keeps
+            // the connection busy through it; the condition is the failed ping.
             tokio::time::sleep(SHORT / 4).await;
         }
     })

@@ -11,6 +11,7 @@ use std::time::Duration;
 use common::{Setup, serve};
 use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, SimConfig, ids};
 use kubecache_server::ServeSettings;
+use kubecache_testkit::wait::until_async;
 use serde_json::json;
 
 /// Reads waiting for their client's own write of pods, from `/metrics`.
@@ -82,11 +83,9 @@ async fn reads_wait_for_their_clients_write_and_only_theirs() {
     tokio::select! {
         answer = &mut get => panic!("the get answered before the cache had the write: {:?}", answer.map(|(code, _)| code)),
         answer = &mut listed => panic!("the list answered before the cache had the write: {:?}", answer.map(|(code, _)| code)),
-        () = async {
-            while waiting(&served.url).await < 2.0 {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        } => {}
+        () = until_async("both of the writer's reads wait for its write", async || {
+            waiting(&served.url).await >= 2.0
+        }) => {}
     }
 
     // Watches work again: the cache catches up and the reads answer.

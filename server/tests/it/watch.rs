@@ -12,6 +12,7 @@ use common::{Setup, WatchLines, describe, get, resource_version, serve};
 use kubecache_loadtest::sim::ids;
 use kubecache_reflector::{EventLogConfig, StoreConfig};
 use kubecache_server::ServeSettings;
+use kubecache_testkit::wait::until;
 use serde_json::{Value, json};
 
 const PODS: &str = "/api/v1/pods";
@@ -222,7 +223,13 @@ async fn a_stalled_watcher_is_cut_with_410_while_the_others_get_every_event() {
             .await
             .events(writes),
     );
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Every watch through kubecache, the stalled one and the readers', is
+    // past its (empty) replay and routed live events before the writes.
+    let cache = served.caches.by_name("pods").unwrap();
+    until("the stalled watcher and the readers have joined", || {
+        cache.dispatched_watchers() == 1 + counts.len()
+    })
+    .await;
 
     // About 30 MB of events, far more than sockets buffer, in bursts the
     // readers keep up with (each burst is well within their queues, however
