@@ -413,21 +413,13 @@ async fn watchers_on_a_replica_still_catching_up_wait_for_it_and_get_every_event
     until("both replicas watch again", || watches() >= before + 2).await;
     // The one that moves on with the churn is not held.
     let reached = a.resource_version().await.max(b.resource_version().await);
-    let mut a_is_ahead = None;
+    let mut a_is_ahead = false;
     until_async("one replica moves past the other's reach", async || {
-        if a.resource_version().await > reached {
-            a_is_ahead = Some(true);
-        } else if b.resource_version().await > reached {
-            a_is_ahead = Some(false);
-        }
-        a_is_ahead.is_some()
+        a_is_ahead = a.resource_version().await > reached;
+        a_is_ahead || b.resource_version().await > reached
     })
     .await;
-    let (ahead, behind) = if a_is_ahead == Some(true) {
-        (a, b)
-    } else {
-        (b, a)
-    };
+    let (ahead, behind) = if a_is_ahead { (a, b) } else { (b, a) };
     let held = behind.resource_version().await;
 
     let scenario = Scenario {
