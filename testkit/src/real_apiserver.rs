@@ -156,12 +156,30 @@ impl RealApiServer {
         })
     }
 
-    /// The server's current resourceVersion and [`NAMESPACE`]'s pods as
-    /// `namespace/name -> resourceVersion` (a consistent list).
+    /// A resourceVersion that a watch of [`NAMESPACE`]'s pods reaches once
+    /// it has every pod change made before this call, and the pods then as
+    /// `namespace/name -> resourceVersion` (a consistent list). Not the
+    /// list's own resourceVersion: the server's writes of other objects
+    /// (its identity lease, about every 10 s) move that one, and a watch of
+    /// pods reaches it only at its next bookmark, up to a minute away in
+    /// 1.28. So one more pod change is written, and its resourceVersion is
+    /// the one to wait for. (Tests that write [`NAMESPACE`] at once each see
+    /// the other's later changes: run them one at a time.)
     pub async fn pods(&self) -> (u64, BTreeMap<String, u64>) {
         let pods: Api<Pod> = Api::namespaced(self.admin().await, NAMESPACE);
-        let list = pods.list(&Default::default()).await.unwrap();
         let rv = |rv: Option<&String>| rv.unwrap().parse::<u64>().unwrap();
+        // A value never written before: a patch that changes nothing is no
+        // change, and gets no resourceVersion of its own.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let marker = serde_json::json!({"metadata": {"annotations": {"kubecache-test/marker": now.to_string()}}});
+        let marked = pods
+            .patch("pod-0", &Default::default(), &Patch::Merge(marker))
+            .await
+            .expect("a write to the real API server");
+        let list = pods.list(&Default::default()).await.unwrap();
         let state = list
             .items
             .iter()
@@ -170,7 +188,7 @@ impl RealApiServer {
                 (key, rv(p.metadata.resource_version.as_ref()))
             })
             .collect();
-        (rv(list.metadata.resource_version.as_ref()), state)
+        (rv(marked.metadata.resource_version.as_ref()), state)
     }
 }
 
