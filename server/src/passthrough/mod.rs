@@ -155,6 +155,7 @@ impl PassThrough {
             return Err(upgrade_refused());
         }
         if declared_length(&parts.headers).is_some_and(|length| length > MAX_BODY as u64) {
+            upload::discard(body);
             return Err(upload::too_large());
         }
         let (headers, sender) = upstream_headers(&parts.headers, credential)?;

@@ -67,6 +67,14 @@ pub fn too_large() -> Status {
     )
 }
 
+/// Reads `body` to its end in the background and drops it, within the
+/// limit and the deadline, as kube-apiserver reads an oversized body up to
+/// its limit before it answers 413: the answer kubecache gives without it
+/// then reaches the client, not a reset.
+pub fn discard(body: Body) {
+    drop(Upload::new(body).0);
+}
+
 /// A client's body on its way upstream, with the [`Cut`] that ended it, if
 /// any, readable after the exchange.
 pub struct Upload {
@@ -143,8 +151,8 @@ fn timed_out(error: &axum::Error) -> bool {
 }
 
 impl Drop for Upload {
-    /// The API server answered before the body was whole (a refusal): the
-    /// rest is read and discarded, within the limit and the deadline, as
+    /// The API server (or kubecache, see [`discard`]) answered before the
+    /// body was whole: the rest is read and discarded, within the limit and the deadline, as
     /// Go's net/http lingers. Dropped unread, the bytes still arriving
     /// would turn the connection's close into a reset, which can reach the
     /// client before the answer.
