@@ -36,6 +36,7 @@ async fn selectors_are_bounded_and_heavy_lists_are_offloaded_with_the_same_answe
             max_selector_requirements: 20,
             ..ServeSettings::default()
         },
+        metrics_alone: true,
         ..Setup::default()
     })
     .await;

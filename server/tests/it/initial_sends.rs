@@ -42,6 +42,7 @@ async fn a_streaming_list_storm_queues_for_seats_and_gets_are_answered_meanwhile
         },
         // No member is cut for not reading while the test looks.
         write_stall: std::time::Duration::from_secs(600),
+        metrics_alone: true,
         ..Setup::default()
     })
     .await;

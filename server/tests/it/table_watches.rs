@@ -23,7 +23,11 @@ async fn metric(url: &str, series: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_table_watchers_share_one_rendered_row_per_event() {
-    let served = serve(Setup::default()).await;
+    let served = serve(Setup {
+        metrics_alone: true,
+        ..Setup::default()
+    })
+    .await;
     let url = served.url.as_str();
     let rv = resource_version(url, PODS).await;
     let path = format!("{PODS}?watch=1&resourceVersion={rv}&timeoutSeconds=600");

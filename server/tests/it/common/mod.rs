@@ -4,6 +4,7 @@
 //! [`Setup::tls`]), all in this process and stopped when dropped.
 
 pub mod deploy;
+mod metrics_turn;
 pub mod pki;
 pub mod process;
 
@@ -19,6 +20,8 @@ use kubecache_server::transport::{Server, Tls};
 use kubecache_server::{App, Caches, ServeSettings};
 use kubecache_wire::Transform;
 use tokio::task::JoinHandle;
+
+use metrics_turn::Turn;
 
 /// A store with a field index `node` on `spec.nodeName`, as per-node agents
 /// need.
@@ -65,6 +68,9 @@ pub struct Setup {
     pub auth: Option<AuthSettings>,
     /// The server's write-stall budget.
     pub write_stall: std::time::Duration,
+    /// The test asserts exact values of process-wide metrics: its kubecache
+    /// runs while no other test's does (see `metrics_turn`).
+    pub metrics_alone: bool,
 }
 
 impl Default for Setup {
@@ -84,6 +90,7 @@ impl Default for Setup {
             tls: None,
             auth: None,
             write_stall: Server::WRITE_STALL,
+            metrics_alone: false,
         }
     }
 }
@@ -121,6 +128,8 @@ pub struct Front {
     pub caches: Arc<Caches>,
     app: App,
     server: JoinHandle<()>,
+    /// Held while this kubecache runs.
+    _turn: Turn,
 }
 
 impl Drop for Front {
@@ -138,6 +147,7 @@ pub async fn front(upstream: kube::Config, setup: Setup) -> Front {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
+    let turn = Turn::take(setup.metrics_alone).await;
     let mut config = Config::resolve(&Cli::default(), FileConfig::default()).expect("defaults");
     let reflector = ReflectorConfig {
         strategy: setup.strategy,
@@ -189,6 +199,7 @@ pub async fn front(upstream: kube::Config, setup: Setup) -> Front {
         caches,
         app,
         server,
+        _turn: turn,
     }
 }
 
