@@ -31,6 +31,9 @@ use kubecache_server::transport::Limits;
 
 /// jemalloc returns what transients freed (see the dependency's comment in
 /// `Cargo.toml`); its background threads purge freed pages after 10 s.
+/// With the feature `jemalloc` (the image's build); the system allocator
+/// otherwise.
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
