@@ -219,6 +219,8 @@ async fn sim(args: SimArgs) -> anyhow::Result<()> {
         nodes: args.nodes,
         configmaps: args.configmaps,
         widgets: args.widgets,
+        // One sim per process: nothing to share, and nothing kept.
+        shared_population: false,
         churn_per_sec: args.churn,
         page_latency: Duration::from_millis(args.page_latency_ms),
         consistent_read_latency: Duration::try_from_secs_f64(args.consistent_read_latency_ms / 1e3)

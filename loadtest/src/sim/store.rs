@@ -404,6 +404,34 @@ impl Store {
         Ok(stored)
     }
 
+    /// Creates `objects` as [`Store::create`] made them, in order, in a
+    /// store of the same seed that was where this one is now: each takes
+    /// the next revision and uid, which are its own.
+    ///
+    /// # Panics
+    ///
+    /// If an object's revision or uid is not the next one.
+    pub fn recreate(&self, objects: &[(ResourceId, Arc<StoredObject>)]) {
+        let mut inner = self.inner.write();
+        for (resource, object) in objects {
+            inner.uids += 1;
+            assert_eq!(object.revision, inner.revision + 1, "{}", object.key);
+            assert_eq!(object.uid, uid(self.seed, inner.uids), "{}", object.key);
+            let event = Event {
+                kind: ChangeType::Added,
+                object: object.clone(),
+                previous: None,
+            };
+            self.commit(
+                &mut inner,
+                *resource,
+                object.key.clone(),
+                Some(object.clone()),
+                event,
+            );
+        }
+    }
+
     /// Replaces an object. `metadata.resourceVersion`, when set, must be the
     /// current one (409 otherwise). uid and creationTimestamp are kept;
     /// generation is bumped when `spec` changed. A write that changes

@@ -113,6 +113,8 @@ async fn converges_under_churn(strategy: Strategy, wire: RequestEncoding) {
     let (url, sim) = Sim::start(SimConfig {
         pods: 20_000,
         churn_per_sec: 300.0,
+        // Six tests start this sim.
+        shared_population: true,
         ..SimConfig::default()
     })
     .await
@@ -343,6 +345,8 @@ async fn survives(fault: FaultSpec, strategy: Strategy, wire: RequestEncoding) {
     let (url, sim) = Sim::start(SimConfig {
         pods: 2_000,
         churn_per_sec: 200.0,
+        // Eight runs start this sim.
+        shared_population: true,
         ..SimConfig::default()
     })
     .await

@@ -123,7 +123,7 @@ pub enum Mutation {
 }
 
 /// Makes realistic Kubernetes objects as JSON values; see the module doc.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Generator {
     seed: u64,
     /// The random stream of `pod`, `configmap`, `widget` and the mutations.

@@ -44,7 +44,7 @@ const TEAMS: &[&str] = &[
 ];
 const ENVIRONMENTS: &[&str] = &["prod", "staging", "dev"];
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct NamespaceInfo {
     pub(super) name: String,
     /// The owning team; `None` for the system namespaces.
@@ -87,7 +87,7 @@ pub(super) fn plan_namespaces(count: usize) -> Vec<NamespaceInfo> {
         .collect()
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Node {
     pub(super) name: String,
     pub(super) ip: String,
@@ -125,7 +125,7 @@ impl Node {
 }
 
 /// A set of pods with one owner and one template.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Workload {
     pub(super) kind: Kind,
     pub(super) app: &'static AppSpec,

@@ -172,7 +172,7 @@ fn push_json_str(out: &mut String, s: &str) {
 
 /// A pod template serialised with holes for its slots: `pieces[0]`, hole 0,
 /// `pieces[1]`, ..., hole n-1, `pieces[n]`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Spliced {
     pieces: Vec<String>,
     holes: Vec<Hole>,
@@ -180,7 +180,7 @@ pub(super) struct Spliced {
     len: usize,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Hole {
     slot: Slot,
     /// The hole is a whole JSON value (a string token in the pattern); else

@@ -15,7 +15,7 @@ use super::random::{pick_distinct, random_hex};
 use super::{Generator, as_map_mut, ts};
 
 /// A container as the status needs it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct ContainerInfo {
     pub(super) name: String,
     /// The image as the runtime reports it (`docker.io/library/...`).
@@ -23,7 +23,7 @@ pub(super) struct ContainerInfo {
     pub(super) image_id: String,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct PodTemplate {
     pub(super) generate_name: Option<String>,
     /// With placeholders for the per-pod StatefulSet labels.
