@@ -119,10 +119,7 @@ impl RealApiServer {
         // The created pods' names are this writer's own: writers of tests
         // running at once, or of an earlier run that was stopped between a
         // create and its delete, never meet.
-        let writer = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
+        let writer = unique();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / per_sec as f64));
             for n in 0u64.. {
@@ -170,11 +167,7 @@ impl RealApiServer {
         let rv = |rv: Option<&String>| rv.unwrap().parse::<u64>().unwrap();
         // A value never written before: a patch that changes nothing is no
         // change, and gets no resourceVersion of its own.
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let marker = serde_json::json!({"metadata": {"annotations": {"kubecache-test/marker": now.to_string()}}});
+        let marker = serde_json::json!({"metadata": {"annotations": {"kubecache-test/marker": unique().to_string()}}});
         let marked = pods
             .patch("pod-0", &Default::default(), &Patch::Merge(marker))
             .await
@@ -190,6 +183,15 @@ impl RealApiServer {
             .collect();
         (rv(marked.metadata.resource_version.as_ref()), state)
     }
+}
+
+/// The nanoseconds since the Unix epoch: a value no earlier run of the
+/// tests used.
+fn unique() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
 }
 
 /// The configuration a kubeconfig file gives.

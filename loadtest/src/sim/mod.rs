@@ -627,7 +627,7 @@ struct Population {
 }
 
 /// What decides a population: the generator's config and the counts.
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(PartialEq, Eq, Hash)]
 struct Shape {
     seed: u64,
     namespaces: usize,

@@ -395,12 +395,7 @@ impl Store {
         }
         meta.insert("creationTimestamp".into(), now_rfc3339().into());
         let stored = StoredObject::new(res, object, revision);
-        let event = Event {
-            kind: ChangeType::Added,
-            object: stored.clone(),
-            previous: None,
-        };
-        self.commit(&mut inner, resource, key, Some(stored.clone()), event);
+        self.commit_added(&mut inner, resource, key, stored.clone());
         Ok(stored)
     }
 
@@ -417,19 +412,24 @@ impl Store {
             inner.uids += 1;
             assert_eq!(object.revision, inner.revision + 1, "{}", object.key);
             assert_eq!(object.uid, uid(self.seed, inner.uids), "{}", object.key);
-            let event = Event {
-                kind: ChangeType::Added,
-                object: object.clone(),
-                previous: None,
-            };
-            self.commit(
-                &mut inner,
-                *resource,
-                object.key.clone(),
-                Some(object.clone()),
-                event,
-            );
+            self.commit_added(&mut inner, *resource, object.key.clone(), object.clone());
         }
+    }
+
+    /// Commits the creation of `object` at `key`.
+    fn commit_added(
+        &self,
+        inner: &mut Inner,
+        resource: ResourceId,
+        key: String,
+        object: Arc<StoredObject>,
+    ) {
+        let event = Event {
+            kind: ChangeType::Added,
+            object: object.clone(),
+            previous: None,
+        };
+        self.commit(inner, resource, key, Some(object), event);
     }
 
     /// Replaces an object. `metadata.resourceVersion`, when set, must be the

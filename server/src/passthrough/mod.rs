@@ -151,16 +151,18 @@ impl PassThrough {
         credential: &Credential,
         path: &str,
     ) -> Result<Response, Status> {
+        // First, so that a body refused below is read and dropped (see
+        // `Upload`'s `Drop`), as kube-apiserver reads an oversized body up
+        // to its limit before it answers 413.
+        let (body, cut) = Upload::new(body);
         if is_upgrade(&parts.headers) {
             return Err(upgrade_refused());
         }
         if declared_length(&parts.headers).is_some_and(|length| length > MAX_BODY as u64) {
-            upload::discard(body);
             return Err(upload::too_large());
         }
         let (headers, sender) = upstream_headers(&parts.headers, credential)?;
         let uri = upstream_uri(path)?;
-        let (body, cut) = Upload::new(body);
         let mut request = Request::new(body);
         *request.method_mut() = parts.method;
         *request.uri_mut() = uri;

@@ -8,9 +8,10 @@
 //! of up to [`MAX_BODY`] held for as long as the caller takes to send it.
 //! A body is cut at [`MAX_BODY`] (413), and when it is not whole within
 //! [`BODY_DEADLINE`] or stops arriving for the header-read timeout (408,
-//! see [`BodyTimedOut`]). A body the API server answered before it was
-//! whole is read to its end and dropped, within the same bounds, so that
-//! kubecache's answer is not lost to a reset.
+//! see [`BodyTimedOut`]). A body answered before it was whole, by the API
+//! server or by kubecache's own refusal, is read to its end and dropped,
+//! within the same bounds, so that kubecache's answer is not lost to a
+//! reset.
 
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
@@ -65,14 +66,6 @@ pub fn too_large() -> Status {
         "RequestEntityTooLarge",
         format!("Request entity too large: limit is {MAX_BODY}"),
     )
-}
-
-/// Reads `body` to its end in the background and drops it, within the
-/// limit and the deadline, as kube-apiserver reads an oversized body up to
-/// its limit before it answers 413: the answer kubecache gives without it
-/// then reaches the client, not a reset.
-pub fn discard(body: Body) {
-    drop(Upload::new(body).0);
 }
 
 /// A client's body on its way upstream, with the [`Cut`] that ended it, if
@@ -151,9 +144,9 @@ fn timed_out(error: &axum::Error) -> bool {
 }
 
 impl Drop for Upload {
-    /// The API server (or kubecache, see [`discard`]) answered before the
-    /// body was whole: the rest is read and discarded, within the limit and the deadline, as
-    /// Go's net/http lingers. Dropped unread, the bytes still arriving
+    /// The API server answered before the body was whole (a refusal), or
+    /// kubecache refused it unsent: the rest is read and discarded, within
+    /// the limit and the deadline, as Go's net/http lingers. Dropped unread, the bytes still arriving
     /// would turn the connection's close into a reset, which can reach the
     /// client before the answer.
     fn drop(&mut self) {

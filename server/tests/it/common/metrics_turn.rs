@@ -9,7 +9,7 @@
 //! waits for its first. A test that runs alone waits until no other
 //! kubecache runs.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::Notify;
 
@@ -25,6 +25,12 @@ static RUNNING: Mutex<Running> = Mutex::new(Running {
 });
 static CHANGED: Notify = Notify::const_new();
 
+/// The kubecaches running (no test panics holding it; a test that panics
+/// drops its turn while unwinding, and that still counts).
+fn running() -> MutexGuard<'static, Running> {
+    RUNNING.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// A kubecache's turn, given back when dropped.
 pub struct Turn {
     alone: bool,
@@ -38,7 +44,7 @@ impl Turn {
             // Created before the check, so that a change after it wakes us.
             let changed = CHANGED.notified();
             {
-                let mut running = RUNNING.lock().expect("no test panics holding it");
+                let mut running = running();
                 if !running.alone && (!alone || running.shared == 0) {
                     if alone {
                         running.alone = true;
@@ -55,9 +61,7 @@ impl Turn {
 
 impl Drop for Turn {
     fn drop(&mut self) {
-        let mut running = RUNNING
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut running = running();
         if self.alone {
             running.alone = false;
         } else {
