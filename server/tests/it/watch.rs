@@ -82,7 +82,9 @@ async fn every_watcher_gets_exactly_the_events_the_api_server_sends_for_its_quer
         .to_string();
     let node = sample["spec"]["nodeName"].as_str().unwrap().to_string();
     let rv = resource_version(&served.url, PODS).await;
-    let tail = format!("watch=1&resourceVersion={rv}&timeoutSeconds=12");
+    // Every watch reads up to the first marker (see `write_markers`); the
+    // timeout only ends a test that went wrong.
+    let tail = format!("watch=1&resourceVersion={rv}&timeoutSeconds=600");
     let queries = [
         format!("{PODS}?{tail}"),
         format!("/api/v1/namespaces/{ns}/pods?{tail}"),
@@ -100,13 +102,17 @@ async fn every_watcher_gets_exactly_the_events_the_api_server_sends_for_its_quer
         for _ in 0..COPIES {
             let watch = WatchLines::open(&served.url, query).await;
             assert_eq!(watch.code, 200, "{query}");
-            copies.push(tokio::spawn(watch.collect()));
+            copies.push(tokio::spawn(watch.collect_until(is_marker)));
         }
-        watchers.push((query, tokio::spawn(reference.collect()), copies));
+        watchers.push((
+            query,
+            tokio::spawn(reference.collect_until(is_marker)),
+            copies,
+        ));
     }
     let predicated =
         WatchLines::open(&served.url, &format!("/predicates/labels{PODS}?{tail}")).await;
-    let predicated = tokio::spawn(predicated.collect());
+    let predicated = tokio::spawn(predicated.collect_until(is_marker));
 
     let from = served.sim.store().revision();
     served.sim.set_churn(300.0);
@@ -117,6 +123,7 @@ async fn every_watcher_gets_exactly_the_events_the_api_server_sends_for_its_quer
     .await;
     served.sim.set_churn(0.0);
     toggle_labels(&served, 20, 2);
+    write_markers(&served, &sample);
     caught_up(&served).await;
 
     let mut everything = Vec::new();
@@ -178,6 +185,48 @@ async fn every_watcher_gets_exactly_the_events_the_api_server_sends_for_its_quer
         got.len() < events(&everything).len(),
         "the predicate dropped status updates"
     );
+}
+
+/// The names of the two pods a test writes last, in `LABEL`'s namespace and
+/// on its node, one labelled `LABEL=on` and one not: every query of
+/// `every_watcher_gets_exactly...` selects at least one, so each watcher
+/// (of kubecache or the sim) reads exactly up to the first it selects, however
+/// long the writes took.
+const MARKERS: [&str; 2] = ["zz-marker-on", "zz-marker-off"];
+
+/// Whether a watch line is a marker's.
+fn is_marker(line: &Value) -> bool {
+    MARKERS.contains(
+        &line["object"]["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default(),
+    )
+}
+
+/// Creates the [`MARKERS`] from `sample` (a pod of the sim).
+fn write_markers(served: &common::Served, sample: &Value) {
+    for (name, label) in MARKERS.into_iter().zip([json!("on"), json!(null)]) {
+        let mut pod = sample.clone();
+        let meta = &mut pod["metadata"];
+        meta["name"] = json!(name);
+        for field in [
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "generateName",
+        ] {
+            meta.as_object_mut().unwrap().remove(field);
+        }
+        meta["labels"][LABEL] = label;
+        if meta["labels"][LABEL].is_null() {
+            meta["labels"].as_object_mut().unwrap().remove(LABEL);
+        }
+        served
+            .sim
+            .store()
+            .create(ids::PODS, pod)
+            .expect("a marker pod");
+    }
 }
 
 /// `namespace/name` of a `describe` string.

@@ -433,10 +433,23 @@ impl WatchLines {
     }
 
     /// Every line until the stream ends.
-    pub async fn collect(mut self) -> Vec<serde_json::Value> {
+    pub async fn collect(self) -> Vec<serde_json::Value> {
+        self.collect_until(|_| false).await
+    }
+
+    /// Every line up to the first that `last` picks (included), or until
+    /// the stream ends.
+    pub async fn collect_until(
+        mut self,
+        last: impl Fn(&serde_json::Value) -> bool,
+    ) -> Vec<serde_json::Value> {
         let mut lines = Vec::new();
         while let Some(line) = self.next().await {
+            let done = last(&line);
             lines.push(line);
+            if done {
+                break;
+            }
         }
         lines
     }
