@@ -1,6 +1,6 @@
 //! What kubecache's tests share, dev-only: the golden corpus of a real
-//! kube-apiserver ([`golden`]) and the replay of its edge cases
-//! ([`edges`]), condition waits ([`wait`]), test certificates ([`pki`]), a child process such as the real binary
+//! kube-apiserver ([`golden`]) and the replay of its recorded cases
+//! ([`replay`], with how [`edges`] and [`versions`] compare answers), condition waits ([`wait`]), test certificates ([`pki`]), a child process such as the real binary
 //! ([`process`]), kubectl and its policy ([`kubectl`]), a raw HTTP/1.0
 //! client ([`raw_http`]), `/metrics` samples ([`scrape`]) and the real
 //! kube-apiserver of `../shared/real-apiserver/` when one is named
@@ -16,5 +16,7 @@ pub mod pki;
 pub mod process;
 pub mod raw_http;
 pub mod real_apiserver;
+pub mod replay;
 pub mod scrape;
+pub mod versions;
 pub mod wait;

@@ -1,7 +1,9 @@
 //! Query parameters of list and watch requests, validated as kube-apiserver
 //! validates them (400 for values that do not parse, 422 for combinations it
 //! forbids). kubecache's server reads them here; the simulated API server
-//! has its own reader (the oracle does not share the server's misreadings).
+//! has its own reader (the oracle does not share the server's misreadings),
+//! but for the continue token, which both must read as kube-apiserver does
+//! ([`crate::continue_token`]).
 //!
 //! A parameter given twice counts once, with its first value, as
 //! kube-apiserver's query decoding reads it (Go's `url.Values.Get`).
@@ -13,10 +15,7 @@
 
 use std::time::Duration;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
-use serde::{Deserialize, Serialize};
-
+use crate::continue_token::ContinueToken;
 use crate::selector::go_quote;
 use crate::{FieldSelector, LabelSelector, ShardSelector, Status};
 
@@ -45,7 +44,7 @@ pub struct CollectionParams {
     pub shards: Option<ShardSelector>,
     /// `limit` (0 = none).
     pub limit: usize,
-    /// `continue`, decoded.
+    /// `continue`, decoded ([`ContinueToken`]).
     pub continue_token: Option<ContinueToken>,
     /// `resourceVersion`, `None` when unset or empty.
     pub resource_version: Option<u64>,
@@ -331,90 +330,12 @@ fn flag(value: &str) -> bool {
     value != "0" && !value.eq_ignore_ascii_case("false")
 }
 
-/// The continue token, as kube-apiserver encodes it: base64 of
-/// `{"v":"meta.k8s.io/v1","rv":23723,"start":"ns/name\u0000"}`. `rv` -1 marks
-/// an inconsistent continuation at the current revision. The simulator adds
-/// `n`, the count of objects before `start`, for `remainingItemCount`; the
-/// token is opaque to clients.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ContinueToken {
-    /// Always `meta.k8s.io/v1`.
-    pub v: String,
-    /// The snapshot revision, or -1.
-    pub rv: i64,
-    /// The first key of the next page, relative to the list's prefix.
-    pub start: String,
-    /// Objects returned before `start` (absent in inconsistent tokens).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub n: Option<usize>,
-}
-
-impl ContinueToken {
-    /// The key the next page starts after (`start` without its NUL).
-    pub fn last_key(&self) -> &str {
-        self.start.strip_suffix('\0').unwrap_or(&self.start)
-    }
-
-    /// A token that continues after `last_key` at `rv`.
-    pub fn after(rv: i64, last_key: &str, before: Option<usize>) -> Self {
-        ContinueToken {
-            v: "meta.k8s.io/v1".into(),
-            rv,
-            start: format!("{last_key}\0"),
-            n: before,
-        }
-    }
-
-    /// The token as sent to clients.
-    pub fn encode(&self) -> String {
-        BASE64.encode(serde_json::to_vec(self).expect("tokens serialize"))
-    }
-
-    /// Parses a token sent by a client (400 when it is not one).
-    pub fn decode(token: &str) -> Result<Self, Status> {
-        let bytes = BASE64
-            .decode(token)
-            .map_err(|e| Status::bad_request(format!("continue key is not valid: {e}")))?;
-        let parsed: ContinueToken = serde_json::from_slice(&bytes)
-            .map_err(|e| Status::bad_request(format!("continue key is not valid: {e}")))?;
-        if parsed.v != "meta.k8s.io/v1" {
-            return Err(Status::bad_request(
-                "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
-            ));
-        }
-        Ok(parsed)
-    }
-}
-
-/// The 410 for a continue token whose snapshot is gone, carrying the token
-/// that continues inconsistently at the newest revision (kube-apiserver's
-/// exact message).
-pub fn expired_continue(start: &str) -> Status {
-    let mut status = Status::expired(
-        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
-    );
-    let last_key = start.strip_suffix('\0').unwrap_or(start);
-    status.metadata.continue_token = Some(ContinueToken::after(-1, last_key, None).encode());
-    status
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn parse(query: &str) -> Result<CollectionParams, Status> {
         CollectionParams::parse(query)
-    }
-
-    #[test]
-    fn continue_token_has_the_api_servers_shape() {
-        let token = ContinueToken::after(23723, "bulk-0/pod-00003", None);
-        let json = String::from_utf8(BASE64.decode(token.encode()).unwrap()).unwrap();
-        assert_eq!(
-            json,
-            r#"{"v":"meta.k8s.io/v1","rv":23723,"start":"bulk-0/pod-00003\u0000"}"#
-        );
-        assert_eq!(ContinueToken::decode(&token.encode()).unwrap(), token);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 
 use kubecache_loadtest::sim::auth::edges::{PAYMENTS, POD_X};
 use kubecache_loadtest::sim::{Policy, Sim, SimConfig, ids};
-use kubecache_testkit::{edges, golden};
+use kubecache_testkit::{edges, golden, replay};
 use serde_json::Value;
 
 /// The cases the sim answers otherwise, and why.
@@ -84,5 +84,5 @@ async fn the_sim_answers_the_recorded_edge_cases_as_kube_apiserver_did() {
         "every case of the three groups (none by certificate)"
     );
     let differing = edges::replay(addr, &cases).await;
-    edges::assert_differ_exactly(&differing, DIFFERENT);
+    replay::assert_differ_exactly(&differing, DIFFERENT);
 }

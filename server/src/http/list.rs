@@ -16,11 +16,17 @@
 //!   the store's state at `N`, which kubecache has when nothing changed
 //!   between `N` and now, and 410 `Expired` otherwise (clients relist).
 //!
-//! `limit` is honoured for every resourceVersion, `0` included (the API
-//! server ignores it there and sends everything at once; paging is cheap
-//! here, and a client must accept either). All pages of a list come from
-//! one held snapshot; a continue token whose snapshot is no longer held gets
-//! the API server's 410 with an inconsistent continue token.
+//! `limit` is honoured but for resourceVersion `0`, where it is ignored and
+//! everything sent at once, as kube-apiserver's watch cache does (1.28, and
+//! every version since: `computeListLimit` in its `cacher.go`). All pages
+//! of a list come from one held snapshot. Continue tokens are the API
+//! server's ([`ContinueToken`]: its revision and the last key, relative to
+//! the list's prefix), so a client may take a list on from one to the
+//! other: a token whose snapshot is not held (gone, or one the API server
+//! gave) gets the API server's 410 with an inconsistent continue token, and
+//! one of `rv` -1 continues from its key at the current state.
+//! `remainingItemCount` is counted in the snapshot, after the page's last
+//! key.
 //!
 //! Every response says the resourceVersion it was served at, in its
 //! metadata (a Table's too), its continue token and the
@@ -39,10 +45,9 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::response::Response;
-use kubecache_reflector::{IndexLookup, Snapshot, TryRecvError};
-use kubecache_wire::list_options::{
-    CollectionParams, ContinueToken, VersionMatch, expired_continue,
-};
+use kubecache_reflector::{Snapshot, TryRecvError};
+use kubecache_wire::continue_token::{self, ContinueToken};
+use kubecache_wire::list_options::{CollectionParams, VersionMatch};
 use kubecache_wire::{CachedObject, Encoding, ObjectKey, Status};
 
 use super::bodies::{self, ListMeta, json_response, response};
@@ -67,47 +72,46 @@ pub async fn serve(
 ) -> Result<Response, ApiError> {
     let wait = caches.settings.read_wait;
     // The snapshot, the resourceVersion it is served at beyond its own (0:
-    // its own), and the objects served before it.
-    let (snapshot, waited, before) = match (&params.continue_token, params.resource_version) {
-        (Some(token), _) if token.rv >= 0 => {
+    // its own), and the limit.
+    let (snapshot, waited, limit) = match (&params.continue_token, params.resource_version) {
+        (Some(token), _) if token.rv > 0 => {
             let rv = token.rv as u64;
-            let snapshot = continued(cache, rv).ok_or_else(|| expired_continue(&token.start))?;
-            (snapshot, rv, token.n)
+            let snapshot = continued(cache, rv).ok_or_else(|| continue_token::expired(token))?;
+            (snapshot, rv, params.limit)
         }
         // The inconsistent continuation of an expired list: the rest of
         // the current state.
-        (Some(_), _) => (cache.reader.snapshot(), 0, None),
+        (Some(_), _) => (cache.reader.snapshot(), 0, params.limit),
         (None, None) => {
             let proven = if own_write {
                 0
             } else {
                 caches.consistent(cache).await?
             };
-            (cache.reader.snapshot(), proven, Some(0))
+            (cache.reader.snapshot(), proven, params.limit)
         }
         (None, Some(0)) if params.version_match != VersionMatch::Exact => {
-            (cache.reader.snapshot(), 0, Some(0))
+            (cache.reader.snapshot(), 0, 0)
         }
         (None, Some(rv))
             if params.version_match == VersionMatch::Exact
                 || (params.version_match == VersionMatch::Unset && params.limit > 0) =>
         {
-            (snapshot_at(cache, rv, wait).await?, rv, Some(0))
+            (snapshot_at(cache, rv, wait).await?, rv, params.limit)
         }
         (None, Some(rv)) => {
             cache.freshness.not_older_than(rv, wait).await?;
-            (cache.reader.snapshot(), rv, Some(0))
+            (cache.reader.snapshot(), rv, params.limit)
         }
     };
     let page = Page {
         owner: flow.owner,
         resource_version: snapshot.resource_version().max(waited),
-        limit: params.limit,
+        limit,
         after: params
             .continue_token
             .as_ref()
-            .map(|token| object_key(token.last_key())),
-        before,
+            .map(|token| start_key(filter, token)),
     };
     // A large list waits for its seat (its consistent read done).
     let seat = caches.seats.take(page.sent(filter, &snapshot), flow).await;
@@ -135,16 +139,13 @@ fn continued(cache: &Cache, rv: u64) -> Option<Snapshot> {
     })
 }
 
-/// One page of `owner`'s list: at most `limit` objects (0: all) after `after`,
-/// `before` objects of the list having been served before it (`None` when
-/// not known: an inconsistent continuation).
+/// One page of `owner`'s list: at most `limit` objects (0: all) after `after`.
 struct Page {
     owner: Option<Owner>,
     /// The resourceVersion the list is served at.
     resource_version: u64,
     limit: usize,
     after: Option<ObjectKey>,
-    before: Option<usize>,
 }
 
 impl Page {
@@ -158,16 +159,13 @@ impl Page {
         filter.candidate_count(snapshot).min(limit)
     }
 
-    /// What serving the page costs: objects examined, and rows rendered.
+    /// What serving the page costs: objects examined (every candidate: a
+    /// selector examines those it skips, and without one the objects after
+    /// a limited page are counted), and rows rendered.
     fn work(&self, filter: &Filter, snapshot: &Snapshot, rendering: Rendering) -> offload::Work {
-        let candidates = filter.candidate_count(snapshot);
         let served = self.sent(filter, snapshot);
         offload::Work {
-            examined: if filter.requires() {
-                candidates
-            } else {
-                served
-            },
+            examined: filter.candidate_count(snapshot),
             rendered: match rendering {
                 Rendering::Encoded(..) => 0,
                 Rendering::Table { .. } => served,
@@ -200,16 +198,14 @@ impl Page {
             ..ListMeta::default()
         };
         if more && let Some(last) = items.last() {
-            let served = self.before.map(|n| n + items.len());
             let rv = self.resource_version as i64;
-            meta.continue_token =
-                Some(ContinueToken::after(rv, last.key.as_str(), served).encode());
-            if let Some(served) = served.filter(|_| !filter.requires()) {
-                let total = match filter.namespace.as_deref() {
-                    Some(ns) => snapshot.index_len(IndexLookup::Namespace(ns)),
-                    None => snapshot.len(),
-                };
-                meta.remaining = Some(total.saturating_sub(served));
+            let relative = match filter.namespace {
+                Some(_) => last.key.name(),
+                None => last.key.as_str(),
+            };
+            meta.continue_token = Some(ContinueToken::after(rv, relative).encode());
+            if !filter.requires() {
+                meta.remaining = Some(filter.select(snapshot, Some(&last.key)).count());
             }
             cache
                 .pages
@@ -289,11 +285,10 @@ async fn snapshot_at(
     }
 }
 
-/// The key of `namespace/name` (or `name`, cluster-scoped) as in a
-/// continue token.
-fn object_key(key: &str) -> ObjectKey {
-    match key.split_once('/') {
-        Some((namespace, name)) => ObjectKey::new(namespace, name),
-        None => ObjectKey::new("", key),
-    }
+/// The key a continued list starts after: the token's, relative to the
+/// list's prefix (its namespace's, or the resource's), so that, as etcd
+/// reads it, any token is good on any list (a token of an all-namespaces
+/// list on one namespace starts there by its whole key).
+fn start_key(filter: &Filter, token: &ContinueToken) -> ObjectKey {
+    ObjectKey::new(filter.namespace.as_deref().unwrap_or(""), token.last_key())
 }

@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 use common::{Served, Setup, serve};
 use kubecache_loadtest::sim::{Policy, SimConfig, ids};
 use kubecache_reflector::upstream::ApiResource;
-use kubecache_testkit::{edges, golden, wait};
+use kubecache_testkit::{edges, golden, replay, wait};
 
 /// kubecache in front of the corpus's sim, holding the objects its cases
 /// name, and where it listens.
@@ -72,7 +72,7 @@ async fn replay(group: &str, count: usize, different: &[(&str, &str)]) {
         "every case of {group} (none by certificate)"
     );
     let differing = edges::replay(addr, &cases).await;
-    edges::assert_differ_exactly(&differing, different);
+    replay::assert_differ_exactly(&differing, different);
 }
 
 /// Issue 29's first two findings: reads from the cache ran as the caller,

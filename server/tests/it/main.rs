@@ -34,6 +34,7 @@ mod reads;
 mod serving;
 mod sharding;
 mod table_watches;
+mod versions;
 mod warm_restart;
 mod watch;
 mod watch_isolation;

@@ -21,9 +21,9 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::StreamExt;
+use kubecache_wire::continue_token::{self, ContinueToken};
 use kubecache_wire::{METADATA_API_VERSION, Status, protobuf};
 
-use super::continue_token::{self, ContinueToken};
 use super::freshness::wait_for;
 use super::params::{self, CollectionParams, VersionMatch};
 use super::{Context, Target, body_response, fault_for, status_response, watch};
@@ -140,7 +140,7 @@ async fn list(
                 if fault == Some(Fault::ExpireContinue)
                     || (consistent && revision < store.compacted())
                 {
-                    return Err(continue_token::expired(&token.start));
+                    return Err(continue_token::expired(token));
                 }
                 (
                     revision,
@@ -207,15 +207,12 @@ async fn list(
             }
             ReadError::Future(current) => Status::too_large_resource_version(revision, current),
         })?;
-    let token_rv = if params.continue_token.as_ref().is_some_and(|t| t.rv < 0) {
-        -1
-    } else {
-        revision as i64
-    };
+    // An inconsistent continuation's next token is a consistent one at the
+    // revision it read (as the recorded `continue-after-410-inconsistent`).
     let continue_token = page
         .more_after
         .as_ref()
-        .map(|after| ContinueToken::after(token_rv, after).encode());
+        .map(|after| ContinueToken::after(revision as i64, after).encode());
     let remaining = (continue_token.is_some() && !params.filtered()).then_some(page.remaining);
     let page = Page {
         revision,

@@ -7,7 +7,6 @@
 
 mod auth;
 mod body;
-mod continue_token;
 mod discovery;
 mod document;
 mod freshness;

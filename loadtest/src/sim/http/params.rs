@@ -22,11 +22,11 @@ use std::time::Duration;
 
 use kubecache_wire::{Status, StatusCause, StatusDetails};
 
-use super::continue_token::ContinueToken;
 use crate::sim::object::StoredObject;
 use crate::sim::resources::Resource;
 use crate::sim::selector::{FieldSelector, LabelSelector};
 use crate::sim::shard::ShardSelector;
+use kubecache_wire::continue_token::ContinueToken;
 
 /// `resourceVersionMatch`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,306 @@
+//! kubecache against the version-specific corpus
+//! (`testdata/apiserver-golden/versions`; see its README): the cases of a
+//! group are replayed in recording order to kubecache, in front of a sim
+//! with the corpus's identities and RBAC (`Policy::edges`: admin, alice,
+//! eve, and kubecache's own service account) holding namespace `golden-v`
+//! as recorded after set-up (its 30 pods and 20 configmaps), caching pods
+//! and config maps. How an answer is compared, and what is read loosely
+//! (values a sim cannot reproduce), is `kubecache_testkit::versions`'s
+//! module doc.
+//!
+//! One test a group; the cases answered otherwise are listed in it, each
+//! with why: it fails when the set that differs changes, for better or
+//! worse. The stream groups (`watchlist`, `bookmark`) and `data` (the data
+//! set itself, read to seed the sim) are not replayed: their answers are
+//! timed streams, compared by the watch tests.
+
+use crate::common;
+
+use std::net::SocketAddr;
+
+use common::{Served, Setup, serve};
+use kubecache_loadtest::sim::{Policy, SimConfig, ids};
+use kubecache_reflector::upstream::ApiResource;
+use kubecache_testkit::{replay, versions, wait};
+use kubecache_wire::protobuf::KubeVersion;
+
+/// kubecache in front of the corpus's sim holding its data set, and where
+/// it listens.
+async fn served() -> (Served, SocketAddr) {
+    let served = serve(Setup {
+        sim: SimConfig {
+            pods: 0,
+            configmaps: 0,
+            policy: Some(Policy::edges().with_kubecache()),
+            // The recorded server's version.
+            kube_version: KubeVersion::new(28),
+            ..SimConfig::default()
+        },
+        resources: vec![
+            ApiResource::pods(),
+            common::resource("", "configmaps", "ConfigMap", true),
+        ],
+        auth: Some(common::matrix_auth()),
+        ..Setup::default()
+    })
+    .await;
+    let (pods, configmaps) = versions::objects();
+    let counts = (pods.len(), configmaps.len());
+    served.sim.seed(ids::PODS, pods).expect("pods seeded");
+    served
+        .sim
+        .seed(ids::CONFIGMAPS, configmaps)
+        .expect("configmaps seeded");
+    let held = |name: &str| served.caches.by_name(name).unwrap().reader.snapshot().len();
+    wait::until("kubecache holds the corpus's objects", || {
+        (held("pods"), held("configmaps")) == counts
+    })
+    .await;
+    let addr = served
+        .url
+        .strip_prefix("http://")
+        .and_then(|a| a.parse().ok())
+        .expect("an address");
+    (served, addr)
+}
+
+/// Replays the `count` cases of `group` against kubecache, those of
+/// `verbatim` with their recorded continue tokens: those answered otherwise
+/// must be exactly `different`.
+async fn replay(group: &str, count: usize, verbatim: &[&str], different: &[(&str, &str)]) {
+    let (_served, addr) = served().await;
+    let cases = versions::cases(group);
+    assert_eq!(cases.len(), count, "every case of {group}");
+    let differing = versions::replay(addr, &cases, verbatim).await;
+    replay::assert_differ_exactly(&differing, different);
+}
+
+/// Issue 41's first section: continue tokens the API server would accept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pagination_is_answered_as_kube_apiserver_1_28_answered_it() {
+    // The expired token's snapshot is meant to be gone.
+    let verbatim = ["continue-expired-410"];
+    let different = [
+        (
+            "page-all-pods-limit500-page1",
+            "the corpus holds golden-v's 30 pods, not the recorded cluster's 20,050: one page, no token",
+        ),
+        (
+            "page-all-pods-limit500-page2",
+            "its token (rv 52894) is the recorded cluster's, never this sim's: 410",
+        ),
+        (
+            "page-all-pods-limit500-page3",
+            "its token (rv 52894) is the recorded cluster's, never this sim's: 410",
+        ),
+        (
+            "continue-cross-path",
+            "its token is page-all-pods' (rv 52894), which this replay never had: 410",
+        ),
+    ];
+    replay("pagination", 21, &verbatim, &different).await;
+}
+
+/// Issue 41's fourth section (on another branch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pretty_printing_is_kube_apiserver_s() {
+    let different = [
+        (
+            "pretty-404-a-pretty-true",
+            "pretty JSON for ?pretty and curl/Wget/Mozilla 5 (issue 41 section 4, another branch)",
+        ),
+        (
+            "pretty-404-b-ua-curl",
+            "pretty JSON for ?pretty and curl/Wget/Mozilla 5 (issue 41 section 4, another branch)",
+        ),
+        (
+            "pretty-404-c-ua-wget",
+            "pretty JSON for ?pretty and curl/Wget/Mozilla 5 (issue 41 section 4, another branch)",
+        ),
+        (
+            "pretty-404-d-ua-mozilla",
+            "pretty JSON for ?pretty and curl/Wget/Mozilla 5 (issue 41 section 4, another branch)",
+        ),
+        (
+            "pretty-list-a-pretty-true",
+            "pretty JSON for ?pretty and curl/Wget/Mozilla 5 (issue 41 section 4, another branch)",
+        ),
+        (
+            "pretty-list-b-ua-curl",
+            "pretty JSON for ?pretty and curl/Wget/Mozilla 5 (issue 41 section 4, another branch)",
+        ),
+        (
+            "pretty-list-c-ua-wget",
+            "pretty JSON for ?pretty and curl/Wget/Mozilla 5 (issue 41 section 4, another branch)",
+        ),
+        (
+            "pretty-list-d-ua-mozilla",
+            "pretty JSON for ?pretty and curl/Wget/Mozilla 5 (issue 41 section 4, another branch)",
+        ),
+        (
+            "pretty-pod-a-pretty-true",
+            "pretty JSON for ?pretty and curl/Wget/Mozilla 5 (issue 41 section 4, another branch)",
+        ),
+        (
+            "pretty-pod-b-ua-curl",
+            "pretty JSON for ?pretty and curl/Wget/Mozilla 5 (issue 41 section 4, another branch)",
+        ),
+        (
+            "pretty-pod-c-ua-wget",
+            "pretty JSON for ?pretty and curl/Wget/Mozilla 5 (issue 41 section 4, another branch)",
+        ),
+        (
+            "pretty-pod-d-ua-mozilla",
+            "pretty JSON for ?pretty and curl/Wget/Mozilla 5 (issue 41 section 4, another branch)",
+        ),
+        (
+            "pretty-pod-i-pretty-1",
+            "pretty JSON for ?pretty and curl/Wget/Mozilla 5 (issue 41 section 4, another branch)",
+        ),
+        (
+            "pretty-pod-j-pretty-empty-curl",
+            "pretty JSON for ?pretty and curl/Wget/Mozilla 5 (issue 41 section 4, another branch)",
+        ),
+    ];
+    replay("pretty", 26, &[], &different).await;
+}
+
+/// Issue 41's fourth section (on another branch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn yaml_is_kube_apiserver_s() {
+    let different = [
+        (
+            "yaml-403-eve",
+            "kubecache writes no YAML (issue 41 section 4, another branch)",
+        ),
+        (
+            "yaml-404",
+            "kubecache writes no YAML (issue 41 section 4, another branch)",
+        ),
+        (
+            "yaml-pod-get",
+            "kubecache writes no YAML (issue 41 section 4, another branch)",
+        ),
+        (
+            "yaml-pod-list-limit2",
+            "kubecache writes no YAML (issue 41 section 4, another branch)",
+        ),
+        (
+            "yaml-table-get",
+            "kubecache writes no YAML (issue 41 section 4, another branch)",
+        ),
+        (
+            "yaml-table-list",
+            "kubecache writes no YAML (issue 41 section 4, another branch)",
+        ),
+        (
+            "yaml-table-yaml-then-yaml",
+            "kubecache writes no YAML (issue 41 section 4, another branch)",
+        ),
+        (
+            "yaml-version",
+            "kubecache writes no YAML (issue 41 section 4, another branch)",
+        ),
+        (
+            "yaml-watch",
+            "kubecache writes no YAML (issue 41 section 4, another branch)",
+        ),
+        (
+            "yaml-table-json-then-yaml",
+            "the Age cell: the sim's objects were created at the replay, not minutes before",
+        ),
+    ];
+    replay("yaml", 10, &[], &different).await;
+}
+
+/// Issue 41's third section (on another branch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_utf8_is_kept_as_go_keeps_it() {
+    let different = [
+        (
+            "utf8-create-bad-utf8-fffe",
+            "JSON of invalid UTF-8: U+FFFD as raw bytes, not Go's \\ufffd escape (issue 41 section 3, another branch)",
+        ),
+        (
+            "utf8-create-bad-utf8-lone-continuation",
+            "JSON of invalid UTF-8: U+FFFD as raw bytes, not Go's \\ufffd escape (issue 41 section 3, another branch)",
+        ),
+        (
+            "utf8-create-bad-utf8-truncated",
+            "JSON of invalid UTF-8: U+FFFD as raw bytes, not Go's \\ufffd escape (issue 41 section 3, another branch)",
+        ),
+        (
+            "utf8-get-bad-utf8-fffe-json",
+            "JSON of invalid UTF-8: U+FFFD as raw bytes, not Go's \\ufffd escape (issue 41 section 3, another branch)",
+        ),
+        (
+            "utf8-get-bad-utf8-lone-continuation-json",
+            "JSON of invalid UTF-8: U+FFFD as raw bytes, not Go's \\ufffd escape (issue 41 section 3, another branch)",
+        ),
+        (
+            "utf8-get-bad-utf8-truncated-json",
+            "JSON of invalid UTF-8: U+FFFD as raw bytes, not Go's \\ufffd escape (issue 41 section 3, another branch)",
+        ),
+        (
+            "utf8-list-json",
+            "JSON of invalid UTF-8: U+FFFD as raw bytes, not Go's \\ufffd escape (issue 41 section 3, another branch)",
+        ),
+        (
+            "utf8-get-bad-utf8-fffe-yaml",
+            "kubecache writes no YAML (issue 41 section 4, another branch)",
+        ),
+        (
+            "utf8-list-json-pretty",
+            "pretty JSON for ?pretty and curl/Wget/Mozilla 5 (issue 41 section 4, another branch)",
+        ),
+    ];
+    replay("invalid-utf8", 13, &[], &different).await;
+}
+
+/// Issue 41's fifth section (on another branch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_and_kubectl_auth_are_answered_as_kube_apiserver_answered_them() {
+    let different = [
+        (
+            "can-i-list-payments-prod-json",
+            "the sim serves no SelfSubjectAccessReview or SelfSubjectRulesReview: 404 (issue 41 section 5, another branch)",
+        ),
+        (
+            "can-i-list-payments-prod-pb",
+            "the sim serves no SelfSubjectAccessReview or SelfSubjectRulesReview: 404 (issue 41 section 5, another branch)",
+        ),
+        (
+            "can-i-list-pods-payments-prod-json",
+            "the sim serves no SelfSubjectAccessReview or SelfSubjectRulesReview: 404 (issue 41 section 5, another branch)",
+        ),
+        (
+            "can-i-list-pods-payments-prod-pb",
+            "the sim serves no SelfSubjectAccessReview or SelfSubjectRulesReview: 404 (issue 41 section 5, another branch)",
+        ),
+        (
+            "can-i-list-pods-team-a-json",
+            "the sim serves no SelfSubjectAccessReview or SelfSubjectRulesReview: 404 (issue 41 section 5, another branch)",
+        ),
+        (
+            "can-i-list-pods-team-a-pb",
+            "the sim serves no SelfSubjectAccessReview or SelfSubjectRulesReview: 404 (issue 41 section 5, another branch)",
+        ),
+        (
+            "whoami-admin-pb",
+            "the sim reads a SelfSubjectReview only as JSON: 415 (issue 41 section 5, another branch)",
+        ),
+        (
+            "whoami-alice-pb",
+            "the sim reads a SelfSubjectReview only as JSON: 415 (issue 41 section 5, another branch)",
+        ),
+        (
+            "version",
+            "the sim's /version is its own (gitVersion v1.28.0-kubecache-sim, its build), not v1.28.4's",
+        ),
+        (
+            "version-anonymous",
+            "the sim's /version is its own (gitVersion v1.28.0-kubecache-sim, its build), not v1.28.4's",
+        ),
+    ];
+    replay("version-auth", 12, &[], &different).await;
+}

@@ -1,0 +1,352 @@
+//! Replaying the version-specific corpus (`versions/manifest.json`, see its
+//! README) against a server that holds its data set (namespace `golden-v`,
+//! [`objects`]): each case's request as the recorder wrote it, on a
+//! connection of its own ([`crate::replay`]), in recording order, and how
+//! the answer differs from the recorded one.
+//!
+//! Compared exactly: the status, the `Content-Type`, and the body, byte for
+//! byte (its layout too: pretty or compact, the final newline), but for the
+//! values a simulated server cannot reproduce, which the README names:
+//! - `uid`, `creationTimestamp` and `resourceVersion` values (JSON strings,
+//!   YAML scalars) read as `*`;
+//! - `managedFields` are dropped whole (their times and managers are the
+//!   recording's writes), and so is `generation` (the sim writes a pod's,
+//!   as Kubernetes 1.33 and later do; a 1.28 pod has none);
+//! - a continue token reads as its `start` key, its `rv` as `*` (but `-1`,
+//!   which is no resourceVersion);
+//! - protobuf bodies of successes are not compared (their resourceVersions
+//!   cannot be told apart from the rest without decoding); protobuf errors
+//!   are, byte for byte.
+//!
+//! A page's request carries the continue token the recorded server gave
+//! an earlier case; the replay sends the token the server under test gave
+//! that case instead, unless the case is named `verbatim` (a token whose
+//! snapshot is meant to be gone).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde_json::Value;
+
+use crate::golden;
+use crate::replay::{Answer, exchange, request_bytes};
+
+/// The recorded cases of `group`, in recording order.
+pub fn cases(group: &str) -> Vec<Value> {
+    let Value::Array(cases) = golden::json("versions/manifest.json") else {
+        panic!("versions/manifest.json is not a list");
+    };
+    cases
+        .into_iter()
+        .filter(|case| case["group"] == group)
+        .collect()
+}
+
+/// The data set's pods and configmaps as the recorded server held them
+/// after set-up (`bodies/data-*-after-setup.json`).
+pub fn objects() -> (Vec<Value>, Vec<Value>) {
+    let items = |what: &str| match &golden::json(&format!(
+        "versions/bodies/data-{what}-list-after-setup.json"
+    ))["items"]
+    {
+        Value::Array(items) => items.clone(),
+        other => panic!("data-{what}-list-after-setup.json is not a list: {other}"),
+    };
+    (items("pods"), items("configmaps"))
+}
+
+/// Replays `cases` in order against the server at `addr`: how each that
+/// differs does, by id. The cases of `verbatim` send their recorded
+/// continue token as it is.
+pub async fn replay(
+    addr: SocketAddr,
+    cases: &[Value],
+    verbatim: &[&str],
+) -> BTreeMap<String, String> {
+    // Recorded token -> the token the server under test gave for it.
+    let mut tokens: BTreeMap<String, String> = BTreeMap::new();
+    let mut differing = BTreeMap::new();
+    for case in cases {
+        let id = case["id"].as_str().expect("an id");
+        let mut case = case.clone();
+        if !verbatim.contains(&id) {
+            substitute_token(&mut case, &tokens);
+        }
+        let answer = exchange(addr, request_bytes("versions", &case, addr)).await;
+        if let (200, Some(recorded), Some(given)) = (
+            answer.status,
+            recorded_token(&golden::read(&body_file(&case))),
+            recorded_token(&answer.body),
+        ) {
+            tokens.insert(recorded, given);
+        }
+        if let Some(difference) = difference(&case, &answer) {
+            differing.insert(id.to_string(), difference);
+        }
+    }
+    differing
+}
+
+fn body_file(case: &Value) -> String {
+    let file = case["body_file"].as_str().expect("a recorded body");
+    format!("versions/{file}")
+}
+
+/// The `metadata.continue` of a JSON list or Status.
+fn recorded_token(body: &[u8]) -> Option<String> {
+    let value: Value = serde_json::from_slice(body).ok()?;
+    value["metadata"]["continue"].as_str().map(str::to_string)
+}
+
+/// `case`'s path with its recorded continue token replaced by the one
+/// given in this replay, if one was.
+fn substitute_token(case: &mut Value, tokens: &BTreeMap<String, String>) {
+    let path = case["path"].as_str().expect("a path").to_string();
+    for (recorded, given) in tokens {
+        let param = format!("continue={recorded}");
+        if let Some(at) = path.find(&param)
+            && path[at + param.len()..]
+                .chars()
+                .next()
+                .is_none_or(|c| c == '&')
+        {
+            case["path"] = path.replace(&param, &format!("continue={given}")).into();
+            return;
+        }
+    }
+}
+
+/// How the answer differs from the recorded one, if it does.
+pub fn difference(case: &Value, answer: &Answer) -> Option<String> {
+    let status = case["status"].as_u64().expect("a recorded status");
+    let recorded = golden::read(&body_file(case));
+    let shown = |body: &[u8]| {
+        let text = String::from_utf8_lossy(body);
+        text.chars().take(600).collect::<String>()
+    };
+    if u64::from(answer.status) != status {
+        return Some(format!(
+            "status {}, recorded {status}: {}",
+            answer.status,
+            shown(&answer.body)
+        ));
+    }
+    let content_type = case["response_headers"]
+        .as_array()
+        .expect("recorded headers")
+        .iter()
+        .find(|h| h[0] == "Content-Type")
+        .and_then(|h| h[1].as_str());
+    let answered = answer.values("content-type").first().copied();
+    if answered != content_type {
+        return Some(format!(
+            "Content-Type {answered:?}, recorded {content_type:?}"
+        ));
+    }
+    let (recorded, answered) = match content_type.unwrap_or_default() {
+        "application/vnd.kubernetes.protobuf" if status < 400 => return None,
+        "application/yaml" => (loosen_yaml(&recorded), loosen_yaml(&answer.body)),
+        "application/json" => (loosen_json(&recorded), loosen_json(&answer.body)),
+        _ => (recorded, answer.body.clone()),
+    };
+    (answered != recorded).then(|| {
+        let at = answered
+            .iter()
+            .zip(&recorded)
+            .position(|(a, r)| a != r)
+            .unwrap_or(answered.len().min(recorded.len()));
+        let from = at.saturating_sub(100);
+        format!(
+            "body differs at byte {at} (loosened): {:?}, recorded {:?}",
+            shown(&answered[from..]),
+            shown(&recorded[from.min(recorded.len())..])
+        )
+    })
+}
+
+/// Keys whose string values a simulated server cannot reproduce.
+const LOOSE: [&str; 3] = ["uid", "creationTimestamp", "resourceVersion"];
+
+/// Members dropped whole.
+const DROPPED: [&str; 2] = ["managedFields", "generation"];
+
+/// JSON text (compact or indented) with the loose values replaced, the
+/// [`DROPPED`] members dropped and continue tokens read as their
+/// start keys; the layout is kept.
+fn loosen_json(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len());
+    // Where the output stood before the last comma outside strings.
+    let mut before_comma = 0;
+    let mut i = 0;
+    while i < body.len() {
+        match body[i] {
+            b',' => {
+                before_comma = out.len();
+                out.push(b',');
+                i += 1;
+            }
+            b'"' => {
+                let end = string_end(body, i);
+                let mut colon = end;
+                while colon < body.len() && body[colon].is_ascii_whitespace() {
+                    colon += 1;
+                }
+                if body.get(colon) != Some(&b':') {
+                    // A value, or a key of no interest.
+                    out.extend_from_slice(&body[i..end]);
+                    i = end;
+                    continue;
+                }
+                let key = String::from_utf8_lossy(&body[i + 1..end - 1]).into_owned();
+                let mut value = colon + 1;
+                while value < body.len() && body[value].is_ascii_whitespace() {
+                    value += 1;
+                }
+                if DROPPED.contains(&key.as_str()) {
+                    out.truncate(before_comma);
+                    i = value_end(body, value);
+                    continue;
+                }
+                out.extend_from_slice(&body[i..value]);
+                i = value;
+                if body.get(value) == Some(&b'"') {
+                    let end = string_end(body, value);
+                    if LOOSE.contains(&key.as_str()) {
+                        out.extend_from_slice(b"\"*\"");
+                    } else if key == "continue" {
+                        let token = String::from_utf8_lossy(&body[value + 1..end - 1]);
+                        out.extend_from_slice(format!("\"{}\"", token_start(&token)).as_bytes());
+                    } else {
+                        out.extend_from_slice(&body[value..end]);
+                    }
+                    i = end;
+                }
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The index after the JSON string that starts at `at` (its `"`).
+fn string_end(body: &[u8], at: usize) -> usize {
+    let mut i = at + 1;
+    while i < body.len() {
+        match body[i] {
+            b'\\' => i += 2,
+            b'"' => return i + 1,
+            _ => i += 1,
+        }
+    }
+    body.len()
+}
+
+/// The index after the JSON value that starts at `at`.
+fn value_end(body: &[u8], at: usize) -> usize {
+    let mut depth = 0usize;
+    let mut i = at;
+    while i < body.len() {
+        match body[i] {
+            b'"' => {
+                i = string_end(body, i);
+                if depth == 0 {
+                    return i;
+                }
+                continue;
+            }
+            b'[' | b'{' => depth += 1,
+            b']' | b'}' if depth == 0 => return i,
+            b']' | b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            b',' if depth == 0 => return i,
+            _ => {}
+        }
+        i += 1;
+    }
+    body.len()
+}
+
+/// A continue token as its start key and whether it is inconsistent
+/// (`rv` -1); the token itself when it is not one.
+fn token_start(token: &str) -> String {
+    let decoded = URL_SAFE_NO_PAD
+        .decode(token)
+        .ok()
+        .and_then(|json| serde_json::from_slice::<Value>(&json).ok());
+    match decoded {
+        Some(t) => {
+            let rv = if t["rv"] == -1 { "-1" } else { "*" };
+            let start = t["start"].as_str().unwrap_or_default();
+            format!("start={} rv={rv}", start.trim_end_matches('\0'))
+        }
+        None => token.to_string(),
+    }
+}
+
+/// YAML text with the loose values replaced and the [`DROPPED`] members
+/// dropped (the key and its lines: deeper ones, and its `- ` items at its
+/// depth).
+fn loosen_yaml(body: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(body);
+    let mut out = String::with_capacity(text.len());
+    let mut skipping: Option<usize> = None;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        if let Some(depth) = skipping {
+            if indent > depth || (indent == depth && trimmed.starts_with("- ")) {
+                continue;
+            }
+            skipping = None;
+        }
+        let key = trimmed.trim_start_matches("- ");
+        if DROPPED.iter().any(|k| key.starts_with(&format!("{k}:"))) {
+            skipping = Some(indent);
+            continue;
+        }
+        match LOOSE.iter().find(|k| key.starts_with(&format!("{k}: "))) {
+            Some(k) => {
+                out.push_str(&line[..line.len() - key.len()]);
+                out.push_str(&format!("{k}: *\n"));
+            }
+            None => out.push_str(line),
+        }
+    }
+    out.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loose_values_and_managed_fields_are_ignored_and_the_layout_kept() {
+        let token = URL_SAFE_NO_PAD.encode(r#"{"v":"meta.k8s.io/v1","rv":5,"start":"a\u0000"}"#);
+        let compact = format!(
+            r#"{{"metadata":{{"resourceVersion":"7","continue":"{token}"}},"items":[{{"metadata":{{"name":"a","uid":"u1","generation":1,"managedFields":[{{"time":"t","f":{{"x":[1,"]"]}}}}],"labels":{{}}}}}}]}}"#
+        );
+        assert_eq!(
+            String::from_utf8(loosen_json(compact.as_bytes())).unwrap(),
+            r#"{"metadata":{"resourceVersion":"*","continue":"start=a rv=*"},"items":[{"metadata":{"name":"a","uid":"*","labels":{}}}]}"#
+        );
+        let pretty = "{\n  \"name\": \"a\",\n  \"uid\": \"u2\",\n  \"managedFields\": [\n    {}\n  ],\n  \"x\": \"uid\"\n}";
+        assert_eq!(
+            String::from_utf8(loosen_json(pretty.as_bytes())).unwrap(),
+            "{\n  \"name\": \"a\",\n  \"uid\": \"*\",\n  \"x\": \"uid\"\n}"
+        );
+        let yaml = "metadata:\n  managedFields:\n  - manager: x\n    time: t\n  name: a\n  resourceVersion: \"52803\"\n";
+        assert_eq!(
+            String::from_utf8(loosen_yaml(yaml.as_bytes())).unwrap(),
+            "metadata:\n  name: a\n  resourceVersion: *\n"
+        );
+    }
+}
