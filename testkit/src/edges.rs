@@ -20,6 +20,12 @@ pub const SELF_SUBJECT_REVIEWS: &str = "/apis/authentication.k8s.io/v1/selfsubje
 /// recorded headers but `Host` and `Connection`, which name this server
 /// and close the connection after the answer.
 pub fn request_bytes(case: &Value, addr: SocketAddr) -> Vec<u8> {
+    request_bytes_in("edges", case, addr)
+}
+
+/// [`request_bytes`] of a case of the corpus in `corpus` (`edges`,
+/// `versions`: the folder its `request_body_file` is relative to).
+pub fn request_bytes_in(corpus: &str, case: &Value, addr: SocketAddr) -> Vec<u8> {
     let text = |v: &Value| v.as_str().expect("a string").to_string();
     let mut path = text(&case["path"]);
     if let Some(cut) = path.strip_suffix("...(truncated, see request_generator)") {
@@ -49,7 +55,7 @@ pub fn request_bytes(case: &Value, addr: SocketAddr) -> Vec<u8> {
         .map(|c| u8::try_from(c).expect("a Latin-1 request"))
         .collect();
     if let Some(file) = case["request_body_file"].as_str() {
-        bytes.extend(golden::read(&format!("edges/{file}")));
+        bytes.extend(golden::read(&format!("{corpus}/{file}")));
     }
     bytes
 }

@@ -1,6 +1,6 @@
 //! What kubecache's tests share, dev-only: the golden corpus of a real
-//! kube-apiserver ([`golden`]) and the replay of its edge cases
-//! ([`edges`]), condition waits ([`wait`]), test certificates ([`pki`]), a child process such as the real binary
+//! kube-apiserver ([`golden`]) the replay of its edge cases
+//! ([`edges`]) and of its `kubectl auth` reviews ([`auth_reviews`]), condition waits ([`wait`]), test certificates ([`pki`]), a child process such as the real binary
 //! ([`process`]), kubectl and its policy ([`kubectl`]), a raw HTTP/1.0
 //! client ([`raw_http`]), `/metrics` samples ([`scrape`]) and the real
 //! kube-apiserver of `../shared/real-apiserver/` when one is named
@@ -9,6 +9,7 @@
 //! It depends on no crate of the workspace, so that every crate's tests can
 //! use it.
 
+pub mod auth_reviews;
 pub mod edges;
 pub mod golden;
 pub mod kubectl;
