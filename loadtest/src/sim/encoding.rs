@@ -23,7 +23,8 @@ pub enum Form {
     },
 }
 
-/// Picks the encoding from `Accept`: the first media type listed that can
+/// Picks the encoding from `Accept` for a `builtin` kind or a custom
+/// resource: the first media type listed that can
 /// be served, in any case (q-values order nothing, as clients list in
 /// preference order, but `q=0` refuses a type, a wildcard included: RFC
 /// 9110, as kube-apiserver reads it).
@@ -37,7 +38,7 @@ pub enum Form {
 /// `as=`, JSON for client-go's metadata client; clients read either).
 pub fn negotiate(
     accept: Option<&str>,
-    resource: &Resource,
+    builtin: bool,
 ) -> Result<(Encoding, Form), (Status, Encoding)> {
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
         return Ok((Encoding::Json, Form::Whole));
@@ -77,7 +78,7 @@ pub fn negotiate(
             _ => continue,
         };
         // Metadata is a built-in type: protobuf whatever the resource.
-        let protobuf = resource.builtin || form != Form::Whole;
+        let protobuf = builtin || form != Form::Whole;
         match media.as_str() {
             JSON => return Ok((Encoding::Json, form)),
             "application/*" | "*/*" if !json_refused => return Ok((Encoding::Json, form)),
@@ -189,8 +190,8 @@ mod tests {
 
     #[test]
     fn protobuf_is_chosen_for_builtin_kinds_and_json_is_the_fallback_for_custom_resources() {
-        let pods = &RESOURCES[ids::PODS];
-        let widgets = &RESOURCES[ids::WIDGETS];
+        let pods = RESOURCES[ids::PODS].builtin;
+        let widgets = RESOURCES[ids::WIDGETS].builtin;
         let both = "application/vnd.kubernetes.protobuf, application/json";
         assert_eq!(
             negotiate(Some(both), pods),
@@ -243,7 +244,10 @@ mod tests {
 
     #[test]
     fn media_types_match_in_any_case_and_q_0_refuses_one() {
-        let (pods, widgets) = (&RESOURCES[ids::PODS], &RESOURCES[ids::WIDGETS]);
+        let (pods, widgets) = (
+            RESOURCES[ids::PODS].builtin,
+            RESOURCES[ids::WIDGETS].builtin,
+        );
         assert_eq!(
             negotiate(Some("Application/JSON"), pods),
             Ok((Encoding::Json, Form::Whole))
@@ -280,7 +284,7 @@ mod tests {
     fn table_requests_fall_through_to_plain_json() {
         let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
         assert_eq!(
-            negotiate(Some(kubectl), &RESOURCES[ids::PODS]),
+            negotiate(Some(kubectl), RESOURCES[ids::PODS].builtin),
             Ok((Encoding::Json, Form::Whole))
         );
     }
@@ -289,12 +293,12 @@ mod tests {
     fn metadata_only_is_served_in_protobuf_even_for_custom_resources() {
         let client_go = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json";
         assert_eq!(
-            negotiate(Some(client_go), &RESOURCES[ids::WIDGETS]),
+            negotiate(Some(client_go), RESOURCES[ids::WIDGETS].builtin),
             Ok((Encoding::Protobuf, Form::Metadata { as_list: true }))
         );
         let kube_rs = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
         assert_eq!(
-            negotiate(Some(kube_rs), &RESOURCES[ids::PODS]),
+            negotiate(Some(kube_rs), RESOURCES[ids::PODS].builtin),
             Ok((Encoding::Json, Form::Metadata { as_list: false }))
         );
         assert_eq!(

@@ -8,8 +8,9 @@
 //! - on SIGTERM (a rolling upgrade) the binary ends its watches cleanly and
 //!   exits 0;
 //! - the demo as the README starts it serves HTTPS, and the real kubectl
-//!   with the kubeconfig it writes gets, is refused, lists the API
-//!   resources and explains pods as the README shows.
+//!   with the kubeconfig it writes gets, is refused, asks `auth whoami`
+//!   and `auth can-i` (and `--list`), lists the API resources and
+//!   explains pods as the README shows.
 //!
 //! The manifests themselves are checked by `deploy_manifests.rs`. No
 //! wall-clock windows: every wait is for a condition (`kubecache_testkit::wait`).
@@ -560,6 +561,41 @@ async fn the_demo_serves_https_and_kubectl_works_with_the_kubeconfig_it_writes()
     assert!(
         refused.contains(r#"pods is forbidden: User "eve" cannot list resource "pods" in API group "" in the namespace "payments-prod""#),
         "{refused}"
+    );
+    // The README's `kubectl auth`: who alice is, and what she may do where.
+    let whoami = kubectl.ok(&["--context", "alice", "auth", "whoami"]).await;
+    assert!(
+        whoami
+            .lines()
+            .any(|l| l.split_whitespace().eq(["Username", "alice"])),
+        "{whoami}"
+    );
+    let can_i = |scope: &'static str| {
+        let kubectl = &kubectl;
+        async move {
+            let args = ["--context", "alice", "auth", "can-i", "list", "pods", scope];
+            let output = kubectl.run(&args, &[]).await;
+            String::from_utf8(output.stdout).unwrap()
+        }
+    };
+    assert_eq!(can_i("--namespace=payments-prod").await, "yes\n");
+    assert_eq!(can_i("--all-namespaces").await, "no\n");
+    let rules = kubectl
+        .ok(&[
+            "--context",
+            "alice",
+            "auth",
+            "can-i",
+            "--list",
+            "-n",
+            "payments-prod",
+        ])
+        .await;
+    assert!(
+        rules
+            .lines()
+            .any(|l| l.starts_with("pods ") && l.contains("list")),
+        "{rules}"
     );
     // The README's `api-resources` and `explain`: discovery and OpenAPI.
     let resources = kubectl.ok(&["api-resources", "--no-headers"]).await;

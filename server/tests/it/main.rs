@@ -25,6 +25,7 @@ mod held_pages;
 mod http2;
 mod initial_sends;
 mod kubectl;
+mod kubectl_auth;
 mod lifecycle;
 mod load;
 mod passthrough;

@@ -75,6 +75,36 @@
 //! either: omitempty zero values, empty arrays and objects (nil), `Time`
 //! fractions, map key order.
 //!
+//! # Strings that are not UTF-8 (issue 41, section 3: not done yet)
+//!
+//! A Go string holds any bytes, and the API server keeps them: a ConfigMap
+//! created over protobuf with `41 FF FE 42` in its data comes back in
+//! protobuf with those bytes and in JSON as `"A\ufffd\ufffdB"` (one
+//! `\ufffd` per invalid byte; `versions/` group `invalid-utf8`). Here the
+//! bytes are lost on the way in: protobuf -> JSON writes each string with
+//! [`go_json::write_string`](crate::go_json::write_string) (`decode.rs`,
+//! `Kind::Str`), which makes Go's replacement, and that JSON is all that is
+//! kept: by the reflector (`reflector/src/upstream/wire.rs`, list items and
+//! watch events) and by the sim (`sim/http/body.rs`, a protobuf create or
+//! update). JSON -> protobuf then writes U+FFFD (`EF BF BD`) for each.
+//! JSON answers are right (they are that JSON); protobuf answers are not.
+//!
+//! The design recommended, least cost first: the decoder reports the
+//! strings it replaced bytes in, by path (`data.fffe`,
+//! `metadata.annotations.<key>`), with their raw bytes; only an object that
+//! has some keeps them beside its JSON (an `Option<Box<..>>` in
+//! [`Encodings`](crate::Encodings): 8 bytes per object, null for every
+//! object whose strings are UTF-8; kept across a restamp), and JSON ->
+//! protobuf takes them as overrides of the strings at those paths (paths
+//! the transform removed are not met). JSON stays the bytes served, with
+//! no scan or rewrite on any JSON path, and encoding costs one `None`
+//! check per object. Rejected: raw bytes (or `\udcXX` escapes) inside the
+//! kept JSON, which every JSON path (gets, lists, watch frames, Tables,
+//! metadata-only, state files, the scanner and selectors) would have to
+//! scan and rewrite on every answer; and keeping every object's upstream
+//! protobuf, about 60% more memory for all objects. The sim would keep the
+//! same overrides beside its stored JSON, through the wire crate.
+//!
 //! Unknown JSON keys and unknown protobuf field numbers are errors naming the
 //! field path (`spec.containers[0].foo`): the caller decides (e.g. falls back
 //! to JSON for a server newer than the schema). Decoding never panics on

@@ -237,10 +237,13 @@ impl Policy {
     /// discovery (`system:discovery`) and the reviews of oneself
     /// (`system:basic-user`: SelfSubjectReviews, SelfSubjectAccessReviews,
     /// SelfSubjectRulesReviews) for authenticated users, health and version
-    /// (`system:public-info-viewer`) for everyone.
+    /// (`system:public-info-viewer`) for everyone. URLs sorted, as the
+    /// bootstrap policy's rule builder sorts them; the bindings in the order
+    /// the recorded SelfSubjectRulesReview lists their rules
+    /// (`versions/bodies/can-i-list-payments-prod-json.json`).
     pub fn new() -> Policy {
         const PUBLIC: &[&str] = &["/healthz", "/livez", "/readyz", "/version", "/version/"];
-        let discovery: Vec<&str> = [
+        let mut discovery: Vec<&str> = [
             "/api",
             "/api/*",
             "/apis",
@@ -251,6 +254,7 @@ impl Policy {
         .into_iter()
         .chain(PUBLIC.iter().copied())
         .collect();
+        discovery.sort_unstable();
         Policy {
             users: Vec::new(),
             roles: Vec::new(),
@@ -277,11 +281,6 @@ impl Policy {
             vec![Rule::urls(&["get"], PUBLIC)],
         )
         .cluster_binding(
-            "system:discovery",
-            "system:discovery",
-            vec![Subject::Group(AUTHENTICATED.into())],
-        )
-        .cluster_binding(
             "system:basic-user",
             "system:basic-user",
             vec![Subject::Group(AUTHENTICATED.into())],
@@ -293,6 +292,11 @@ impl Policy {
                 Subject::Group(AUTHENTICATED.into()),
                 Subject::Group(UNAUTHENTICATED.into()),
             ],
+        )
+        .cluster_binding(
+            "system:discovery",
+            "system:discovery",
+            vec![Subject::Group(AUTHENTICATED.into())],
         )
     }
 
@@ -412,22 +416,8 @@ impl Policy {
             .resource
             .as_ref()
             .map_or("", |r| r.namespace.as_str());
-        let applicable =
-            self.bindings
-                .iter()
-                .filter(|b| b.namespace.is_none())
-                .chain(self.bindings.iter().filter(|b| {
-                    !namespace.is_empty() && b.namespace.as_deref() == Some(namespace)
-                }));
         let mut errors: Vec<String> = Vec::new();
-        for binding in applicable {
-            let Some(subject) = binding
-                .subjects
-                .iter()
-                .find(|s| s.applies_to(&request.user))
-            else {
-                continue;
-            };
+        for (binding, subject) in self.bound(&request.user, namespace) {
             match self.rules_of(binding) {
                 Ok(rules) if rules.iter().any(|rule| rule.allows(request)) => {
                     return Decision {
@@ -436,19 +426,49 @@ impl Policy {
                     };
                 }
                 Ok(_) => {}
-                Err(error) if !errors.contains(&error) => errors.push(error),
-                Err(_) => {}
+                Err(error) => errors.push(error),
             }
         }
-        let reason = match errors.as_slice() {
-            [] => String::new(),
-            [one] => format!("RBAC: {one}"),
-            many => format!("RBAC: [{}]", many.join(", ")),
-        };
         Decision {
             allowed: false,
-            reason,
+            reason: aggregate(&errors).map_or_else(String::new, |e| format!("RBAC: {e}")),
         }
+    }
+
+    /// What RBAC lets `user` do in `namespace` (`RulesFor` of the RBAC
+    /// authorizer, as a SelfSubjectRulesReview reports it): the rules of
+    /// every role bound to the user, in the order the bindings are visited,
+    /// and the error of bindings to missing roles (Go's aggregate of them).
+    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> (Vec<&Rule>, Option<String>) {
+        let mut rules = Vec::new();
+        let mut errors = Vec::new();
+        for (binding, _) in self.bound(user, namespace) {
+            match self.rules_of(binding) {
+                Ok(bound) => rules.extend(bound),
+                Err(error) => errors.push(error),
+            }
+        }
+        (rules, aggregate(&errors))
+    }
+
+    /// The bindings that apply to `user` in `namespace`, with the subject
+    /// that names the user: every ClusterRoleBinding, then the namespace's
+    /// RoleBindings (`VisitRulesFor`; kube-apiserver's listers give them in
+    /// map order, the sim in the policy's).
+    fn bound<'a>(
+        &'a self,
+        user: &'a UserInfo,
+        namespace: &'a str,
+    ) -> impl Iterator<Item = (&'a Binding, &'a Subject)> {
+        let cluster = self.bindings.iter().filter(|b| b.namespace.is_none());
+        let local = self
+            .bindings
+            .iter()
+            .filter(move |b| !namespace.is_empty() && b.namespace.as_deref() == Some(namespace));
+        cluster.chain(local).filter_map(move |binding| {
+            let subject = binding.subjects.iter().find(|s| s.applies_to(user))?;
+            Some((binding, subject))
+        })
     }
 
     /// The rules of the role a binding refers to, or the lister's NotFound.
@@ -484,6 +504,22 @@ fn describe(binding: &Binding, subject: &Subject) -> String {
             format!("{}/{ns}", binding.name),
             subject.describe()
         ),
+    }
+}
+
+/// Go's `utilerrors.NewAggregate(errors).Error()`: `None` for none, the
+/// message of one, `[a, b]` of several (repeated messages once).
+fn aggregate(errors: &[String]) -> Option<String> {
+    let mut unique: Vec<&str> = Vec::new();
+    for error in errors {
+        if !unique.contains(&error.as_str()) {
+            unique.push(error);
+        }
+    }
+    match unique.as_slice() {
+        [] => None,
+        [one] => Some(one.to_string()),
+        many => Some(format!("[{}]", many.join(", "))),
     }
 }
 

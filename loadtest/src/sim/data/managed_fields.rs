@@ -143,8 +143,9 @@ fn list_type(field: &str) -> ListType {
 /// Used for `f:metadata` and a built-in kind's `f:spec` and `f:status`,
 /// which are required structs and so carry no `"."`; a custom resource's
 /// `spec` and `status` and a config map's `data` are optional fields and go
-/// through [`field_set`].
-pub(super) fn fields_v1(object: &Map<String, Value>) -> Map<String, Value> {
+/// through [`field_set`]. Also the `spec` of a SelfSubjectAccessReview
+/// (`sim::http::reviews`).
+pub(crate) fn fields_v1(object: &Map<String, Value>) -> Map<String, Value> {
     object
         .iter()
         .map(|(k, v)| (format!("f:{k}"), field_set(k, v)))

@@ -84,8 +84,9 @@ use budget::template_within_budget;
 use catalogue::Kind;
 use configmap::{CONFIG_FILES, CONFIG_KEYS, CONFIG_REVISION, helm_fields};
 use images::bump_tag;
+pub(crate) use managed_fields::fields_v1;
 use managed_fields::{
-    field_set, fields_v1, keyed, managed_entry, managed_entry_mut, remove_path, upsert_managed,
+    field_set, keyed, managed_entry, managed_entry_mut, remove_path, upsert_managed,
 };
 use plan::{
     NamespaceInfo, Node, REGIONS, Workload, balance_weights, plan_namespaces, plan_workloads,

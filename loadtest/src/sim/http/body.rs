@@ -7,7 +7,6 @@ use kubecache_wire::{Status, protobuf};
 use serde_json::Value;
 
 use crate::sim::patch::unsupported_media_type;
-use crate::sim::resources::Resource;
 use kubecache_wire::media::{JSON, PROTOBUF};
 
 const YAML: &str = "application/yaml";
@@ -20,15 +19,16 @@ pub fn content_type(headers: &HeaderMap) -> Option<&str> {
         .map(|c| c.split(';').next().unwrap_or_default().trim())
 }
 
-/// The object a body holds; 415 for a type `resource` cannot be written
-/// in, 400 for a body that does not decode to an object.
-pub fn object(headers: &HeaderMap, body: &[u8], resource: &Resource) -> Result<Value, Status> {
+/// The object a body holds, of a `builtin` kind (protobuf too) or a custom
+/// resource; 415 for a type it cannot be written in, 400 for a body that
+/// does not decode to an object.
+pub fn object(headers: &HeaderMap, body: &[u8], builtin: bool) -> Result<Value, Status> {
     let value: Value = match content_type(headers).unwrap_or(JSON) {
         JSON => serde_json::from_slice(body).map_err(|e| {
             Status::bad_request(format!("the body of the request is not valid JSON: {e}"))
         })?,
         YAML => yaml(body)?,
-        PROTOBUF if resource.builtin => {
+        PROTOBUF if builtin => {
             let unknown = protobuf::decode_unknown(body).map_err(|e| {
                 Status::bad_request(format!("the body is not a protobuf object: {e}"))
             })?;
@@ -43,7 +43,7 @@ pub fn object(headers: &HeaderMap, body: &[u8], resource: &Resource) -> Result<V
             serde_json::from_slice(&json).map_err(|e| Status::internal(e.to_string()))?
         }
         _ => {
-            let accepted: &[&str] = if resource.builtin {
+            let accepted: &[&str] = if builtin {
                 &[JSON, YAML, PROTOBUF]
             } else {
                 &[JSON, YAML]

@@ -126,6 +126,14 @@ pub fn router(ctx: Arc<Context>) -> Router {
             "/apis/authorization.k8s.io/v1/subjectaccessreviews",
             any(reviews::subject_access_review),
         )
+        .route(
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            any(reviews::self_subject_access_review),
+        )
+        .route(
+            "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+            any(reviews::self_subject_rules_review),
+        )
         .route("/sim/faults", post(arm_fault))
         .route("/sim/cut-watches", post(cut_watches))
         .route("/sim/counters", get(counters))
@@ -255,7 +263,7 @@ async fn dispatch(
     {
         return error_response(&status, accept);
     }
-    let (wire, form) = match encoding::negotiate(accept, resource) {
+    let (wire, form) = match encoding::negotiate(accept, resource.builtin) {
         Ok(negotiated) => negotiated,
         // A log is text whatever the client accepts; only its errors are JSON.
         Err(_) if target.subresource.as_deref() == Some("log") => {

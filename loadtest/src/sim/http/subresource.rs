@@ -51,7 +51,8 @@ impl Call<'_> {
     /// `POST pods/{name}/eviction`: without disruption budgets, every
     /// eviction deletes the pod; the answer is a Success Status, 201.
     fn evict(&self, request: &Bytes) -> Response {
-        let result = body::object(self.headers, request, self.resource()).and_then(|eviction| {
+        let builtin = self.resource().builtin;
+        let result = body::object(self.headers, request, builtin).and_then(|eviction| {
             if let Some(kind) = eviction.get("kind").and_then(Value::as_str)
                 && kind != "Eviction"
             {

@@ -65,7 +65,7 @@ impl Part {
 impl Call<'_> {
     /// `POST` to a collection.
     pub fn create(&self, request: &Bytes) -> Response {
-        let result = body::object(self.headers, request, self.resource())
+        let result = body::object(self.headers, request, self.resource().builtin)
             .and_then(|object| self.with_path_identity(object))
             .and_then(|object| {
                 self.ctx
@@ -77,7 +77,7 @@ impl Call<'_> {
 
     /// `PUT` of an object, or of its status.
     pub fn replace(&self, request: &Bytes, part: Part) -> Response {
-        let result = body::object(self.headers, request, self.resource())
+        let result = body::object(self.headers, request, self.resource().builtin)
             .and_then(|object| self.with_path_identity(object))
             .and_then(|object| match part {
                 Part::Whole => self.ctx.store.update(self.target.resource, object),
