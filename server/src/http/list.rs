@@ -43,6 +43,7 @@ use kubecache_reflector::{IndexLookup, Snapshot, TryRecvError};
 use kubecache_wire::list_options::{
     CollectionParams, ContinueToken, VersionMatch, expired_continue,
 };
+use kubecache_wire::media::Form;
 use kubecache_wire::{CachedObject, Encoding, ObjectKey, Status};
 
 use super::bodies::{self, ListMeta, json_response, response};
@@ -231,7 +232,7 @@ fn render(
         Rendering::Encoded(shape, encoding) => {
             match bodies::list(&Kind::of(cache), &meta, items, shape, encoding) {
                 Ok(chunks) => response(bodies::stream(chunks), resource_version, encoding, false),
-                Err(status) => error::render(&status, Some(encoding)),
+                Err(status) => error::render(&status, Some((encoding, Form::Compact))),
             }
         }
         Rendering::Table { version, include } => {

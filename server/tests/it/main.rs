@@ -28,6 +28,7 @@ mod kubectl;
 mod lifecycle;
 mod load;
 mod passthrough;
+mod pretty_and_yaml;
 mod protocol;
 mod read_your_writes;
 mod reads;

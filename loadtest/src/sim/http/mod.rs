@@ -30,7 +30,7 @@ use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
-use kubecache_wire::media::{JSON, PROTOBUF, PROTOBUF_WATCH};
+use kubecache_wire::media::{Form, JSON, PROTOBUF, PROTOBUF_WATCH};
 use kubecache_wire::{Status, StatusDetails};
 use parking_lot::RwLock;
 
@@ -480,7 +480,7 @@ pub fn error_response(status: &Status, accept: Option<&str>) -> Response {
 /// A Status error response.
 pub fn status_response(status: &Status, wire: Encoding) -> Response {
     let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    body_response(code, wire, false, wire.status(status).into())
+    body_response(code, wire, false, wire.status(status, Form::Compact).into())
 }
 
 /// A response with a body in an encoding.
