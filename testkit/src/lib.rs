@@ -1,6 +1,6 @@
 //! What kubecache's tests share, dev-only: the golden corpus of a real
 //! kube-apiserver ([`golden`]) and the replay of its edge cases
-//! ([`edges`]), condition waits ([`wait`]), test certificates ([`pki`]), a child process such as the real binary
+//! ([`edges`]) and of its pretty and YAML cases ([`forms`]), condition waits ([`wait`]), test certificates ([`pki`]), a child process such as the real binary
 //! ([`process`]), kubectl and its policy ([`kubectl`]), a raw HTTP/1.0
 //! client ([`raw_http`]), `/metrics` samples ([`scrape`]) and the real
 //! kube-apiserver of `../shared/real-apiserver/` when one is named
@@ -10,6 +10,7 @@
 //! use it.
 
 pub mod edges;
+pub mod forms;
 pub mod golden;
 pub mod kubectl;
 pub mod pki;

@@ -8,6 +8,7 @@
 mod common;
 mod edges;
 mod golden;
+mod pretty_and_yaml;
 mod real_clients;
 mod run;
 mod sim_auth;
