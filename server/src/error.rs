@@ -4,6 +4,7 @@
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use kubecache_wire::media::Form;
 use kubecache_wire::{Encoding, Status};
 
 /// A failed request.
@@ -28,9 +29,9 @@ impl From<Status> for ApiError {
 }
 
 impl ApiError {
-    /// The response: a `Status` encoded in `wire` (see [`render`]), or the
-    /// text.
-    pub fn respond(&self, encoding: Option<Encoding>) -> Response {
+    /// The response: a `Status` encoded in `encoding` (see [`render`]), or
+    /// the text.
+    pub fn respond(&self, encoding: Option<(Encoding, Form)>) -> Response {
         match self {
             ApiError::Status(status) => render(status, encoding),
             ApiError::InternalText(message) => (
@@ -48,23 +49,22 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        self.respond(Some(Encoding::Json))
+        self.respond(Some((Encoding::Json, Form::Compact)))
     }
 }
 
-/// The response of `status` encoded in `wire`, with `Retry-After` when it
-/// says when to retry. `None`: as the API server writes an error it found
-/// no encoding for (an `Accept` naming neither JSON nor protobuf without a
-/// conversion): indented JSON without a trailing newline.
-pub fn render(status: &Status, encoding: Option<Encoding>) -> Response {
+/// The response of `status` encoded in `encoding` (JSON in its form), with
+/// `Retry-After` when it says when to retry. `None`: as the API server
+/// writes an error it found no encoding for (an `Accept` naming none it
+/// serves without a conversion): pretty JSON.
+pub fn render(status: &Status, encoding: Option<(Encoding, Form)>) -> Response {
     let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let (content_type, body) = match encoding {
-        Some(encoding) => (encoding.content_type(false), encoding.status(status)),
-        None => (
-            Encoding::Json.content_type(false),
-            serde_json::to_vec_pretty(status).expect("a Status serializes"),
-        ),
+    let (encoding, form) = encoding.unwrap_or((Encoding::Json, Form::Pretty));
+    let content_type = match encoding {
+        Encoding::Json => form.content_type(),
+        Encoding::Protobuf => encoding.content_type(false),
     };
+    let body = encoding.status(status, form);
     let mut response = (code, [(header::CONTENT_TYPE, content_type)], body).into_response();
     if let Some(secs) = status.details.as_ref().and_then(|d| d.retry_after_seconds) {
         response

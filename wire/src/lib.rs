@@ -14,11 +14,13 @@ pub mod go_json;
 pub mod list_options;
 pub mod media;
 mod object;
+pub mod pretty;
 pub mod protobuf;
 mod raw;
 mod scan;
 mod selector;
 mod status;
+pub mod yaml;
 
 pub use decode::{
     Bookmark, ChangeType, DecodeError, FieldPath, FieldPathError, ListBody, Transform,

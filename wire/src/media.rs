@@ -15,6 +15,49 @@ pub const JSON: &str = "application/json";
 pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 /// The protobuf watch stream: length-framed `WatchEvent`s.
 pub const PROTOBUF_WATCH: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+/// YAML: the JSON form written as sigs.k8s.io/yaml writes it.
+pub const YAML: &str = "application/yaml";
+
+/// How a JSON body is written out: compact (with a final newline), pretty
+/// ([`crate::pretty`]) or as YAML ([`crate::yaml`]). Pretty and YAML answers
+/// are rare: they are rewrites of the compact form, which stays the fast
+/// path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    Compact,
+    Pretty,
+    Yaml,
+}
+
+impl Form {
+    /// The form of a JSON body: YAML when it was negotiated, else pretty
+    /// when `pretty` (see [`crate::pretty::asked`]).
+    pub fn of(yaml: bool, pretty: bool) -> Self {
+        match (yaml, pretty) {
+            (true, _) => Form::Yaml,
+            (false, true) => Form::Pretty,
+            (false, false) => Form::Compact,
+        }
+    }
+
+    /// The `Content-Type` of a JSON body in this form.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Form::Yaml => YAML,
+            Form::Compact | Form::Pretty => JSON,
+        }
+    }
+
+    /// The compact JSON body `json` in this form; as it is when it is not
+    /// JSON (YAML is made from parsed JSON).
+    pub fn write(self, json: &[u8]) -> Vec<u8> {
+        match self {
+            Form::Compact => json.to_vec(),
+            Form::Pretty => crate::pretty::indent(json),
+            Form::Yaml => crate::yaml::from_json(json).unwrap_or_else(|_| json.to_vec()),
+        }
+    }
+}
 
 /// The encoding of a body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,13 +94,13 @@ impl Encoding {
     }
 
     /// `status` as a body in this encoding (JSON ends with a newline, as
-    /// Go's `json.Encoder` ends it).
-    pub fn status(self, status: &Status) -> Vec<u8> {
+    /// Go's `json.Encoder` ends it), JSON in `form`.
+    pub fn status(self, status: &Status, form: Form) -> Vec<u8> {
         match self {
             Encoding::Json => {
                 let mut json = status.to_json();
                 json.push(b'\n');
-                json
+                form.write(&json)
             }
             Encoding::Protobuf => status.to_protobuf(),
         }

@@ -2,10 +2,7 @@
 //! kinds, chosen from the `Accept` header as kube-apiserver chooses.
 
 use bytes::Bytes;
-use kubecache_wire::media::{JSON, PROTOBUF};
-
-/// YAML, which kube-apiserver also serves.
-pub const YAML: &str = "application/yaml";
+use kubecache_wire::media::{JSON, PROTOBUF, YAML};
 use kubecache_wire::{Encoding, Status, protobuf};
 
 use super::resources::Resource;
@@ -24,12 +21,12 @@ pub enum Form {
 }
 
 /// Picks the encoding from `Accept` for a `builtin` kind or a custom
-/// resource: the first media type listed that can
-/// be served, in any case (q-values order nothing, as clients list in
+/// resource, and whether the JSON is written as YAML: the first media type
+/// listed that can be served, in any case (q-values order nothing, as clients list in
 /// preference order, but `q=0` refuses a type, a wildcard included: RFC
 /// 9110, as kube-apiserver reads it).
-/// Table requests (`as=Table`) are not served, so they fall through to the
-/// next type, as kubectl expects; metadata-only ones
+/// Table requests (`as=Table`, in JSON or YAML) are not served, so they
+/// fall through to the next type, as kubectl expects; metadata-only ones
 /// (`as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`) are served in JSON
 /// and in protobuf for every resource, custom ones included (the API server
 /// converts to a built-in type). Errors carry the encoding the 406 Status
@@ -39,9 +36,9 @@ pub enum Form {
 pub fn negotiate(
     accept: Option<&str>,
     builtin: bool,
-) -> Result<(Encoding, Form), (Status, Encoding)> {
+) -> Result<(Encoding, Form, bool), (Status, Encoding)> {
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
-        return Ok((Encoding::Json, Form::Whole));
+        return Ok((Encoding::Json, Form::Whole, false));
     };
     let mut wants_protobuf = false;
     let refused = |entry: &str| {
@@ -80,10 +77,11 @@ pub fn negotiate(
         // Metadata is a built-in type: protobuf whatever the resource.
         let protobuf = builtin || form != Form::Whole;
         match media.as_str() {
-            JSON => return Ok((Encoding::Json, form)),
-            "application/*" | "*/*" if !json_refused => return Ok((Encoding::Json, form)),
-            "application/*" | "*/*" if protobuf => return Ok((Encoding::Protobuf, form)),
-            PROTOBUF if protobuf => return Ok((Encoding::Protobuf, form)),
+            JSON => return Ok((Encoding::Json, form, false)),
+            YAML => return Ok((Encoding::Json, form, true)),
+            "application/*" | "*/*" if !json_refused => return Ok((Encoding::Json, form, false)),
+            "application/*" | "*/*" if protobuf => return Ok((Encoding::Protobuf, form, false)),
+            PROTOBUF if protobuf => return Ok((Encoding::Protobuf, form, false)),
             PROTOBUF => wants_protobuf = true,
             _ => {}
         }
@@ -102,6 +100,15 @@ pub fn negotiate(
             Encoding::Json
         },
     ))
+}
+
+/// The 406 of a watch asked for in a media type that has no stream (YAML).
+pub fn watch_not_acceptable() -> Status {
+    Status::failure(
+        406,
+        "NotAcceptable",
+        "only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch",
+    )
 }
 
 /// The 406 the API server answers when metadata was asked of the wrong
@@ -130,9 +137,10 @@ pub fn wrong_metadata_shape(resource: &Resource, list: bool) -> Status {
 /// How kube-apiserver writes an error Status for an `Accept`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorForm {
-    /// In an encoding `Accept` asks for: JSON (also for YAML, which the
-    /// sim does not write) or protobuf.
+    /// In an encoding `Accept` asks for: JSON or protobuf.
     Encoded(Encoding),
+    /// In YAML (written from the JSON, see [`super::http::restyle`]).
+    Yaml,
     /// In no encoding `Accept` asks for (`text/html`, a Table): Go's
     /// indented JSON without a final newline (`WriteRawJSON`).
     Indented,
@@ -163,7 +171,8 @@ pub fn for_status(accept: Option<&str>) -> ErrorForm {
         match media.as_str() {
             _ if !allowed => {}
             PROTOBUF => return ErrorForm::Encoded(Encoding::Protobuf),
-            JSON | YAML | "application/*" | "*/*" => return ErrorForm::Encoded(Encoding::Json),
+            YAML => return ErrorForm::Yaml,
+            JSON | "application/*" | "*/*" => return ErrorForm::Encoded(Encoding::Json),
             _ => {}
         }
     }
@@ -187,6 +196,39 @@ pub fn object_to_proto(resource: &Resource, json: &[u8]) -> Result<Bytes, String
 mod tests {
     use super::*;
     use crate::sim::resources::{RESOURCES, ids};
+
+    /// What [`super::negotiate`] picks, asserted not to be YAML.
+    fn negotiate(
+        accept: Option<&str>,
+        builtin: bool,
+    ) -> Result<(Encoding, Form), (Status, Encoding)> {
+        super::negotiate(accept, builtin).map(|(wire, form, yaml)| {
+            assert!(!yaml, "{accept:?}");
+            (wire, form)
+        })
+    }
+
+    #[test]
+    fn yaml_is_json_written_as_yaml_but_a_table_in_yaml_falls_through() {
+        let pods = RESOURCES[ids::PODS].builtin;
+        let yaml = |accept| super::negotiate(Some(accept), pods);
+        assert_eq!(yaml(YAML), Ok((Encoding::Json, Form::Whole, true)));
+        assert_eq!(
+            yaml("application/yaml;as=Table;v=v1;g=meta.k8s.io,application/json"),
+            Ok((Encoding::Json, Form::Whole, false))
+        );
+        assert_eq!(
+            yaml("application/json;as=Table;v=v1;g=meta.k8s.io,application/yaml"),
+            Ok((Encoding::Json, Form::Whole, true))
+        );
+        assert_eq!(for_status(Some(YAML)), ErrorForm::Yaml);
+        assert_eq!(
+            for_status(Some(
+                "application/json;as=Table;v=v1;g=meta.k8s.io,application/yaml"
+            )),
+            ErrorForm::Yaml
+        );
+    }
 
     #[test]
     fn protobuf_is_chosen_for_builtin_kinds_and_json_is_the_fallback_for_custom_resources() {

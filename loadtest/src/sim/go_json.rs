@@ -19,51 +19,6 @@ pub fn to_vec(value: &Value) -> Vec<u8> {
     out.into_bytes()
 }
 
-/// `value` as Go's `json.MarshalIndent(value, "", "  ")` writes it: one
-/// member or item a line, two spaces an indent level, empty objects and
-/// arrays as `{}` and `[]`; no final newline.
-pub fn to_vec_indented(value: &Value) -> Vec<u8> {
-    let mut out = String::new();
-    write_indented(&mut out, value, 0);
-    out.into_bytes()
-}
-
-fn write_indented(out: &mut String, value: &Value, depth: usize) {
-    let newline = |out: &mut String, depth: usize| {
-        out.push('\n');
-        out.push_str(&"  ".repeat(depth));
-    };
-    match value {
-        Value::Array(items) if !items.is_empty() => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                newline(out, depth + 1);
-                write_indented(out, item, depth + 1);
-            }
-            newline(out, depth);
-            out.push(']');
-        }
-        Value::Object(entries) if !entries.is_empty() => {
-            out.push('{');
-            for (i, (key, item)) in entries.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                newline(out, depth + 1);
-                write_str(out, key);
-                out.push_str(": ");
-                write_indented(out, item, depth + 1);
-            }
-            newline(out, depth);
-            out.push('}');
-        }
-        other => write_value(out, other),
-    }
-}
-
 fn write_value(out: &mut String, value: &Value) {
     match value {
         Value::Null => out.push_str("null"),
@@ -132,15 +87,6 @@ mod tests {
         assert_eq!(
             String::from_utf8(to_vec(&value)).unwrap(),
             "{\"a\":\"\\u003c\\u0026\\u003e\",\"b\\u2028\":[\"\\u0008\\u000c\\u0001\\u001f\u{7f} \\\"\\\\\\n\\r\\t é日本🙂 \\u2029/\",1,2.5,true,null]}"
-        );
-    }
-
-    #[test]
-    fn indented_json_is_gos_marshal_indent() {
-        let value = serde_json::json!({"a": {}, "b": [], "c": {"d": [1, "<"]}});
-        assert_eq!(
-            String::from_utf8(to_vec_indented(&value)).unwrap(),
-            "{\n  \"a\": {},\n  \"b\": [],\n  \"c\": {\n    \"d\": [\n      1,\n      \"\\u003c\"\n    ]\n  }\n}"
         );
     }
 }

@@ -33,15 +33,6 @@ const DIFFERENT: &[(&str, &str)] = &[
         "hyper's 431 has no body; Go's says 431 Request Header Fields Too Large",
     ),
     ("req-accept-table-alice", "the sim serves no Table"),
-    ("req-accept-yaml-alice", "the sim serves no YAML"),
-    (
-        "req-accept-yaml-anon",
-        "the sim writes no YAML: its errors are JSON",
-    ),
-    (
-        "req-accept-yaml-eve",
-        "the sim writes no YAML: its errors are JSON",
-    ),
 ];
 
 /// The groups replayed.

@@ -9,6 +9,7 @@ mod common;
 mod edges;
 mod golden;
 mod kubectl_auth;
+mod pretty_and_yaml;
 mod real_clients;
 mod run;
 mod sim_auth;

@@ -48,6 +48,7 @@ use axum::response::Response;
 use kubecache_reflector::{Snapshot, TryRecvError};
 use kubecache_wire::continue_token::{self, ContinueToken};
 use kubecache_wire::list_options::{CollectionParams, VersionMatch};
+use kubecache_wire::media::Form;
 use kubecache_wire::{CachedObject, Encoding, ObjectKey, Status};
 
 use super::bodies::{self, ListMeta, json_response, response};
@@ -227,7 +228,7 @@ fn render(
         Rendering::Encoded(shape, encoding) => {
             match bodies::list(&Kind::of(cache), &meta, items, shape, encoding) {
                 Ok(chunks) => response(bodies::stream(chunks), resource_version, encoding, false),
-                Err(status) => error::render(&status, Some(encoding)),
+                Err(status) => error::render(&status, Some((encoding, Form::Compact))),
             }
         }
         Rendering::Table { version, include } => {

@@ -26,6 +26,7 @@ mod negotiate;
 mod offload;
 mod path;
 mod query;
+mod restyle;
 mod route;
 pub(crate) mod table;
 mod watch;
@@ -211,7 +212,7 @@ async fn kubernetes(
         Read::List => "list",
         Read::Watch => "watch",
     });
-    let (errors, gzip, cache) = (read.errors, read.gzip, read.cache.clone());
+    let (errors, form, gzip, cache) = (read.errors, read.form, read.gzip, read.cache.clone());
     let (upstream, answer) = match from_cache(&shared, *read, &parts, &caller).await {
         Ok(Answer::Served(response)) => (false, Ok(response)),
         Err(error) => (false, Err(error)),
@@ -226,6 +227,10 @@ async fn kubernetes(
             };
             (true, answer)
         }
+    };
+    let answer = match answer {
+        Ok(answer) => Ok(restyle::restyle(answer, form).await),
+        Err(error) => Err(error),
     };
     let response = match answer {
         Err(error) => (Extension(endpoint), error.respond(errors)).into_response(),

@@ -19,12 +19,13 @@
 //!   `g=meta.k8s.io`, `v=v1`: the objects' metadata only, in JSON or in
 //!   protobuf, whatever the kind (custom resources included);
 //! - with `as=Table`, `g=meta.k8s.io`, `v=v1` or `v1beta1`: a Table, in JSON
-//!   only.
+//!   only;
+//! - `application/yaml`: any of the above as YAML, made from the JSON
+//!   ([`kubecache_wire::yaml`]); not for a watch.
 //!
 //! A `stream` parameter other than `stream=watch` refuses the range, as other
 //! `as`/`g`/`v` values do. Nothing served: the API server's 406, which names
-//! the types it serves (YAML among them, which kubecache does not: the
-//! message is the API server's, word for word). As on the API server, a list
+//! the types it serves, word for word. As on the API server, a list
 //! asked for `as=PartialObjectMetadata` (or a get asked for
 //! `…MetadataList`) is a 406 once negotiated; a watch takes either (its
 //! events are single objects; the API server would send full objects
@@ -39,7 +40,7 @@
 //! by their protobuf schema.
 //!
 //! Errors are encoded apart ([`error_encoding`]): in the first range without
-//! `as` that is JSON or protobuf, as the API server negotiates its Status;
+//! `as` that is JSON, YAML or protobuf, as the API server negotiates its Status;
 //! with none, as the API server writes what it cannot negotiate (indented
 //! JSON: a Table asked for in protobuf only gets that 406).
 
@@ -49,7 +50,7 @@ use kubecache_wire::{Status, StatusDetails};
 use super::table::{self, IncludeObject};
 use crate::cacher::encoding::Shape;
 use kubecache_wire::Encoding;
-use kubecache_wire::media::{JSON, PROTOBUF};
+use kubecache_wire::media::{JSON, PROTOBUF, YAML};
 
 /// How a list, get or watch is answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,11 +111,16 @@ impl Range<'_> {
         ["as", "g", "v"].iter().any(|k| self.param(k).is_some())
     }
 
-    /// The encoding of its media type, if kubecache has it; a wildcard is
-    /// JSON, or protobuf when JSON is refused.
+    /// YAML, written from the JSON encoding.
+    fn yaml(&self) -> bool {
+        self.media == YAML
+    }
+
+    /// The encoding of its media type, if kubecache has it (YAML is JSON
+    /// rewritten); a wildcard is JSON, or protobuf when JSON is refused.
     fn encoding(&self, json_refused: bool) -> Option<Encoding> {
         match self.media.as_str() {
-            JSON => Some(Encoding::Json),
+            JSON | YAML => Some(Encoding::Json),
             "application/*" | "*/*" if !json_refused => Some(Encoding::Json),
             PROTOBUF | "application/*" | "*/*" => Some(Encoding::Protobuf),
             _ => None,
@@ -173,7 +179,7 @@ fn ranges(accept: &str) -> Ranges<'_> {
 }
 
 /// How to answer `read` of `served` for `accept` (`None`: no header, JSON)
-/// and the `includeObject` of `query`.
+/// and the `includeObject` of `query`, and whether in YAML.
 ///
 /// # Errors
 ///
@@ -184,9 +190,9 @@ pub(crate) fn negotiate(
     query: &str,
     read: Read,
     served: Served<'_>,
-) -> Result<Rendering, Status> {
+) -> Result<(Rendering, bool), Status> {
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
-        return Ok(Rendering::Encoded(Shape::Object, Encoding::Json));
+        return Ok((Rendering::Encoded(Shape::Object, Encoding::Json), false));
     };
     if served.protobuf.is_some()
         && let Some(refusal) = router_refusal(accept, read)
@@ -198,12 +204,15 @@ pub(crate) fn negotiate(
         let Some(encoding) = range.encoding(ranges.json_refused) else {
             continue;
         };
-        if range.param("stream").is_some_and(|s| s != "watch") {
+        if range.param("stream").is_some_and(|s| s != "watch")
+            || (range.yaml() && read == Read::Watch)
+        {
             continue;
         }
+        let yaml = range.yaml();
         if !range.converts() {
             if encoding == Encoding::Json || served.protobuf.is_some() {
-                return Ok(Rendering::Encoded(Shape::Object, encoding));
+                return Ok((Rendering::Encoded(Shape::Object, encoding), yaml));
             }
             continue;
         }
@@ -212,10 +221,11 @@ pub(crate) fn negotiate(
         }
         match (range.param("as"), range.param("v"), encoding) {
             (Some("Table"), Some(v @ ("v1" | "v1beta1")), Encoding::Json) => {
-                return Ok(Rendering::Table {
+                let table = Rendering::Table {
                     version: if v == "v1" { "v1" } else { "v1beta1" },
                     include: table::include_object(query)?,
-                });
+                };
+                return Ok((table, yaml));
             }
             (
                 Some(as_ @ ("PartialObjectMetadata" | "PartialObjectMetadataList")),
@@ -223,7 +233,7 @@ pub(crate) fn negotiate(
                 _,
             ) => {
                 return metadata(as_ == "PartialObjectMetadataList", read, served)
-                    .map(|()| Rendering::Encoded(Shape::Metadata, encoding));
+                    .map(|()| (Rendering::Encoded(Shape::Metadata, encoding), yaml));
             }
             _ => {}
         }
@@ -302,20 +312,20 @@ fn not_acceptable(read: Read) -> Status {
     )
 }
 
-/// The encoding of an error Status for `accept`: the first range without a
-/// conversion that is JSON or protobuf (a Status has both); JSON without
-/// `Accept`; `None` when `Accept` names neither (see
-/// [`error::render`](crate::error::render)).
-pub(crate) fn error_encoding(accept: Option<&str>) -> Option<Encoding> {
+/// The encoding of an error Status for `accept`, and whether in YAML: the
+/// first range without a conversion that is JSON, YAML or protobuf (a
+/// Status has them all); JSON without `Accept`; `None` when `Accept` names
+/// none (see [`error::render`](crate::error::render)).
+pub(crate) fn error_encoding(accept: Option<&str>) -> Option<(Encoding, bool)> {
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
-        return Some(Encoding::Json);
+        return Some((Encoding::Json, false));
     };
     let ranges = ranges(accept);
     ranges
         .accepted
         .iter()
         .filter(|range| !range.converts())
-        .find_map(|range| range.encoding(ranges.json_refused))
+        .find_map(|range| Some((range.encoding(ranges.json_refused)?, range.yaml())))
 }
 
 #[cfg(test)]
@@ -344,7 +354,15 @@ mod tests {
     }
 
     fn list(accept: &str, served: Served<'_>) -> Result<Rendering, Status> {
-        negotiate(Some(accept), "", Read::List, served)
+        read(accept, Read::List, served)
+    }
+
+    /// The rendering negotiated, in JSON (not YAML).
+    fn read(accept: &str, read: Read, served: Served<'_>) -> Result<Rendering, Status> {
+        negotiate(Some(accept), "", read, served).map(|(rendering, yaml)| {
+            assert!(!yaml, "{accept}");
+            rendering
+        })
     }
 
     const PB_THEN_JSON: &str = "application/vnd.kubernetes.protobuf,application/json";
@@ -372,7 +390,7 @@ mod tests {
         );
         assert_eq!(
             negotiate(None, "", Read::Get, widgets()),
-            Ok(Rendering::Encoded(Shape::Object, Encoding::Json))
+            Ok((Rendering::Encoded(Shape::Object, Encoding::Json), false))
         );
     }
 
@@ -389,11 +407,11 @@ mod tests {
         );
         let watch = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
         assert_eq!(
-            negotiate(Some(watch), "", Read::Watch, pods()),
+            read(watch, Read::Watch, pods()),
             Ok(Rendering::Encoded(Shape::Metadata, Encoding::Json))
         );
         assert_eq!(
-            negotiate(Some(watch), "", Read::Get, widgets()),
+            read(watch, Read::Get, widgets()),
             Ok(Rendering::Encoded(Shape::Metadata, Encoding::Json))
         );
     }
@@ -410,8 +428,7 @@ mod tests {
                 "you requested PartialObjectMetadata, but the requested object is a list (*v1.PodList)"
             )
         );
-        let refused =
-            negotiate(Some(CLIENT_GO_METADATA_LIST), "", Read::Get, widgets()).unwrap_err();
+        let refused = read(CLIENT_GO_METADATA_LIST, Read::Get, widgets()).unwrap_err();
         assert_eq!(
             refused.message,
             "you requested PartialObjectMetadataList, but the requested object is not a list (*unstructured.Unstructured)"
@@ -499,7 +516,32 @@ mod tests {
     }
 
     #[test]
+    fn yaml_is_served_for_gets_lists_and_tables_but_not_watches() {
+        let yaml = |accept: &str, read: Read| negotiate(Some(accept), "", read, pods());
+        let object = Rendering::Encoded(Shape::Object, Encoding::Json);
+        assert_eq!(yaml(YAML, Read::Get), Ok((object, true)));
+        assert_eq!(yaml(YAML, Read::List), Ok((object, true)));
+        let table = "application/yaml;as=Table;v=v1;g=meta.k8s.io";
+        assert!(matches!(
+            yaml(table, Read::List),
+            Ok((Rendering::Table { .. }, true))
+        ));
+        let json_table_first = "application/json;as=Table;v=v1;g=meta.k8s.io,application/yaml";
+        assert!(matches!(
+            yaml(json_table_first, Read::List),
+            Ok((Rendering::Table { .. }, false))
+        ));
+        let refused = yaml(YAML, Read::Watch).unwrap_err();
+        assert_eq!(
+            refused.message,
+            "only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
+        );
+        assert_eq!(error_encoding(Some(YAML)), Some((Encoding::Json, true)));
+    }
+
+    #[test]
     fn errors_are_encoded_in_the_first_plain_range() {
+        let error_encoding = |accept| error_encoding(accept).map(|(encoding, _)| encoding);
         assert_eq!(error_encoding(None), Some(Encoding::Json));
         assert_eq!(error_encoding(Some(PB_THEN_JSON)), Some(Encoding::Protobuf));
         assert_eq!(

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use axum::http::request::Parts;
 use axum::http::{Method, Uri, header};
 use kubecache_wire::list_options::{self, CollectionParams};
+use kubecache_wire::media::Form;
 use kubecache_wire::{Encoding, FieldSelector, Status};
 
 use super::negotiate::{self, Read, Rendering};
@@ -52,8 +53,11 @@ pub struct CacheRead {
     pub what: What,
     /// How the answer is encoded; 406 when `Accept` names nothing served.
     pub rendering: Result<Rendering, Status>,
+    /// The form of a JSON answer: YAML as negotiated, pretty as asked (see
+    /// [`kubecache_wire::pretty::asked`]); never for a watch.
+    pub form: Form,
     /// How an error `Status` is encoded (see [`negotiate::error_encoding`]).
-    pub errors: Option<Encoding>,
+    pub errors: Option<(Encoding, Form)>,
     /// Whether a large answer is gzipped (never a watch).
     pub gzip: bool,
 }
@@ -195,19 +199,27 @@ fn cache_read(
             }
         }
     };
-    let accept = request
-        .headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok());
+    let header = |name| request.headers.get(name).and_then(|v| v.to_str().ok());
+    let accept = header(header::ACCEPT);
+    let pretty = kubecache_wire::pretty::asked(query, header(header::USER_AGENT));
     let read = what.read();
     let served = negotiate::Served {
         protobuf: cache.protobuf,
         kind: &cache.resource.kind,
         version: &cache.resource.version,
     };
+    let negotiated = negotiate::negotiate(accept, query, read, served);
+    let form = match &negotiated {
+        Ok((rendering, yaml)) if rendering.encoding() == Encoding::Json && read != Read::Watch => {
+            Form::of(*yaml, pretty)
+        }
+        _ => Form::Compact,
+    };
     Some(CacheRead {
-        rendering: negotiate::negotiate(accept, query, read, served),
-        errors: negotiate::error_encoding(accept),
+        rendering: negotiated.map(|(rendering, _)| rendering),
+        form,
+        errors: negotiate::error_encoding(accept)
+            .map(|(encoding, yaml)| (encoding, Form::of(yaml, pretty))),
         gzip: read != Read::Watch && super::gzip::accepted(&request.headers),
         cache,
         namespace,

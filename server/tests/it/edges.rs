@@ -106,18 +106,6 @@ async fn request_edges_are_authorized_first_and_answered_as_kube_apiserver_did()
             "req-request-line-1100k-alice",
             "hyper's 431 has no body; Go's says 431 Request Header Fields Too Large",
         ),
-        (
-            "req-accept-yaml-alice",
-            "kubecache serves no YAML: 406 (kubectl asks for JSON or protobuf and prints YAML itself)",
-        ),
-        (
-            "req-accept-yaml-anon",
-            "kubecache writes no YAML: its 403 is indented JSON",
-        ),
-        (
-            "req-accept-yaml-eve",
-            "kubecache writes no YAML: its 403 is indented JSON",
-        ),
     ];
     replay("request-edges", 62, &different).await;
 }

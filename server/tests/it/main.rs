@@ -29,6 +29,7 @@ mod kubectl_auth;
 mod lifecycle;
 mod load;
 mod passthrough;
+mod pretty_and_yaml;
 mod protocol;
 mod read_your_writes;
 mod reads;

@@ -7,9 +7,7 @@ use kubecache_wire::{Status, protobuf};
 use serde_json::Value;
 
 use crate::sim::patch::unsupported_media_type;
-use kubecache_wire::media::{JSON, PROTOBUF};
-
-const YAML: &str = "application/yaml";
+use kubecache_wire::media::{JSON, PROTOBUF, YAML};
 
 /// The media type of a request's body, without parameters.
 pub fn content_type(headers: &HeaderMap) -> Option<&str> {

@@ -9,6 +9,7 @@ use std::sync::{Arc, LazyLock};
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::response::Response;
+use kubecache_wire::media::JSON;
 use serde_json::{Value, json};
 
 use super::Context;
@@ -38,8 +39,13 @@ pub const SCHEMA_GIT_VERSION: &str = "v1.36.0-kubecache-sim";
 
 /// `GET /version`: the configured Kubernetes version, indented, as
 /// kube-apiserver writes it (the sim's objects are written with the
-/// schema's own types, 1.36, whatever it says).
-pub async fn version(State(ctx): State<Arc<Context>>) -> Response {
+/// schema's own types, 1.36, whatever it says); its route produces JSON
+/// only, so go-restful refuses YAML (or `text/html`) with a 406.
+pub async fn version(State(ctx): State<Arc<Context>>, request: HeaderMap) -> Response {
+    let accept = request.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    if let Some(status) = super::restful_not_acceptable(accept, &[JSON]) {
+        return super::error_response(&status, accept);
+    }
     let version = ctx.serve.kube_version;
     let version = json!({
         "major": "1",

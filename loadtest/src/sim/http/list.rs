@@ -41,13 +41,15 @@ use tokio::time::Instant;
 /// Size of the chunks a large body is streamed in.
 const CHUNK: usize = 256 * 1024;
 
-/// `GET` of a collection, its objects in `form`.
+/// `GET` of a collection, its objects in `form`; a list in YAML when
+/// `yaml` (a watch then gets the API server's 406).
 pub async fn collection(
     ctx: &Arc<Context>,
     target: &Target,
     query: &str,
     wire: Encoding,
     form: Form,
+    yaml: bool,
 ) -> Response {
     let resource = &RESOURCES[target.resource];
     let parsed = if target.watch {
@@ -61,6 +63,9 @@ pub async fn collection(
         Err(status) => return status_response(&status, wire),
     };
     let counters = &ctx.counters;
+    if params.watch && yaml {
+        return status_response(&encoding::watch_not_acceptable(), wire);
+    }
     if params.watch {
         // Events are single objects: either metadata form will do.
         return watch::serve(ctx, target, params, wire, form).await;
@@ -100,7 +105,9 @@ pub async fn collection(
                 .serving_cost
                 .filter(|_| !one_key)
                 .map(|cost| Pace { cost, wire, source });
-            body_response(StatusCode::OK, wire, false, chunked(body, truncate, pace))
+            let response =
+                body_response(StatusCode::OK, wire, false, chunked(body, truncate, pace));
+            super::restyle::read(response, yaml)
         }
         Err(status) => status_response(&status, wire),
     }

@@ -3,7 +3,8 @@
 //! arm faults, `/sim/cut-watches` to cut every open watch from outside
 //! the process, `/sim/counters` to read the [`Counters`] and `/sim/reviews`
 //! the reviews asked. Every request but those under `/sim/` passes
-//! [`auth::guard`] first.
+//! [`auth::guard`] first; answers and errors are then pretty or YAML as
+//! asked ([`restyle`]).
 
 mod auth;
 mod body;
@@ -15,6 +16,7 @@ mod log;
 mod openapi;
 mod params;
 mod request_info;
+mod restyle;
 mod reviews;
 mod subresource;
 mod watch;
@@ -29,7 +31,7 @@ use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
-use kubecache_wire::media::{JSON, PROTOBUF, PROTOBUF_WATCH};
+use kubecache_wire::media::{Form, JSON, PROTOBUF, PROTOBUF_WATCH, YAML};
 use kubecache_wire::{Status, StatusDetails};
 use parking_lot::RwLock;
 
@@ -143,6 +145,7 @@ pub fn router(ctx: Arc<Context>) -> Router {
             ctx.clone(),
             auth::guard,
         ))
+        .layer(axum::middleware::from_fn(restyle::layer))
         .with_state(ctx)
 }
 
@@ -259,15 +262,15 @@ async fn dispatch(
     let accept = header_str(request.headers(), header::ACCEPT);
     if method == Method::GET
         && resource.builtin
-        && let Some(status) = restful_not_acceptable(accept, &target)
+        && let Some(status) = restful_not_acceptable(accept, &produces(&target))
     {
         return error_response(&status, accept);
     }
-    let (wire, form) = match encoding::negotiate(accept, resource.builtin) {
+    let (wire, form, yaml) = match encoding::negotiate(accept, resource.builtin) {
         Ok(negotiated) => negotiated,
         // A log is text whatever the client accepts; only its errors are JSON.
         Err(_) if target.subresource.as_deref() == Some("log") => {
-            (Encoding::Json, encoding::Form::Whole)
+            (Encoding::Json, encoding::Form::Whole, false)
         }
         Err((status, wire)) => return status_response(&status, wire),
     };
@@ -296,10 +299,14 @@ async fn dispatch(
     let has_name = target.name.is_some();
     match (target.subresource.as_deref(), &method, has_name) {
         (None, &Method::GET, _) if target.watch => {
-            list::collection(&ctx, &target, &query, wire, form).await
+            list::collection(&ctx, &target, &query, wire, form, yaml).await
         }
-        (None, &Method::GET, false) => list::collection(&ctx, &target, &query, wire, form).await,
-        (None, &Method::GET, true) => list::get(&ctx, &target, &query, wire, form).await,
+        (None, &Method::GET, false) => {
+            list::collection(&ctx, &target, &query, wire, form, yaml).await
+        }
+        (None, &Method::GET, true) => {
+            restyle::read(list::get(&ctx, &target, &query, wire, form).await, yaml)
+        }
         (None, &Method::POST, false) => call.create(&body),
         (None, &Method::PUT, true) => call.replace(&body, Part::Whole),
         (None, &Method::PATCH, true) => call.patch(&body, Part::Whole),
@@ -330,21 +337,26 @@ fn routed(path: &str) -> bool {
     })
 }
 
-/// The 406 of go-restful's route selection, before any handler: a GET of a
-/// built-in resource whose `Accept` names neither `*/*` nor any media type
-/// its route produces, compared exactly (in case too) before a `;`. A
-/// collection's (and a watch's) route also produces the watch streams, a
-/// log's plain text.
-fn restful_not_acceptable(accept: Option<&str>, target: &Target) -> Option<Status> {
-    let accept = accept.filter(|a| !a.is_empty())?;
+/// The media types the go-restful route of a built-in resource produces:
+/// JSON, YAML and protobuf; a collection's (and a watch's) route also the
+/// watch streams, a log's plain text.
+fn produces(target: &Target) -> Vec<&'static str> {
     let mut produces = Vec::new();
     if target.subresource.as_deref() == Some("log") {
         produces.push("text/plain");
     }
-    produces.extend([JSON, encoding::YAML, PROTOBUF]);
+    produces.extend([JSON, YAML, PROTOBUF]);
     if target.name.is_none() || target.watch {
         produces.extend(["application/json;stream=watch", PROTOBUF_WATCH]);
     }
+    produces
+}
+
+/// The 406 of go-restful's route selection, before any handler: a GET
+/// whose `Accept` names neither `*/*` nor any media type its route
+/// `produces`, compared exactly (in case too) before a `;`.
+fn restful_not_acceptable(accept: Option<&str>, produces: &[&str]) -> Option<Status> {
+    let accept = accept.filter(|a| !a.is_empty())?;
     let acceptable = accept.split(',').any(|part| {
         let media = part.split(';').next().unwrap_or_default().trim_matches(' ');
         media == "*/*" || produces.contains(&media)
@@ -469,16 +481,16 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
 }
 
 /// An error as kube-apiserver's `ErrorNegotiated` writes it for `accept`:
-/// in the encoding asked for, or indented JSON when none can carry it.
+/// in the encoding asked for (YAML is JSON that [`restyle`] rewrites), or
+/// pretty JSON when none can carry it.
 pub fn error_response(status: &Status, accept: Option<&str>) -> Response {
     match encoding::for_status(accept) {
         encoding::ErrorForm::Encoded(wire) => status_response(status, wire),
+        encoding::ErrorForm::Yaml => status_response(status, Encoding::Json),
         encoding::ErrorForm::Indented => {
-            let value: serde_json::Value =
-                serde_json::from_slice(&status.to_json()).expect("a Status is JSON");
             let code =
                 StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            let body = super::go_json::to_vec_indented(&value);
+            let body = Form::Pretty.write(&status.to_json());
             body_response(code, Encoding::Json, false, body.into())
         }
     }
@@ -487,7 +499,7 @@ pub fn error_response(status: &Status, accept: Option<&str>) -> Response {
 /// A Status error response.
 pub fn status_response(status: &Status, wire: Encoding) -> Response {
     let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    body_response(code, wire, false, wire.status(status).into())
+    body_response(code, wire, false, wire.status(status, Form::Compact).into())
 }
 
 /// A response with a body in an encoding.
@@ -527,7 +539,7 @@ mod tests {
         let target = |path: &str| Target::of(&RequestInfo::parse(&Method::GET, path, "").unwrap());
         let pod = target("/api/v1/namespaces/ns/pods/p").unwrap();
         let refused = |accept: &str, target: &Target| {
-            restful_not_acceptable(Some(accept), target).map(|s| s.message)
+            restful_not_acceptable(Some(accept), &produces(target)).map(|s| s.message)
         };
         for accept in [
             "*/*",

@@ -251,7 +251,7 @@ async fn read(request: Request, kind: Kind) -> Result<(Map<String, Value>, Encod
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok());
     let wire = match encoding::negotiate(accept, true) {
-        Ok((wire, _)) => wire,
+        Ok((wire, _, _)) => wire,
         Err((status, wire)) => return Err(status_response(&status, wire)),
     };
     if request.method() != Method::POST {

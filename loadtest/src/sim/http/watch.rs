@@ -466,9 +466,10 @@ impl Output {
                 line.extend_from_slice(b"}\n");
                 line
             }
-            Encoding::Protobuf => {
-                protobuf::encode_watch_event("ERROR", &Encoding::Protobuf.status(&status))
-            }
+            Encoding::Protobuf => protobuf::encode_watch_event(
+                "ERROR",
+                &Encoding::Protobuf.status(&status, kubecache_wire::media::Form::Compact),
+            ),
         };
         self.buf.put_slice(&encoded);
         self.flush().await
