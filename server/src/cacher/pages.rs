@@ -19,11 +19,17 @@
 //! many clients as that paginating together), the client holding the most
 //! gives up its oldest. A continue token whose snapshot is gone gets 410
 //! `Expired`, and its client relists.
+//!
+//! A held list also remembers how many objects its last few pages served
+//! through their last keys ([`HeldSnapshots::passed`]), so that the next
+//! page's `remainingItemCount` is a subtraction: the continue token is the
+//! API server's, which carries no count.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use kubecache_reflector::Snapshot;
+use kubecache_wire::ObjectKey;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
@@ -34,6 +40,10 @@ pub(crate) const PER_CLIENT: usize = 8;
 
 /// Lists paginated at once (per resource), all clients together.
 pub(crate) const TOTAL: usize = 1024;
+
+/// Pages of a held list whose served counts are remembered (a client may
+/// ask for a page again, or a little out of order).
+const PAGES_REMEMBERED: usize = 4;
 
 /// Snapshots held for the next pages of lists, each until its TTL ends.
 #[derive(Debug)]
@@ -50,6 +60,10 @@ struct Held {
     resource_version: u64,
     snapshot: Snapshot,
     expires: Instant,
+    /// The scope (a namespace, or all) and last key of the latest pages of
+    /// lists at its resourceVersion, and how many objects each list had
+    /// served through it.
+    passed: Vec<(Option<String>, ObjectKey, usize)>,
 }
 
 impl HeldSnapshots {
@@ -96,7 +110,48 @@ impl HeldSnapshots {
             resource_version: rv,
             snapshot: snapshot.clone(),
             expires,
+            passed: Vec::new(),
         });
+    }
+
+    /// Remembers that `owner`'s list of `namespace` (or all) at `rv`
+    /// (held) served `served` objects through `last`.
+    pub(crate) fn passed(
+        &self,
+        owner: Option<Owner>,
+        rv: u64,
+        namespace: Option<&str>,
+        last: &ObjectKey,
+        served: usize,
+    ) {
+        let mut held = self.held.lock();
+        if let Some(h) = held
+            .iter_mut()
+            .find(|h| h.owner == owner && h.resource_version == rv)
+        {
+            if h.passed.len() == PAGES_REMEMBERED {
+                h.passed.remove(0);
+            }
+            h.passed
+                .push((namespace.map(str::to_string), last.clone(), served));
+        }
+    }
+
+    /// How many objects a list of `namespace` (or all) at `rv` had served
+    /// through `key`, if one of its remembered pages ended there (whoever's
+    /// list it was).
+    pub(crate) fn served_through(
+        &self,
+        rv: u64,
+        namespace: Option<&str>,
+        key: &ObjectKey,
+    ) -> Option<usize> {
+        let held = self.held.lock();
+        held.iter()
+            .filter(|h| h.resource_version == rv)
+            .flat_map(|h| &h.passed)
+            .find(|(scope, last, _)| scope.as_deref() == namespace && last == key)
+            .map(|(_, _, served)| *served)
     }
 
     /// The snapshot held for a list at `resource_version`, whoever's list
@@ -194,6 +249,24 @@ mod tests {
         assert!(pages.find(2).is_none(), "the busy owner's oldest went");
         assert!(pages.find(3).is_some());
         assert_eq!(pages.len(), PER_CLIENT + 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_list_s_served_count_is_remembered_by_scope_for_its_latest_pages() {
+        let (mut writer, reader) = store(StoreConfig::default());
+        let pages = HeldSnapshots::start(TTL);
+        pages.hold(owner("a"), 7, &at(&mut writer, &reader, 7));
+        let key = |name: &str| ObjectKey::new("ns", name);
+        pages.passed(owner("a"), 7, None, &key("p-0"), 10);
+        pages.passed(owner("a"), 7, Some("ns"), &key("p-0"), 3);
+        assert_eq!(pages.served_through(7, None, &key("p-0")), Some(10));
+        assert_eq!(pages.served_through(7, Some("ns"), &key("p-0")), Some(3));
+        assert_eq!(pages.served_through(8, None, &key("p-0")), None);
+        for page in 1..=PAGES_REMEMBERED {
+            pages.passed(owner("a"), 7, None, &key(&format!("p-{page}")), 10 * page);
+        }
+        assert_eq!(pages.served_through(7, None, &key("p-0")), None, "too old");
+        assert_eq!(pages.served_through(7, None, &key("p-1")), Some(10));
     }
 
     #[tokio::test(start_paused = true)]

@@ -25,8 +25,10 @@
 //! other: a token whose snapshot is not held (gone, or one the API server
 //! gave) gets the API server's 410 with an inconsistent continue token, and
 //! one of `rv` -1 continues from its key at the current state.
-//! `remainingItemCount` is counted in the snapshot, after the page's last
-//! key.
+//! `remainingItemCount` is the objects in the list's scope less those served
+//! through the page's last key: a count the held list remembers for the
+//! tokens it gave (see `cacher::pages`); only a token it did not give (the
+//! API server's, or an `rv` -1 one) has the rest counted.
 //!
 //! Every response says the resourceVersion it was served at, in its
 //! metadata (a Table's too), its continue token and the
@@ -105,14 +107,26 @@ pub async fn serve(
             (cache.reader.snapshot(), rv, params.limit)
         }
     };
+    let resource_version = snapshot.resource_version().max(waited);
+    let after = params
+        .continue_token
+        .as_ref()
+        .map(|token| start_key(filter, token));
+    let before = match (&params.continue_token, &after) {
+        (Some(token), Some(key)) if token.rv > 0 => {
+            cache
+                .pages
+                .served_through(resource_version, filter.namespace.as_deref(), key)
+        }
+        (Some(_), _) => None,
+        (None, _) => Some(0),
+    };
     let page = Page {
         owner: flow.owner,
-        resource_version: snapshot.resource_version().max(waited),
+        resource_version,
         limit,
-        after: params
-            .continue_token
-            .as_ref()
-            .map(|token| start_key(filter, token)),
+        after,
+        before,
     };
     // A large list waits for its seat (its consistent read done).
     let seat = caches.seats.take(page.sent(filter, &snapshot), flow).await;
@@ -147,6 +161,9 @@ struct Page {
     resource_version: u64,
     limit: usize,
     after: Option<ObjectKey>,
+    /// How many objects the list served before this page, when known: 0
+    /// for a first page, remembered for a token kubecache gave.
+    before: Option<usize>,
 }
 
 impl Page {
@@ -160,13 +177,17 @@ impl Page {
         filter.candidate_count(snapshot).min(limit)
     }
 
-    /// What serving the page costs: objects examined (every candidate: a
-    /// selector examines those it skips, and without one the objects after
-    /// a limited page are counted), and rows rendered.
+    /// What serving the page costs: objects examined (every candidate when
+    /// a selector examines those it skips, or when the objects after the
+    /// page are counted), and rows rendered.
     fn work(&self, filter: &Filter, snapshot: &Snapshot, rendering: Rendering) -> offload::Work {
         let served = self.sent(filter, snapshot);
         offload::Work {
-            examined: filter.candidate_count(snapshot),
+            examined: if filter.requires() || self.before.is_none() {
+                filter.candidate_count(snapshot)
+            } else {
+                served
+            },
             rendered: match rendering {
                 Rendering::Encoded(..) => 0,
                 Rendering::Table { .. } => served,
@@ -205,12 +226,26 @@ impl Page {
                 None => last.key.as_str(),
             };
             meta.continue_token = Some(ContinueToken::after(rv, relative).encode());
-            if !filter.requires() {
-                meta.remaining = Some(filter.select(snapshot, Some(&last.key)).count());
-            }
             cache
                 .pages
                 .hold(self.owner, self.resource_version, snapshot);
+            if !filter.requires() {
+                // Without selectors the candidates are the list's scope.
+                let total = filter.candidate_count(snapshot);
+                let remaining = match self.before {
+                    Some(before) => total.saturating_sub(before + items.len()),
+                    None => filter.select(snapshot, Some(&last.key)).count(),
+                };
+                meta.remaining = Some(remaining);
+                let served = total - remaining;
+                cache.pages.passed(
+                    self.owner,
+                    self.resource_version,
+                    filter.namespace.as_deref(),
+                    &last.key,
+                    served,
+                );
+            }
         }
         render(cache, meta, items, rendering)
     }
