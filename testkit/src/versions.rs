@@ -15,8 +15,9 @@
 //! - a continue token reads as its `start` key, its `rv` as `*` (but `-1`,
 //!   which is no resourceVersion);
 //! - protobuf bodies of successes are not compared (their resourceVersions
-//!   cannot be told apart from the rest without decoding); protobuf errors
-//!   are, byte for byte.
+//!   cannot be told apart from the rest without decoding), but for
+//!   reviews; protobuf errors and reviews are, byte for byte but the times
+//!   the server stamps ([`with_recorded_times`]).
 //!
 //! A page's request carries the continue token the recorded server gave
 //! an earlier case; the replay sends the token the server under test gave
@@ -146,7 +147,15 @@ pub fn difference(case: &Value, answer: &Answer) -> Option<String> {
         ));
     }
     let (recorded, answered) = match content_type.unwrap_or_default() {
-        "application/vnd.kubernetes.protobuf" if status < 400 => return None,
+        // A review carries no resourceVersion: it is compared, but for the
+        // times the server stamps, as errors are.
+        "application/vnd.kubernetes.protobuf" if status < 400 && !is_review(case) => {
+            return None;
+        }
+        "application/vnd.kubernetes.protobuf" => {
+            let answered = with_recorded_times(&answer.body, &recorded);
+            (recorded, answered)
+        }
         "application/yaml" => (loosen_yaml(&recorded), loosen_yaml(&answer.body)),
         "application/json" => (loosen_json(&recorded), loosen_json(&answer.body)),
         _ => (recorded, answer.body.clone()),
@@ -164,6 +173,72 @@ pub fn difference(case: &Value, answer: &Answer) -> Option<String> {
             shown(&recorded[from.min(recorded.len())..])
         )
     })
+}
+
+/// Whether `case` posts a review (`kubectl auth`'s SelfSubjectReview,
+/// SelfSubjectAccessReview or SelfSubjectRulesReview).
+fn is_review(case: &Value) -> bool {
+    case["path"]
+        .as_str()
+        .is_some_and(|p| p.ends_with("reviews"))
+}
+
+/// `answer` with the recorded value of each time it stamps where `recorded`
+/// has one at the same offset: a JSON time (`"2026-12-06T03:56:55Z"`) or a
+/// protobuf `Time` (field 1, its seconds a 5-byte varint, then `nanos` 0:
+/// `08 xx xx xx xx xx 10 00`). Anything else that differs stays.
+fn with_recorded_times(answer: &[u8], recorded: &[u8]) -> Vec<u8> {
+    let mut out = answer.to_vec();
+    if answer.len() != recorded.len() {
+        return out;
+    }
+    let json_time = |w: &[u8]| {
+        w.len() == 22
+            && w[0] == b'"'
+            && w[21] == b'"'
+            && w[1..21]
+                .iter()
+                .zip(b"dddd-dd-ddTdd:dd:ddZ")
+                .all(|(b, p)| match p {
+                    b'd' => b.is_ascii_digit(),
+                    _ => b == p,
+                })
+    };
+    let proto_time = |w: &[u8]| {
+        w.len() == 8
+            && w[0] == 0x08
+            && w[1..5].iter().all(|b| *b >= 0x80)
+            && w[5] < 0x80
+            && w[6..] == [0x10, 0x00]
+    };
+    let mut at = 0;
+    while at < out.len() {
+        if out[at] == recorded[at] {
+            at += 1;
+            continue;
+        }
+        let window = [22, 8].into_iter().find_map(|len: usize| {
+            (at.saturating_sub(len - 1)..=at)
+                .find(|&start| {
+                    let (a, r) = (
+                        out.get(start..start + len),
+                        recorded.get(start..start + len),
+                    );
+                    a.zip(r).is_some_and(|(a, r)| {
+                        (json_time(a) && json_time(r)) || (proto_time(a) && proto_time(r))
+                    })
+                })
+                .map(|start| start..start + len)
+        });
+        match window {
+            Some(window) => {
+                at = window.end;
+                out[window.clone()].copy_from_slice(&recorded[window]);
+            }
+            None => at += 1,
+        }
+    }
+    out
 }
 
 /// Keys whose string values a simulated server cannot reproduce.
@@ -348,5 +423,24 @@ mod tests {
             String::from_utf8(loosen_yaml(yaml.as_bytes())).unwrap(),
             "metadata:\n  name: a\n  resourceVersion: *\n"
         );
+    }
+
+    #[test]
+    fn only_stamped_times_take_the_recorded_value() {
+        let recorded = br#"{"t":"2026-12-06T03:56:55Z","n":"a"}"#;
+        let answer = br#"{"t":"2025-01-02T10:11:12Z","n":"b"}"#;
+        assert_eq!(
+            with_recorded_times(answer, recorded),
+            br#"{"t":"2026-12-06T03:56:55Z","n":"b"}"#
+        );
+        let recorded = [
+            0x42, 0x08, 0x08, 0x87, 0xba, 0xd3, 0xd8, 0x06, 0x10, 0x00, 0x01,
+        ];
+        let answer = [
+            0x42, 0x08, 0x08, 0x80, 0xb0, 0xc1, 0xd0, 0x06, 0x10, 0x00, 0x02,
+        ];
+        let mut expected = recorded;
+        expected[10] = 0x02;
+        assert_eq!(with_recorded_times(&answer, &recorded), expected);
     }
 }

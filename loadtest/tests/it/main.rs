@@ -8,10 +8,9 @@
 mod common;
 mod edges;
 mod golden;
-mod kubectl_auth;
-mod pretty_and_yaml;
 mod real_clients;
 mod run;
 mod sim_auth;
 mod sim_protocol;
 mod sim_writes;
+mod versions;
