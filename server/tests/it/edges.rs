@@ -18,47 +18,14 @@ use crate::common;
 
 use std::net::SocketAddr;
 
-use common::{Served, Setup, serve};
-use kubecache_loadtest::sim::{Policy, SimConfig, ids};
-use kubecache_reflector::upstream::ApiResource;
-use kubecache_testkit::{edges, golden, replay, wait};
+use common::Served;
+use kubecache_loadtest::sim::SimConfig;
+use kubecache_testkit::{edges, golden, replay};
 
 /// kubecache in front of the corpus's sim, holding the objects its cases
 /// name, and where it listens.
 async fn served() -> (Served, SocketAddr) {
-    let served = serve(Setup {
-        sim: SimConfig {
-            pods: 0,
-            configmaps: 0,
-            policy: Some(Policy::edges().with_kubecache()),
-            ..SimConfig::default()
-        },
-        resources: vec![
-            ApiResource::pods(),
-            common::resource("", "configmaps", "ConfigMap", true),
-        ],
-        auth: Some(common::matrix_auth()),
-        ..Setup::default()
-    })
-    .await;
-    let (pods, configmaps) = golden::edge_objects();
-    let counts = (pods.len(), configmaps.len());
-    served.sim.seed(ids::PODS, pods).expect("pods seeded");
-    served
-        .sim
-        .seed(ids::CONFIGMAPS, configmaps)
-        .expect("configmaps seeded");
-    let held = |name: &str| served.caches.by_name(name).unwrap().reader.snapshot().len();
-    wait::until("kubecache holds the corpus's objects", || {
-        (held("pods"), held("configmaps")) == counts
-    })
-    .await;
-    let addr = served
-        .url
-        .strip_prefix("http://")
-        .and_then(|a| a.parse().ok())
-        .expect("an address");
-    (served, addr)
+    common::serve_corpus(SimConfig::default().kube_version, golden::edge_objects()).await
 }
 
 /// Replays the cases of `group` (`count` of them) against kubecache: those

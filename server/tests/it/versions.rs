@@ -18,50 +18,14 @@ use crate::common;
 
 use std::net::SocketAddr;
 
-use common::{Served, Setup, serve};
-use kubecache_loadtest::sim::{Policy, SimConfig, ids};
-use kubecache_reflector::upstream::ApiResource;
-use kubecache_testkit::{replay, versions, wait};
+use common::Served;
+use kubecache_testkit::{replay, versions};
 use kubecache_wire::protobuf::KubeVersion;
 
 /// kubecache in front of the corpus's sim holding its data set, and where
 /// it listens.
 async fn served() -> (Served, SocketAddr) {
-    let served = serve(Setup {
-        sim: SimConfig {
-            pods: 0,
-            configmaps: 0,
-            policy: Some(Policy::edges().with_kubecache()),
-            // The recorded server's version.
-            kube_version: KubeVersion::new(28),
-            ..SimConfig::default()
-        },
-        resources: vec![
-            ApiResource::pods(),
-            common::resource("", "configmaps", "ConfigMap", true),
-        ],
-        auth: Some(common::matrix_auth()),
-        ..Setup::default()
-    })
-    .await;
-    let (pods, configmaps) = versions::objects();
-    let counts = (pods.len(), configmaps.len());
-    served.sim.seed(ids::PODS, pods).expect("pods seeded");
-    served
-        .sim
-        .seed(ids::CONFIGMAPS, configmaps)
-        .expect("configmaps seeded");
-    let held = |name: &str| served.caches.by_name(name).unwrap().reader.snapshot().len();
-    wait::until("kubecache holds the corpus's objects", || {
-        (held("pods"), held("configmaps")) == counts
-    })
-    .await;
-    let addr = served
-        .url
-        .strip_prefix("http://")
-        .and_then(|a| a.parse().ok())
-        .expect("an address");
-    (served, addr)
+    common::serve_corpus(KubeVersion::new(28), versions::objects()).await
 }
 
 /// Replays the `count` cases of `group` against kubecache, those of

@@ -221,6 +221,50 @@ impl Served {
     }
 }
 
+/// kubecache in front of a sim with the recorded corpora's identities and
+/// RBAC (`Policy::edges`, and kubecache's own service account), claiming
+/// `kube_version` and holding `pods` and `configmaps` (a corpus's objects),
+/// caching both, once it holds them all; and where it listens.
+pub async fn serve_corpus(
+    kube_version: kubecache_wire::protobuf::KubeVersion,
+    (pods, configmaps): (Vec<serde_json::Value>, Vec<serde_json::Value>),
+) -> (Served, std::net::SocketAddr) {
+    use kubecache_loadtest::sim::{Policy, ids};
+    let served = serve(Setup {
+        sim: SimConfig {
+            pods: 0,
+            configmaps: 0,
+            policy: Some(Policy::edges().with_kubecache()),
+            kube_version,
+            ..SimConfig::default()
+        },
+        resources: vec![
+            ApiResource::pods(),
+            resource("", "configmaps", "ConfigMap", true),
+        ],
+        auth: Some(matrix_auth()),
+        ..Setup::default()
+    })
+    .await;
+    let counts = (pods.len(), configmaps.len());
+    served.sim.seed(ids::PODS, pods).expect("pods seeded");
+    served
+        .sim
+        .seed(ids::CONFIGMAPS, configmaps)
+        .expect("configmaps seeded");
+    let held = |name: &str| served.caches.by_name(name).unwrap().reader.snapshot().len();
+    kubecache_testkit::wait::until("kubecache holds the corpus's objects", || {
+        (held("pods"), held("configmaps")) == counts
+    })
+    .await;
+    let addr = served
+        .url
+        .strip_prefix("http://")
+        .and_then(|a| a.parse().ok())
+        .expect("an address");
+    (served, addr)
+}
+
 /// The default review settings, with a per-address review budget that a
 /// test replaying a matrix of anonymous requests from one address, as
 /// fast as it can, never reaches (the budget is tested on its own in
