@@ -58,6 +58,16 @@ async fn send(
     Ok(Some(response))
 }
 
+/// `header` as the sim can answer it: the sim serves no Tables (it answers
+/// 406), where the API server negotiates a Table before it reads the rest
+/// of the request, then answers a bad one as it would in JSON (a malformed
+/// `resourceVersion` of a GET is its 500 in either, as v1.28.4 answered).
+fn without_table((name, value): &(String, String)) -> (String, String) {
+    let table = name.eq_ignore_ascii_case("accept") && value.contains("as=Table");
+    let value = if table { "application/json" } else { value };
+    (name.clone(), value.to_string())
+}
+
 /// Sends `request` to kubecache at `url` and checks its answer; a 5xx is
 /// fine when the API server at `upstream` answers the same request with it
 /// (kubecache passed its answer through, without any `/predicates/{list}`
@@ -75,6 +85,7 @@ async fn check(url: &str, upstream: &str, request: &Request) -> Result<(), Strin
             .unwrap_or(&request.target);
         let passed = Request {
             target: target.to_string(),
+            headers: request.headers.iter().map(without_table).collect(),
             ..request.clone()
         };
         let theirs = send(upstream, &passed).await?.map(|r| r.status().as_u16());
