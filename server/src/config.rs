@@ -36,7 +36,8 @@
 //! coldGetPassthrough: true
 //! writeStallSeconds: 30
 //! eventLog: { maxEvents: 102400, maxAgeSeconds: 300 }
-//! auth: { mode: kubernetes, allowedTtlSeconds: 60, deniedTtlSeconds: 10, cacheEntries: 10000, tokenReviewsPerSecond: 10 }
+//! auth: { mode: kubernetes, allowedTtlSeconds: 60, deniedTtlSeconds: 10, cacheEntries: 10000, tokenReviewsPerSecond: 10,
+//!         userReviewsPerSecond: 20, userReviewBurst: 200 }
 //! connections: { max: 4096, maxPerAddress: 512, maxPendingPerAddress: 64, maxUploadsPerAddress: 64,
 //!                headerReadTimeoutSeconds: 32, idleTimeoutSeconds: 90, http2MaxStreamsPerConnection: 100 }
 //! stateDir: /var/lib/kubecache    # warm restart: state files here (default: none)
@@ -429,6 +430,20 @@ settings! {
         auth_token_reviews_per_second: f64 = AuthSettings::DEFAULT_TOKEN_REVIEWS_PER_SECOND,
             key "tokenReviewsPerSecond", flag "auth-token-reviews-per-second" N,
             env "KUBECACHE_AUTH_TOKEN_REVIEWS_PER_SECOND";
+        /// reviews of requests not kept that one signed-in user may cause,
+        /// per second, after a burst of `auth.userReviewBurst` (whatever
+        /// its tokens or addresses; a user impersonating pays for the
+        /// checks and for what it asks as whom it impersonates): beyond
+        /// it, such requests get 429 without a review (see [Authentication
+        /// and authorization](api.md#authentication-and-authorization))
+        auth_user_reviews_per_second: f64 = AuthSettings::DEFAULT_USER_REVIEWS_PER_SECOND,
+            key "userReviewsPerSecond", flag "auth-user-reviews-per-second" N,
+            env "KUBECACHE_AUTH_USER_REVIEWS_PER_SECOND";
+        /// reviews of requests not kept that one signed-in user may cause
+        /// at once, after a pause
+        auth_user_review_burst: usize = AuthSettings::DEFAULT_USER_REVIEW_BURST,
+            key "userReviewBurst", flag "auth-user-review-burst" N,
+            env "KUBECACHE_AUTH_USER_REVIEW_BURST";
         file only:
         /// most answers kept of each kind (tokens, access decisions)
         auth_cache_entries: usize = AuthSettings::DEFAULT_CACHE_ENTRIES, key "cacheEntries";
@@ -697,6 +712,8 @@ impl AuthConfig {
             denied_ttl: s.auth_denied_ttl_seconds.seconds()?,
             cache_entries: s.auth_cache_entries.at_least_one()?,
             token_reviews_per_second: s.auth_token_reviews_per_second.positive()?,
+            user_reviews_per_second: s.auth_user_reviews_per_second.positive()?,
+            user_review_burst: s.auth_user_review_burst.at_least_one()?,
         };
         Ok(AuthConfig { enabled, settings })
     }
@@ -1133,6 +1150,27 @@ mod tests {
     }
 
     #[test]
+    fn user_review_bounds_come_from_flags_over_the_file() {
+        let settings = resolve("", &[]).unwrap().auth.settings;
+        assert_eq!(
+            (settings.user_reviews_per_second, settings.user_review_burst),
+            (
+                AuthSettings::DEFAULT_USER_REVIEWS_PER_SECOND,
+                AuthSettings::DEFAULT_USER_REVIEW_BURST
+            )
+        );
+        let yaml = "auth: {userReviewsPerSecond: 5, userReviewBurst: 50}";
+        let settings = resolve(yaml, &["--auth-user-review-burst", "7"])
+            .unwrap()
+            .auth
+            .settings;
+        assert_eq!(
+            (settings.user_reviews_per_second, settings.user_review_burst),
+            (5.0, 7)
+        );
+    }
+
+    #[test]
     fn connection_limits_come_from_flags_over_the_file() {
         assert_eq!(resolve("", &[]).unwrap().connections, Limits::default());
         let yaml = "connections: {max: 10, maxPerAddress: 2, idleTimeoutSeconds: 5}";
@@ -1385,6 +1423,14 @@ resources:
         assert_eq!(
             error_field("auth: {cacheEntries: 0}", &[]),
             "auth.cacheEntries"
+        );
+        assert_eq!(
+            error_field("", &["--auth-user-reviews-per-second", "0"]),
+            "auth.userReviewsPerSecond (--auth-user-reviews-per-second)"
+        );
+        assert_eq!(
+            error_field("auth: {userReviewBurst: 0}", &[]),
+            "auth.userReviewBurst (--auth-user-review-burst)"
         );
         assert_eq!(error_field("pageSise: 3", &[]), "file");
         assert!(

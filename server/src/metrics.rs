@@ -362,6 +362,10 @@ fn describe() {
         "kubecache_auth_decisions_total",
         "Authentication (review=token) and authorization (review=access) decisions by result (allowed, denied, error) and cache (hit, miss: asked of the API server)."
     );
+    describe_counter!(
+        "kubecache_auth_reviews_refused_total",
+        "Reviews not asked of the API server because their budget was used up (the requests got 429), by budget: address (unknown tokens and anonymous requests of one client address), user (requests of one signed-in user)."
+    );
     describe_histogram!(
         "kubecache_auth_review_duration_seconds",
         Unit::Seconds,

@@ -82,6 +82,12 @@ pub struct Hostile {
     /// Clients sending a new random token with each request.
     #[arg(long, default_value_t = 2)]
     pub token_churners: usize,
+    /// Signed-in tenants asking for what kubecache has no answer for, each
+    /// request new: the even ones list pods of a made-up namespace as
+    /// `alice-token`, the odd ones impersonate a made-up user with
+    /// `kubecache-token` (the demo policy's users; issue 43, finding 4).
+    #[arg(long, default_value_t = 2)]
+    pub review_churners: usize,
     /// Requests sent at once with one new token while the simulated API
     /// server stalls its next 20 `TokenReview`s 15 s (every `--hold-secs`).
     #[arg(long, default_value_t = 50)]
@@ -153,6 +159,12 @@ pub fn start(config: &Chaos, tls: &ClientTls) -> anyhow::Result<Attack> {
         |v, t, _| streaming_list(v, t),
     );
     attack.spawn("token churn", hostile.token_churners, &victim, token_churn);
+    attack.spawn(
+        "review churn",
+        hostile.review_churners,
+        &victim,
+        review_churn,
+    );
     let (waiters, upstream) = (hostile.stalled_review_waiters, config.load.upstream.clone());
     attack.spawn(
         "stalled review",
@@ -511,6 +523,34 @@ async fn token_churn(victim: Arc<Victim>, tally: Arc<Tally>, seed: u64) {
             .get(format!("{}{}?limit=1", victim.url, victim.path))
             .bearer_auth(random_token(&mut rng));
         tally.note(fetch(request, Duration::from_secs(30)).await.0);
+    }
+}
+
+/// Asks for a new namespace each time as a tenant (client `seed` even), or
+/// as a new impersonated user (odd): each request a review kubecache has
+/// no answer for.
+async fn review_churn(victim: Arc<Victim>, tally: Arc<Tally>, seed: u64) {
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let mut tick = victim.ticker();
+    loop {
+        tick.tick().await;
+        let made_up = format!("chaos-{:016x}", rng.random::<u64>());
+        let (kind, request) = if seed.is_multiple_of(2) {
+            let url = format!("{}/api/v1/namespaces/{made_up}/pods?limit=1", victim.url);
+            (
+                "made-up namespace",
+                victim.client.get(url).bearer_auth("alice-token"),
+            )
+        } else {
+            let url = format!("{}{}?limit=1", victim.url, victim.path);
+            let request = victim.client.get(url).bearer_auth("kubecache-token");
+            (
+                "made-up Impersonate-User",
+                request.header("impersonate-user", made_up),
+            )
+        };
+        let (outcome, _) = fetch(request, Duration::from_secs(30)).await;
+        tally.note(format!("{kind}: {outcome}"));
     }
 }
 

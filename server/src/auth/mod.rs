@@ -9,6 +9,9 @@
 //! Answers are kept (see [`AuthSettings`]): a revoked permission or token
 //! takes effect within the allowed TTL, a new grant within the denied TTL.
 //! When the API server cannot be asked, requests fail closed with a 503.
+//! Answers not kept are asked within bounds (see [`budget`]): per client
+//! address for unknown tokens and anonymous requests, per signed-in user
+//! for the rest; beyond them a request gets 429.
 
 mod attributes;
 mod budget;
@@ -30,6 +33,7 @@ use crate::cacher::ClientKey;
 use crate::error::ApiError;
 
 pub use attributes::{Attributes, ResourceAttributes};
+use budget::{Payer, Per};
 pub use impersonation::Impersonation;
 use review::{AccessRequest, Decision, ReviewError, Reviewer};
 
@@ -314,6 +318,12 @@ pub struct AuthSettings {
     /// each client address may ask for, per second (and in bursts of as
     /// many).
     pub token_reviews_per_second: f64,
+    /// Reviews of requests not kept each signed-in user may ask for, per
+    /// second, impersonation checks and requests as whom it impersonates
+    /// included.
+    pub user_reviews_per_second: f64,
+    /// How many of those a user may ask for at once, after a pause.
+    pub user_review_burst: usize,
 }
 
 impl AuthSettings {
@@ -332,6 +342,15 @@ impl AuthSettings {
     /// sending a new random token each time costs the API server ten
     /// reviews a second, not one per request.
     pub const DEFAULT_TOKEN_REVIEWS_PER_SECOND: f64 = 10.0;
+    /// Twenty new requests per second and user: four times what a client-go
+    /// client sends by default (5 per second, bursts of 10), all of them
+    /// new; a tenant making up a namespace or a user to impersonate with
+    /// each request costs the API server twenty reviews a second.
+    pub const DEFAULT_USER_REVIEWS_PER_SECOND: f64 = 20.0;
+    /// Two hundred: a user's first `kubectl get` over every namespace of a
+    /// large cluster, or a controller's first reads of a few hundred
+    /// objects, are reviewed at once.
+    pub const DEFAULT_USER_REVIEW_BURST: usize = 200;
 }
 
 impl Default for AuthSettings {
@@ -341,6 +360,8 @@ impl Default for AuthSettings {
             denied_ttl: Self::DEFAULT_DENIED_TTL,
             cache_entries: Self::DEFAULT_CACHE_ENTRIES,
             token_reviews_per_second: Self::DEFAULT_TOKEN_REVIEWS_PER_SECOND,
+            user_reviews_per_second: Self::DEFAULT_USER_REVIEWS_PER_SECOND,
+            user_review_burst: Self::DEFAULT_USER_REVIEW_BURST,
         }
     }
 }
@@ -418,7 +439,7 @@ impl Auth {
         let Auth::Kubernetes(reviewer) = self else {
             return Ok(None);
         };
-        let user = acting_user(reviewer, caller).await.inspect_err(|error| {
+        let (user, payer) = acting_user(reviewer, caller).await.inspect_err(|error| {
             if let ApiError::Status(status) = error
                 && status.code == 401
             {
@@ -429,7 +450,7 @@ impl Auth {
                 }
             }
         })?;
-        allow(reviewer, &user, attributes, caller.peer).await?;
+        allow(reviewer, &user, attributes, payer).await?;
         Ok(Some(user))
     }
 
@@ -457,14 +478,15 @@ impl Auth {
             .into());
         };
         Ok(Credential::Certificate(
-            acting_user(reviewer, caller).await?,
+            acting_user(reviewer, caller).await?.0,
         ))
     }
 }
 
 /// The user `caller` acts as: its own, authenticated, or the one it
-/// impersonates once each part of that is allowed.
-async fn acting_user(reviewer: &Reviewer, caller: &Caller) -> Result<Arc<User>, ApiError> {
+/// impersonates once each part of that is allowed; and who pays for the
+/// reviews of what it asks (see [`payer`]).
+async fn acting_user(reviewer: &Reviewer, caller: &Caller) -> Result<(Arc<User>, Payer), ApiError> {
     let user = match &caller.credential {
         Credential::Certificate(user) => user.clone(),
         Credential::Token(token) => match reviewer.authenticate(token, caller.peer).await {
@@ -475,27 +497,40 @@ async fn acting_user(reviewer: &Reviewer, caller: &Caller) -> Result<Arc<User>, 
         Credential::FailedCertificate(_) => return Err(Status::unauthorized().into()),
         Credential::Anonymous => User::anonymous(),
     };
+    let payer = payer(&user, caller.peer);
     match &caller.impersonation {
-        Ok(None) => Ok(user),
+        Ok(None) => Ok((user, payer)),
         Err(message) => Err(ApiError::InternalText(message.clone())),
         Ok(Some(impersonation)) => {
             for check in impersonation.checks() {
-                allow(reviewer, &user, Attributes::Resource(check), caller.peer).await?;
+                allow(reviewer, &user, Attributes::Resource(check), payer).await?;
             }
-            Ok(User::new(impersonation.user()))
+            Ok((User::new(impersonation.user()), payer))
         }
     }
 }
 
-/// Whether `user`, asking from `peer`, may do what `attributes` say.
+/// Whose budget the reviews of `user`'s requests, from `peer`, come out
+/// of: the user's own, but an anonymous caller's address (every anonymous
+/// client is the same user).
+fn payer(user: &User, peer: Option<IpAddr>) -> Payer {
+    if user.is_anonymous() {
+        peer.map_or(Payer::Nobody, Payer::Address)
+    } else {
+        Payer::User(*user.digest())
+    }
+}
+
+/// Whether `user` may do what `attributes` say, reviewed within `payer`'s
+/// budget.
 async fn allow(
     reviewer: &Reviewer,
     user: &Arc<User>,
     attributes: Attributes,
-    peer: Option<IpAddr>,
+    payer: Payer,
 ) -> Result<(), Status> {
     let request = AccessRequest::new(user, attributes);
-    match reviewer.authorize(user, &request, peer).await {
+    match reviewer.authorize(user, &request, payer).await {
         Ok(Decision::Allowed) => Ok(()),
         Ok(Decision::Denied(reason)) => {
             let (info, attributes) = (user.info(), request.attributes());
@@ -508,7 +543,8 @@ async fn allow(
 
 /// What a request without a review answer gets: 503 when the API server
 /// cannot be asked (kubecache fails closed), 429 when its client's address
-/// has used up its reviews of unknown tokens.
+/// or its user has used up its reviews (with APF's words and
+/// `Retry-After`, then kubecache's bound and the setting that sets it).
 fn unanswered(error: &ReviewError) -> Status {
     match error {
         ReviewError::Failed(_) => {
@@ -517,14 +553,20 @@ fn unanswered(error: &ReviewError) -> Status {
                 "kubecache cannot check this request with the API server, so refuses it: {error}"
             ))
         }
-        ReviewError::Refused { per_second } => {
-            tracing::debug!(%error, "token review refused");
+        ReviewError::Refused { per, per_second } => {
+            tracing::debug!(%error, "review refused");
+            let bound = match per {
+                Per::Address => format!(
+                    "kubecache asks the API server to review at most {per_second} new tokens or anonymous requests per second from one client address (auth.tokenReviewsPerSecond)"
+                ),
+                Per::User => format!(
+                    "kubecache asks the API server to review at most {per_second} requests per second of one user that it has no kept answer for, after a burst (auth.userReviewsPerSecond, auth.userReviewBurst)"
+                ),
+            };
             Status::failure(
                 429,
                 "TooManyRequests",
-                format!(
-                    "kubecache asks the API server to review at most {per_second} new tokens or anonymous requests per second from one client address (auth.tokenReviewsPerSecond); try again later"
-                ),
+                format!("Too many requests, please try again later: {bound}"),
             )
             .retry_after(1)
         }

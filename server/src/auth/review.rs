@@ -1,6 +1,7 @@
 //! Authentication and authorization by the API server: a `TokenReview` for
 //! each bearer token and a `SubjectAccessReview` for each (user, request),
-//! their answers kept in [`DecisionCache`]s.
+//! their answers kept in [`DecisionCache`]s, those not kept asked within
+//! their [`ReviewBudget`]s.
 
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
@@ -13,7 +14,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 use tokio::time::Instant;
 
-use super::budget::ReviewBudget;
+use super::budget::{self, Payer, Per, ReviewBudget};
 use super::cache::{DecisionCache, Source};
 use super::{Attributes, AuthSettings, BearerToken, User, UserInfo};
 
@@ -57,12 +58,13 @@ pub enum ReviewError {
     /// The API server could not be asked, or did not answer.
     #[error("{0}")]
     Failed(String),
-    /// Not asked: the client's address has used up its reviews of unknown
-    /// tokens and anonymous requests (see [`ReviewBudget`]).
-    #[error(
-        "more than {per_second} reviews of unknown tokens or anonymous requests per second from one address"
-    )]
+    /// Not asked: the client's address (for unknown tokens and anonymous
+    /// requests) or its user has used up its reviews (see
+    /// [`ReviewBudget`]).
+    #[error("more than {per_second} reviews per second from one {}", per.label())]
     Refused {
+        /// Whose bound.
+        per: Per,
         /// The bound.
         per_second: f64,
     },
@@ -74,7 +76,8 @@ pub struct Reviewer {
     settings: AuthSettings,
     tokens: DecisionCache<[u8; 32], Authenticated>,
     access: DecisionCache<AccessRequest, Decision>,
-    budget: ReviewBudget,
+    addresses: ReviewBudget<IpAddr>,
+    users: ReviewBudget<[u8; 32]>,
     decisions: OnceLock<Decisions>,
 }
 
@@ -96,7 +99,14 @@ impl Reviewer {
             client,
             tokens: DecisionCache::new(settings.cache_entries),
             access: DecisionCache::new(settings.cache_entries),
-            budget: ReviewBudget::new(settings.token_reviews_per_second),
+            addresses: ReviewBudget::new(
+                settings.token_reviews_per_second,
+                settings.token_reviews_per_second,
+            ),
+            users: ReviewBudget::new(
+                settings.user_reviews_per_second,
+                settings.user_review_burst as f64,
+            ),
             decisions: OnceLock::new(),
             settings,
         }
@@ -117,7 +127,8 @@ impl Reviewer {
     ) -> Result<Authenticated, ReviewError> {
         let ttl = |user: &Authenticated| self.ttl(user.is_some());
         let review = async {
-            self.within_budget(peer).await?;
+            self.within_budget(peer.map_or(Payer::Nobody, Payer::Address))
+                .await?;
             timed(Review::Token, self.token_review(token.secret())).await
         };
         let (user, source) = self
@@ -134,25 +145,25 @@ impl Reviewer {
         Ok(user)
     }
 
-    /// Whether `user` may do what `request` asks. A request of
-    /// `system:anonymous` not kept is reviewed only within the bound of
-    /// `peer`, the client's address (if it came over a socket), as a new
-    /// token is: each path an anonymous client makes up would otherwise
-    /// cost the API server a review.
+    /// Whether `user` may do what `request` asks. A request not kept is
+    /// reviewed only within the bound of `payer` (the client's address for
+    /// an anonymous caller, else the signed-in user who asks): each
+    /// namespace, name or impersonated user a client makes up would
+    /// otherwise cost the API server a review.
     ///
     /// # Errors
     ///
-    /// The `SubjectAccessReview` failed, or was refused for `peer`.
+    /// The `SubjectAccessReview` failed, or was refused for `payer` (and so
+    /// for every request waiting for the same answer).
     pub async fn authorize(
         &self,
         user: &User,
         request: &AccessRequest,
-        peer: Option<IpAddr>,
+        payer: Payer,
     ) -> Result<Decision, ReviewError> {
         let ttl = |decision: &Decision| self.ttl(*decision == Decision::Allowed);
         let review = async {
-            self.within_budget(peer.filter(|_| user.is_anonymous()))
-                .await?;
+            self.within_budget(payer).await?;
             timed(
                 Review::Access,
                 self.access_review(user, request.attributes()),
@@ -172,14 +183,28 @@ impl Reviewer {
         Ok(decision)
     }
 
-    /// Takes a review from `peer`'s budget, if the review is bounded.
-    async fn within_budget(&self, peer: Option<IpAddr>) -> Result<(), ReviewError> {
-        match peer {
-            Some(peer) if !self.budget.take(peer).await => Err(ReviewError::Refused {
-                per_second: self.budget.per_second(),
-            }),
-            _ => Ok(()),
+    /// Takes a review from `payer`'s budget; a refusal is counted into
+    /// `kubecache_auth_reviews_refused_total`.
+    async fn within_budget(&self, payer: Payer) -> Result<(), ReviewError> {
+        let (taken, per, per_second) = match payer {
+            Payer::Nobody => return Ok(()),
+            Payer::Address(peer) => (
+                self.addresses.take(budget::address(peer)).await,
+                Per::Address,
+                self.addresses.per_second(),
+            ),
+            Payer::User(user) => (
+                self.users.take(user).await,
+                Per::User,
+                self.users.per_second(),
+            ),
+        };
+        if taken {
+            return Ok(());
         }
+        metrics::counter!("kubecache_auth_reviews_refused_total", "budget" => per.label())
+            .increment(1);
+        Err(ReviewError::Refused { per, per_second })
     }
 
     /// Forgets every kept answer: the next request of each token and user

@@ -17,7 +17,8 @@
 //! query, the headers minus hop-by-hop ones, and the body as it comes
 //! ([`upload`]: streamed, so the API server authenticates and authorizes
 //! before it is read; up to 3 MiB as kube-apiserver takes it, 413 beyond;
-//! whole within a minute, 408 after). Returned: the code, the headers
+//! whole within a minute, 408 after; with `Expect: 100-continue`, not
+//! asked for until the API server says `100 Continue`). Returned: the code, the headers
 //! minus hop-by-hop ones, and the body as it streams, so a watch or a
 //! `follow` log flows for as long as the API server sends it. The response
 //! head must come within [`HEAD_TIMEOUT`] (504 otherwise); an API server
@@ -153,8 +154,17 @@ impl PassThrough {
     ) -> Result<Response, Status> {
         // First, so that a body refused below is read and dropped (see
         // `Upload`'s `Drop`), as kube-apiserver reads an oversized body up
-        // to its limit before it answers 413.
-        let (body, cut) = Upload::new(body);
+        // to its limit before it answers 413; unless it waits for a `100
+        // Continue`, which is then not sent.
+        let expecting =
+            expects_continue(&parts.headers) && !hyper::body::Body::is_end_stream(&body);
+        let (body, cut, expecting) = if expecting {
+            let (body, cut, expecting) = Upload::expecting(body);
+            (body, cut, Some(expecting))
+        } else {
+            let (body, cut) = Upload::new(body);
+            (body, cut, None)
+        };
         if is_upgrade(&parts.headers) {
             return Err(upgrade_refused());
         }
@@ -167,11 +177,17 @@ impl PassThrough {
         *request.method_mut() = parts.method;
         *request.uri_mut() = uri;
         *request.headers_mut() = headers;
+        if let Some(expecting) = &expecting {
+            expecting.on_continue(&mut request);
+        }
         let client = match sender {
             Sender::Bare => &self.bare,
             Sender::Own => &self.own,
         };
         let answer = exchange(client, request).await;
+        if let Some(expecting) = expecting {
+            expecting.answered();
+        }
         // A body cut short, not the API server, is why the exchange ended.
         match cut.get() {
             Some(cut) => Err(cut.status()),
@@ -256,11 +272,14 @@ fn upstream_headers(
     remove_hop_by_hop(&mut headers);
     // Set again: the host from the URL, the length by hyper from the
     // streamed body (exact when the client declared it, chunked
-    // otherwise); its `100 Continue` is kubecache's to send, when it first
-    // reads the body.
+    // otherwise). `Expect: 100-continue` goes on: the body waits for the
+    // API server's 100 (see `upload`); any other expectation hyper has
+    // answered already.
     headers.remove(header::HOST);
     headers.remove(header::CONTENT_LENGTH);
-    headers.remove(header::EXPECT);
+    if !expects_continue(&headers) {
+        headers.remove(header::EXPECT);
+    }
     match credential {
         Credential::Token(_) => Ok((headers, Sender::Bare)),
         // Nothing to present: kube-apiserver would answer 401.
@@ -345,6 +364,13 @@ fn remove_hop_by_hop(headers: &mut HeaderMap) {
     for name in named.iter().chain(&HOP_BY_HOP) {
         headers.remove(name);
     }
+}
+
+/// Whether the request waits for `100 Continue` before its body.
+fn expects_continue(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::EXPECT)
+        .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"100-continue"))
 }
 
 /// Whether the request asks to switch protocols (SPDY or WebSocket for
@@ -518,9 +544,10 @@ mod tests {
             ),
             ["p1", "p2"]
         );
-        for gone in ["host", "expect", "connection", "x-hop"] {
+        for gone in ["host", "connection", "x-hop"] {
             assert!(headers.get(gone).is_none(), "{gone}");
         }
+        assert_eq!(values(&headers, "expect"), ["100-continue"]);
         assert_eq!(
             values(&headers, "content-type"),
             ["application/merge-patch+json"]

@@ -789,3 +789,82 @@ async fn an_anonymous_client_making_up_paths_costs_the_api_server_a_bounded_numb
     assert_eq!(read_from(url, "127.0.0.3", &pod(1), None).await.0, 403);
     assert_eq!(served.sim.reviews().subject_access_reviews, before + 2);
 }
+
+/// GETs `path` as `token`, impersonating `user` if given: the code,
+/// `Retry-After` and the Status.
+async fn read_as(
+    url: &str,
+    path: &str,
+    token: &str,
+    user: Option<&str>,
+) -> (u16, Option<String>, serde_json::Value) {
+    let mut request = http::Request::get(path).header("authorization", format!("Bearer {token}"));
+    if let Some(user) = user {
+        request = request.header("impersonate-user", user);
+    }
+    let request = request
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let response = common::exchange(url, request).await;
+    let code = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    (
+        code,
+        retry_after,
+        serde_json::from_slice(response.body()).unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_making_up_requests_gets_429s_beyond_its_reviews_and_others_are_reviewed_at_once() {
+    // Five reviews per user, then 429s (nothing refills during the test).
+    let served = served(AuthSettings {
+        user_reviews_per_second: 0.001,
+        user_review_burst: 5,
+        ..AuthSettings::default()
+    })
+    .await;
+    let url = &served.url;
+    let made_up = |n: usize| format!("/api/v1/namespaces/made-up-{n}/pods");
+    let reviews = || served.sim.reviews().subject_access_reviews;
+    let before = reviews();
+    let mut codes = std::collections::BTreeMap::<u16, usize>::new();
+    for n in 0..50 {
+        let (code, retry_after, status) = read_as(url, &made_up(n), "alice-token", None).await;
+        *codes.entry(code).or_default() += 1;
+        if code == 429 {
+            assert_eq!(retry_after.as_deref(), Some("1"));
+            assert_eq!(status["reason"], "TooManyRequests", "{status}");
+            let message = status["message"].as_str().unwrap();
+            assert!(
+                message.starts_with("Too many requests, please try again later")
+                    && message.contains("auth.userReviewsPerSecond"),
+                "{message}"
+            );
+        }
+    }
+    assert_eq!(codes, [(403, 5), (429, 45)].into());
+    assert_eq!(reviews(), before + 5, "a review per answer, none beyond");
+    // What it was answered stays answered, from the cache.
+    assert_eq!(read_as(url, &made_up(0), "alice-token", None).await.0, 403);
+    // Another user's first request is reviewed at once.
+    assert_eq!(read_as(url, &made_up(7), "bob-token", None).await.0, 200);
+    assert_eq!(reviews(), before + 6);
+
+    // Impersonating a new user each time costs the impersonator: a check
+    // and a review of the request as the user made up, then 429s.
+    let before = reviews();
+    let mut codes = std::collections::BTreeMap::<u16, usize>::new();
+    for n in 0..20 {
+        let user = format!("made-up-user-{n}");
+        let (code, _, _) = read_as(url, &made_up(0), "admin-token", Some(&user)).await;
+        *codes.entry(code).or_default() += 1;
+    }
+    assert_eq!(codes, [(403, 2), (429, 18)].into());
+    assert_eq!(reviews(), before + 5);
+    // Alice's budget is hers alone: still empty.
+    assert_eq!(read_as(url, &made_up(8), "alice-token", None).await.0, 429);
+}

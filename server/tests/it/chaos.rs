@@ -28,9 +28,13 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
             policy: Some(Policy::demo()),
             ..SimConfig::default()
         },
-        // Authenticated, so that token churn and stalled reviews reach
-        // the reviews.
-        auth: Some(AuthSettings::default()),
+        // Authenticated, so that token churn, review churn and stalled
+        // reviews reach the reviews; the well-behaved user's first GET of
+        // each pod (a review each) within its burst.
+        auth: Some(AuthSettings {
+            user_review_burst: 5_000,
+            ..AuthSettings::default()
+        }),
         // Node watchers are answered from the cache, not passed through
         // (where the API server's cuts would end them).
         store: common::node_index(),
@@ -74,6 +78,7 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
             table_watches: 2,
             storm_watches: 4,
             token_churners: 1,
+            review_churners: 2,
             stalled_review_waiters: 10,
             h2: H2Hostile {
                 h2_rapid_resets: 1,
@@ -108,7 +113,7 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
     assert!(after.hostile.is_empty() && after.faults.is_empty());
     // Every hostile kind acted, and the faults reached the API server's
     // watches: the reference watch had to resume.
-    assert_eq!(hostile.hostile.len(), 20, "{report}");
+    assert_eq!(hostile.hostile.len(), 21, "{report}");
     assert!(
         hostile.hostile.iter().all(|h| !h.outcomes.is_empty()),
         "{report}"

@@ -598,3 +598,75 @@ async fn a_body_streams_to_the_api_server_which_refuses_before_it_is_whole() {
     let status: Value = serde_json::from_slice(refused.body()).unwrap();
     assert_eq!(status["reason"], "RequestEntityTooLarge");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_expecting_100_continue_is_asked_for_only_once_the_api_server_allows_it() {
+    use kubecache_loadtest::sim::Policy;
+    use kubecache_loadtest::sim::auth::demo::NAMESPACE;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let served = serve(Setup {
+        sim: SimConfig {
+            pods: 10,
+            namespaces: 3,
+            policy: Some(Policy::demo()),
+            ..SimConfig::default()
+        },
+        auth: Some(Default::default()),
+        ..Setup::default()
+    })
+    .await;
+    let addr = served.url.trim_start_matches("http://").to_string();
+    let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"expected"}}"#;
+    // A POST whose body waits for `100 Continue`, sent as `authorization`.
+    let post = |authorization: &str| {
+        format!(
+            "POST /api/v1/namespaces/{NAMESPACE}/configmaps HTTP/1.1\r\nHost: {addr}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n{authorization}\
+             Connection: close\r\nExpect: 100-continue\r\n\r\n",
+            body.len()
+        )
+    };
+    let bound = std::time::Duration::from_secs(30);
+
+    // Anonymous: the API server's 403 with no 100 before it, the body
+    // never asked for, and the connection closed after it.
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    stream.write_all(post("").as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(bound, stream.read_to_end(&mut answer))
+        .await
+        .expect("answered and closed without the body")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 403 "), "{answer}");
+    assert!(!answer.contains("100 Continue"), "{answer}");
+
+    // Allowed: 100 first, then the body is sent and the object created.
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let post = post("Authorization: Bearer alice-token\r\n");
+    stream.write_all(post.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    tokio::time::timeout(bound, async {
+        while !head.ends_with(b"\r\n\r\n") {
+            let mut byte = [0u8; 1];
+            assert_eq!(stream.read(&mut byte).await.unwrap(), 1, "closed");
+            head.push(byte[0]);
+        }
+    })
+    .await
+    .expect("a 100 Continue");
+    assert_eq!(
+        String::from_utf8_lossy(&head),
+        "HTTP/1.1 100 Continue\r\n\r\n"
+    );
+    stream.write_all(body.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(bound, stream.read_to_end(&mut answer))
+        .await
+        .expect("answered")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 201 "), "{answer}");
+    let state = served.sim.state(ids::CONFIGMAPS);
+    assert!(state.iter().any(|o| o.name == "expected"));
+}

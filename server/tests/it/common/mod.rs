@@ -265,13 +265,14 @@ pub async fn serve_corpus(
     (served, addr)
 }
 
-/// The default review settings, with a per-address review budget that a
-/// test replaying a matrix of anonymous requests from one address, as
-/// fast as it can, never reaches (the budget is tested on its own in
-/// `authz.rs`).
+/// The default review settings, with per-address and per-user review
+/// budgets that a test replaying a matrix of requests from one address,
+/// as fast as it can, never reaches (the budgets are tested on their own
+/// in `authz.rs`).
 pub fn matrix_auth() -> AuthSettings {
     AuthSettings {
         token_reviews_per_second: 1e6,
+        user_review_burst: 1_000_000,
         ..AuthSettings::default()
     }
 }
