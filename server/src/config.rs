@@ -37,7 +37,7 @@
 //! writeStallSeconds: 30
 //! eventLog: { maxEvents: 102400, maxAgeSeconds: 300 }
 //! auth: { mode: kubernetes, allowedTtlSeconds: 60, deniedTtlSeconds: 10, cacheEntries: 10000, tokenReviewsPerSecond: 10,
-//!         userReviewsPerSecond: 20, userReviewBurst: 200 }
+//!         userReviewsPerSecond: 50, userReviewBurst: 500 }
 //! connections: { max: 4096, maxPerAddress: 512, maxPendingPerAddress: 64, maxUploadsPerAddress: 64,
 //!                headerReadTimeoutSeconds: 32, idleTimeoutSeconds: 90, http2MaxStreamsPerConnection: 100 }
 //! stateDir: /var/lib/kubecache    # warm restart: state files here (default: none)

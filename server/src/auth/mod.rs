@@ -342,15 +342,17 @@ impl AuthSettings {
     /// sending a new random token each time costs the API server ten
     /// reviews a second, not one per request.
     pub const DEFAULT_TOKEN_REVIEWS_PER_SECOND: f64 = 10.0;
-    /// Twenty new requests per second and user: four times what a client-go
-    /// client sends by default (5 per second, bursts of 10), all of them
-    /// new; a tenant making up a namespace or a user to impersonate with
-    /// each request costs the API server twenty reviews a second.
-    pub const DEFAULT_USER_REVIEWS_PER_SECOND: f64 = 20.0;
-    /// Two hundred: a user's first `kubectl get` over every namespace of a
+    /// Fifty new requests per second and user: what kubectl allows itself
+    /// (50 per second) and more than a client-go client's default (5) or
+    /// kube-controller-manager's (20), all of them new, so no client within
+    /// its own rate limit meets this one; a tenant making up a namespace or
+    /// a user to impersonate with each request costs the API server fifty
+    /// reviews a second.
+    pub const DEFAULT_USER_REVIEWS_PER_SECOND: f64 = 50.0;
+    /// Five hundred: a user's first `kubectl get` over every namespace of a
     /// large cluster, or a controller's first reads of a few hundred
     /// objects, are reviewed at once.
-    pub const DEFAULT_USER_REVIEW_BURST: usize = 200;
+    pub const DEFAULT_USER_REVIEW_BURST: usize = 500;
 }
 
 impl Default for AuthSettings {
