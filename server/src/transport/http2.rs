@@ -294,6 +294,7 @@ mod tests {
             handshake_timeout: Duration::from_secs(10),
             limits,
             write_stall: BUDGET,
+            linger: Duration::from_secs(2),
         });
         let gate = Gate::new(limits);
         let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();

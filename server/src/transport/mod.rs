@@ -32,6 +32,12 @@
 //! not parse; each then closes the connection. kube-apiserver (Go's
 //! net/http) answers those with a text body, not a `Status`, either.
 //!
+//! A connection kubecache closes after an answer lingers (see `linger`):
+//! its write side shut down first, what the client still sends is read and
+//! discarded for a bounded time and number of bytes, so that an answer
+//! given before a request's body was read (a 413, a 429) reaches a client
+//! still sending it instead of being lost to a reset.
+//!
 //! Every write to a client is bounded in time: one that makes no progress
 //! for the write-stall budget ([`Server::write_stall`]), or past the
 //! [`AnswerDeadline`] of the response it writes, fails and closes its
@@ -44,6 +50,7 @@ mod arriving;
 mod client_cert;
 mod http2;
 mod limits;
+mod linger;
 mod stall;
 mod tls;
 
@@ -72,6 +79,7 @@ use activity::{Activity, Watched};
 use arriving::Arriving;
 use http2::Stream;
 use limits::{Gate, Refusal, Ticket};
+use linger::Lingering;
 
 use client_cert::ClientCertificate;
 
@@ -83,6 +91,7 @@ pub struct Server {
     handshake_timeout: Duration,
     limits: Limits,
     write_stall: Duration,
+    linger: Duration,
 }
 
 /// The largest request head (request line and headers) served; beyond,
@@ -117,6 +126,12 @@ impl Server {
     /// gone without a FIN) holds its buffers no longer than this.
     pub const WRITE_STALL: Duration = Duration::from_secs(30);
 
+    /// Two seconds: the longest a connection closed after an answer reads
+    /// what its client still sends (see `linger`). Go's server waits half
+    /// a second; a client sending the rest of a 3 MiB body over a slower
+    /// link than a data centre's needs more.
+    pub const LINGER: Duration = Duration::from_secs(2);
+
     /// Serves `router` on `listener`, in plain HTTP.
     pub fn new(listener: TcpListener, router: Router) -> Server {
         Server {
@@ -126,6 +141,7 @@ impl Server {
             handshake_timeout: Self::HANDSHAKE_TIMEOUT,
             limits: Limits::default(),
             write_stall: Self::WRITE_STALL,
+            linger: Self::LINGER,
         }
     }
 
@@ -159,6 +175,14 @@ impl Server {
         self
     }
 
+    /// Lingers at most `budget` when closing a connection after an answer
+    /// instead of [`Server::LINGER`].
+    #[must_use]
+    pub fn linger(mut self, budget: Duration) -> Server {
+        self.linger = budget;
+        self
+    }
+
     /// Accepts and serves connections until `shutdown` completes, then
     /// stops as the [module docs](self) say; returns once every connection
     /// has ended. With TLS, reloads the files while it runs.
@@ -170,6 +194,7 @@ impl Server {
             handshake_timeout,
             limits,
             write_stall,
+            linger,
         } = self;
         let _reloading = tls
             .clone()
@@ -181,6 +206,7 @@ impl Server {
             handshake_timeout,
             limits,
             write_stall,
+            linger,
         });
         // Every connection task holds a receiver: `stop` tells them to stop,
         // and its closing says that the last one has ended.
@@ -238,6 +264,7 @@ struct Connection {
     handshake_timeout: Duration,
     limits: Limits,
     write_stall: Duration,
+    linger: Duration,
 }
 
 /// One accepted connection.
@@ -303,6 +330,7 @@ impl Connection {
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
     {
         let Accepted { peer, refusal, .. } = *accepted;
+        let stream = Lingering::new(stream, self.linger);
         let ticket = accepted.ticket.clone();
         let limits = self.limits;
         let activity = Activity::new();

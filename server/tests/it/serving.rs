@@ -955,6 +955,58 @@ async fn rest(stream: &mut TcpStream) -> String {
     String::from_utf8_lossy(&rest).into_owned()
 }
 
+/// Sends `head` and then `body` in full, reading nothing meanwhile, as a
+/// client that writes its whole request before it reads does; then reads
+/// the answer until the server closes: the code and the body.
+async fn send_whole_then_read(stream: &mut TcpStream, head: &str, body: &[u8]) -> (u16, String) {
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let sent = stream.write_all(body).await;
+    sent.unwrap_or_else(|e| panic!("the body could not be sent whole: {e}"));
+    let answer = rest(stream).await;
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let code = head.split(' ').nth(1).and_then(|c| c.parse().ok());
+    (code.unwrap_or_else(|| panic!("no answer: {answer:?}")), body.into())
+}
+
+#[tokio::test]
+async fn an_answer_before_the_body_is_read_reaches_a_client_still_sending_it() {
+    let running = start(uploads(), |s| {
+        s.limits(Limits {
+            max_uploads_per_address: 1,
+            ..Limits::default()
+        })
+    })
+    .await;
+    let addr = running.addr;
+    // A body beyond the limit, declared: a 413 before a byte of it is read
+    // (kubecache reads up to the limit of it, as kube-apiserver does, and
+    // not more).
+    let big = vec![b' '; kubecache_server::transport::MAX_BODY + 512 * 1024];
+    let head = format!(
+        "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        big.len()
+    );
+    let mut stream = connect_from([127, 0, 0, 1], addr).await;
+    let (code, body) = send_whole_then_read(&mut stream, &head, &big).await;
+    assert_eq!(code, 413, "{body}");
+    assert_eq!(status(&body)["reason"], "RequestEntityTooLarge");
+
+    // A request with a body beyond its address's uploads: a 429 before a
+    // byte of it is read.
+    let mut waiting = expect_continue([127, 0, 0, 2], addr).await;
+    read_until(&mut waiting, "100 Continue").await;
+    let body = vec![b'x'; 3 * 1024 * 1024];
+    let head = format!(
+        "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut stream = connect_from([127, 0, 0, 2], addr).await;
+    let (code, answer) = send_whole_then_read(&mut stream, &head, &body).await;
+    assert_eq!(code, 429, "{answer}");
+    assert_eq!(status(&answer)["reason"], "TooManyRequests");
+}
+
 #[tokio::test]
 async fn requests_waiting_for_a_body_that_never_comes_take_no_one_else_s_place_and_are_cut_as_heads_are()
  {
