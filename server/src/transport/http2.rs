@@ -20,7 +20,10 @@
 //!   cost the client;
 //! - SETTINGS and PING floods: h2 acknowledges each before it reads the
 //!   next frame, so a client that sends them without reading stops being
-//!   read; floods of empty DATA frames end the connection;
+//!   read; one that reads the acknowledgements is ended past
+//!   [`CONTROL_FRAMES`](super::h2_floods::CONTROL_FRAMES) of them in 10 s
+//!   with GOAWAY `ENHANCE_YOUR_CALM` (see `h2_floods`); floods of empty
+//!   DATA frames end the connection;
 //! - dead peers: a PING every [`KEEP_ALIVE`] while nothing arrives; no ACK
 //!   within [`KEEP_ALIVE_TIMEOUT`] closes the connection.
 //!

@@ -48,6 +48,7 @@
 mod activity;
 mod arriving;
 mod client_cert;
+mod h2_floods;
 mod http2;
 mod limits;
 mod linger;
@@ -82,6 +83,7 @@ use limits::{Gate, Refusal, Ticket};
 use linger::Lingering;
 
 use client_cert::ClientCertificate;
+use h2_floods::Calmed;
 
 /// kubecache's HTTP server: a listener, the router it serves, and how.
 pub struct Server {
@@ -418,7 +420,11 @@ impl Connection {
             // has no stream open, as Go's HTTP/2 server times it.
             Protocol::Http2 => {
                 let connection = http2::builder(&self.limits, self.write_stall).serve_connection(
-                    TokioIo::new(WriteStall::new(stream, self.write_stall, deadline)),
+                    TokioIo::new(WriteStall::new(
+                        Calmed::new(stream),
+                        self.write_stall,
+                        deadline,
+                    )),
                     service,
                 );
                 drive(connection, refusal.is_some(), expired, stop).await
