@@ -213,7 +213,7 @@ mod tests {
     use hyper_util::rt::{TokioExecutor, TokioIo};
     use tokio::sync::{mpsc, oneshot, watch};
 
-    use super::super::limits::Gate;
+    use super::super::limits::{Entering, Gate};
     use super::super::stall::GRACE;
     use super::super::{Accepted, AnswerDeadline, Connection, Protocol};
     use super::*;
@@ -301,7 +301,10 @@ mod tests {
         });
         let gate = Gate::new(limits);
         let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let (ticket, refusal) = gate.enter(gate.socket().await, peer.ip()).unwrap();
+        let Entering::Now(Some((ticket, refusal))) = gate.enter(gate.socket().await, peer.ip())
+        else {
+            panic!("admitted");
+        };
         let accepted = Accepted {
             peer,
             refusal,

@@ -40,7 +40,10 @@ enum Closing {
     Open,
     /// Its write side shut down: discarding what arrives until then, or
     /// until `left` more bytes.
-    Draining { until: Pin<Box<Sleep>>, left: usize },
+    Draining {
+        until: Pin<Box<Sleep>>,
+        left: usize,
+    },
     Closed,
 }
 
@@ -157,7 +160,10 @@ mod tests {
             .await
             .unwrap();
         let sent = sending.await.unwrap();
-        assert!((LINGER_BYTES..LINGER_BYTES + 256 * 1024).contains(&sent), "{sent}");
+        assert!(
+            (LINGER_BYTES..LINGER_BYTES + 256 * 1024).contains(&sent),
+            "{sent}"
+        );
 
         // A client that sends nothing and does not close: the time bound.
         let (server, _silent) = tokio::io::duplex(64 * 1024);

@@ -22,8 +22,9 @@
 //!
 //! Limits ([`Limits`]): connections in all and per client address, and
 //! per address those before their first request and requests sending a
-//! body (see `limits`: beyond them a request gets a 429 `Status`, but the
-//! kubelet's probes are answered); a header-read and an idle timeout per
+//! body (see `limits`: beyond them a connection or a body waits, unread,
+//! for a place as long as a head may take, then gets a 429 `Status`, but
+//! the kubelet's probes are answered); a header-read and an idle timeout per
 //! connection (see `activity`: Go's, not hyper's, semantics), a body
 //! waited for timed as a head (see `arriving`); request heads of at
 //! most [`MAX_HEADER_BYTES`]. What hyper answers itself, with an empty
@@ -79,7 +80,7 @@ pub use tls::{Tls, TlsError, TlsFile, TlsFiles};
 use activity::{Activity, Watched};
 use arriving::Arriving;
 use http2::Stream;
-use limits::{Gate, Refusal, Ticket};
+use limits::{Entering, Gate, Refusal, Ticket};
 use linger::Lingering;
 
 use client_cert::ClientCertificate;
@@ -238,19 +239,15 @@ impl Server {
                     }
                 }
             };
-            let Some((ticket, refusal)) = gate.enter(permit, peer.ip()) else {
-                tracing::debug!(%peer, "too many connections refused at once: closed");
-                continue;
-            };
             if let Err(error) = stream.set_nodelay(true) {
                 tracing::debug!(%error, %peer, "TCP_NODELAY");
             }
-            let accepted = Accepted {
-                peer,
-                refusal,
-                ticket: Arc::new(ticket),
-            };
-            tokio::spawn(connection.clone().run(stream, accepted, stopping.clone()));
+            let entering = gate.enter(permit, peer.ip());
+            tokio::spawn(
+                connection
+                    .clone()
+                    .enter(stream, peer, entering, stopping.clone()),
+            );
         }
         drop(listener);
         drop(stopping);
@@ -280,6 +277,37 @@ struct Accepted {
 }
 
 impl Connection {
+    /// Serves a connection once it has a place (held unread until one
+    /// frees, for as long as a head may take), or its refusal.
+    async fn enter(
+        self: Arc<Self>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        entering: Entering,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let entry = match entering {
+            Entering::Now(entry) => entry,
+            Entering::Held(waiting) => {
+                let until = tokio::time::Instant::now() + self.limits.header_read_timeout;
+                tokio::select! {
+                    entry = waiting.entry(until) => entry,
+                    () = stopped(&mut stop) => return,
+                }
+            }
+        };
+        let Some((ticket, refusal)) = entry else {
+            tracing::debug!(%peer, "too many connections refused at once: closed");
+            return;
+        };
+        let accepted = Accepted {
+            peer,
+            refusal,
+            ticket: Arc::new(ticket),
+        };
+        self.run(stream, accepted, stop).await;
+    }
+
     /// Serves one accepted connection until it closes or, once `stop`
     /// turns true, its answer in flight is done.
     async fn run(
@@ -343,28 +371,37 @@ impl Connection {
         let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             let in_flight = requests.start();
             ticket.first_request();
-            let (place, refusal) = match refusal {
-                None if !request.body().is_end_stream() => match ticket.upload() {
-                    Some(place) => (Some(place), None),
-                    None => (None, Some(Refusal::UploadsPerAddress)),
-                },
-                refusal => (None, refusal),
-            };
-            let refused = refusal
-                .filter(|_| !PROBES.contains(&request.uri().path()))
-                .map(|refusal| {
-                    let status = refusal.status(&limits, peer.ip());
-                    let answer = crate::error::ApiError::Status(status).into_response();
-                    ([(hyper::header::CONNECTION, "close")], answer).into_response()
-                });
-            let mut request = request.map(|body| Arriving::new(body, requests.clone(), place));
+            let mut request = request.map(|body| Arriving::new(body, requests.clone()));
             request.extensions_mut().insert(ConnectInfo(peer));
             if let Some(proved) = certificate.as_ref().and_then(ClientCertificate::proves) {
                 request.extensions_mut().insert(proved);
             }
             let router = router.clone();
             let answer_deadline = answer_deadline.clone();
+            let ticket = ticket.clone();
             async move {
+                // A body waits for its address's upload place, as long as
+                // a head may take.
+                let refusal = match refusal {
+                    None if !request.body().is_end_stream() => {
+                        let until = tokio::time::Instant::now() + limits.header_read_timeout;
+                        match ticket.upload(until).await {
+                            Some(place) => {
+                                request.body_mut().hold(place);
+                                None
+                            }
+                            None => Some(Refusal::UploadsPerAddress),
+                        }
+                    }
+                    refusal => refusal,
+                };
+                let refused = refusal
+                    .filter(|_| !PROBES.contains(&request.uri().path()))
+                    .map(|refusal| {
+                        let status = refusal.status(&limits, peer.ip());
+                        let answer = crate::error::ApiError::Status(status).into_response();
+                        ([(hyper::header::CONNECTION, "close")], answer).into_response()
+                    });
                 // Polled in its stream's task under HTTP/2, whose deadline
                 // it sets; in the connection's under HTTP/1.
                 let stream = Stream::current();

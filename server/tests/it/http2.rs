@@ -380,7 +380,11 @@ async fn a_client_flooding_settings_or_pings_and_reading_the_acks_gets_goaway_en
             loop {
                 let mut batch = BytesMut::new();
                 for _ in 0..100 {
-                    let payload = if kind == PING { &sent.to_be_bytes()[..] } else { &[] };
+                    let payload = if kind == PING {
+                        &sent.to_be_bytes()[..]
+                    } else {
+                        &[]
+                    };
                     frame(&mut batch, kind, 0, 0, payload);
                     sent += 1;
                 }
