@@ -902,6 +902,12 @@ async fn every_error_kubecache_answers_is_a_status_and_hyper_s_own_are_empty() {
         raw(addr, b"\x01\x02 / HTTP/1.1\r\nHost: x\r\n\r\n").await,
         (400, String::new())
     );
+    // A target of 65,534 bytes is served; one byte more is not.
+    for (length, code) in [(65_534, 200), (65_535, 414)] {
+        let target = format!("/healthz?x={}", "a".repeat(length - "/healthz?x=".len()));
+        let request = format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        assert_eq!(raw(addr, request.as_bytes()).await.0, code, "{length}");
+    }
     // Just within the limit: served.
     let within_limit = format!(
         "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: {}\r\n\r\n",
