@@ -461,13 +461,13 @@ settings! {
             key "maxPerAddress", flag "max-connections-per-address" N,
             env "KUBECACHE_MAX_CONNECTIONS_PER_ADDRESS";
         /// connections from one client IP address at once before their
-        /// first request's head (TLS handshake included); more are refused
+        /// first request's head (TLS handshake included); more wait, unread,
         /// as beyond `maxPerAddress`
         max_pending_per_address: usize = Limits::default().max_pending_per_address,
             key "maxPendingPerAddress", flag "max-pending-connections-per-address" N,
             env "KUBECACHE_MAX_PENDING_CONNECTIONS_PER_ADDRESS";
         /// requests from one client IP address sending a body at once; one
-        /// more gets a 429, its body unread
+        /// more waits for a place, then gets a 429, its body unread
         max_uploads_per_address: usize = Limits::default().max_uploads_per_address,
             key "maxUploadsPerAddress", flag "max-uploads-per-address" N,
             env "KUBECACHE_MAX_UPLOADS_PER_ADDRESS";

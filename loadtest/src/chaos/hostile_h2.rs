@@ -42,6 +42,14 @@ pub struct H2Hostile {
     /// acknowledgements.
     #[arg(long, default_value_t = 2)]
     pub h2_ping_floods: usize,
+    /// HTTP/2 connections sending SETTINGS frames, 1,024 to a batch, and
+    /// reading (and discarding) kubecache's acknowledgements between
+    /// batches, until kubecache ends the connection; then again (issue 43).
+    #[arg(long, default_value_t = 1)]
+    pub h2_settings_drainers: usize,
+    /// The same with PING frames.
+    #[arg(long, default_value_t = 1)]
+    pub h2_ping_drainers: usize,
     /// HTTP/2 connections each holding three watches of everything from
     /// resourceVersion 0 in a 64 KiB stream window never opened again,
     /// beside a fourth, from the current resourceVersion, that it reads:
@@ -106,6 +114,12 @@ pub(super) fn spawn(attack: &mut Attack, h2: &H2Hostile, victim: &Arc<Victim>, h
     });
     start.kind("h2 PING flood", h2.h2_ping_floods, |v, t, _| {
         flood(v, t, PING)
+    });
+    start.kind("h2 SETTINGS drainer", h2.h2_settings_drainers, |v, t, _| {
+        drainer(v, t, SETTINGS)
+    });
+    start.kind("h2 PING drainer", h2.h2_ping_drainers, |v, t, _| {
+        drainer(v, t, PING)
     });
     start.kind("h2 unread streams", h2.h2_unread_streams, |v, t, _| {
         unread_streams(v, t)
@@ -290,6 +304,29 @@ async fn flood(victim: Arc<Victim>, tally: Arc<Tally>, kind: u8) {
                 }
             }
         };
+        tally.note(outcome);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Sends frames of `kind` (SETTINGS or PING) in batches, taking in
+/// kubecache's acknowledgements between them, until it ends the
+/// connection; then again.
+async fn drainer(victim: Arc<Victim>, tally: Arc<Tally>, kind: u8) {
+    loop {
+        let Some((mut raw, _)) = started(&victim, &tally).await else {
+            continue;
+        };
+        let mut sent = 0u64;
+        let outcome = hammer(&mut raw, |batch| {
+            for _ in 0..1024 {
+                let ping = sent.to_be_bytes();
+                let payload: &[u8] = if kind == PING { &ping } else { &[] };
+                frame(batch, kind, 0, 0, payload);
+                sent += 1;
+            }
+        })
+        .await;
         tally.note(outcome);
         tokio::time::sleep(Duration::from_secs(1)).await;
     }

@@ -29,13 +29,18 @@ pub(super) struct Arriving {
 }
 
 impl Arriving {
-    pub(super) fn new(body: Incoming, activity: Arc<Activity>, place: Option<UploadPlace>) -> Self {
+    pub(super) fn new(body: Incoming, activity: Arc<Activity>) -> Self {
         Arriving {
             body,
             activity,
             waiting: None,
-            place,
+            place: None,
         }
+    }
+
+    /// Holds `place` until its last byte.
+    pub(super) fn hold(&mut self, place: UploadPlace) {
+        self.place = Some(place);
     }
 }
 

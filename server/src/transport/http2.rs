@@ -20,7 +20,10 @@
 //!   cost the client;
 //! - SETTINGS and PING floods: h2 acknowledges each before it reads the
 //!   next frame, so a client that sends them without reading stops being
-//!   read; floods of empty DATA frames end the connection;
+//!   read; one that reads the acknowledgements is ended past
+//!   [`CONTROL_FRAMES`](super::h2_floods::CONTROL_FRAMES) of them in 10 s
+//!   with GOAWAY `ENHANCE_YOUR_CALM` (see `h2_floods`); floods of empty
+//!   DATA frames end the connection;
 //! - dead peers: a PING every [`KEEP_ALIVE`] while nothing arrives; no ACK
 //!   within [`KEEP_ALIVE_TIMEOUT`] closes the connection.
 //!
@@ -210,7 +213,7 @@ mod tests {
     use hyper_util::rt::{TokioExecutor, TokioIo};
     use tokio::sync::{mpsc, oneshot, watch};
 
-    use super::super::limits::Gate;
+    use super::super::limits::{Entering, Gate};
     use super::super::stall::GRACE;
     use super::super::{Accepted, AnswerDeadline, Connection, Protocol};
     use super::*;
@@ -294,10 +297,14 @@ mod tests {
             handshake_timeout: Duration::from_secs(10),
             limits,
             write_stall: BUDGET,
+            linger: Duration::from_secs(2),
         });
         let gate = Gate::new(limits);
         let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let (ticket, refusal) = gate.enter(gate.socket().await, peer.ip()).unwrap();
+        let Entering::Now(Some((ticket, refusal))) = gate.enter(gate.socket().await, peer.ip())
+        else {
+            panic!("admitted");
+        };
         let accepted = Accepted {
             peer,
             refusal,

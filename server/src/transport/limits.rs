@@ -3,14 +3,21 @@
 //! address may wait for their bodies.
 //!
 //! The accept loop takes a permit before it accepts, so that no more than
-//! `max_connections` plus [`REFUSALS`] sockets are ever open: beyond them,
-//! new connections wait in the kernel's backlog. An accepted connection is
+//! `max_connections`, those held and [`REFUSALS`] sockets are ever open:
+//! beyond them, new connections wait in the kernel's backlog. An accepted connection is
 //! *admitted* while fewer than `max_connections` are, its address holds
 //! fewer than `max_connections_per_address`, and fewer than
 //! `max_pending_per_address` of its address's connections are *pending*
 //! (not past their first request's head: a TLS handshake in progress, a
 //! silent connection, a half-sent head). Authentication is per request, so
-//! the address is what a connection is known by. Otherwise it is
+//! the address is what a connection is known by. Otherwise it is *held*,
+//! unread, one of at most [`Limits::max_held`] (a quarter of those of one
+//! address),
+//! and admitted when a place frees, for as long as a head may take (the
+//! header-read timeout): refusing at once made a client that holds its
+//! connections (300 slow uploads, a burst of 100 watches from one
+//! informer process) reconnect in a loop, thousands of handshakes instead
+//! of one wait. Held too long, or beyond the holding, it is
 //! *refused*: one of at most [`REFUSALS`] at a time, its request answered
 //! with a 429 `Status` (`Retry-After: 1`) and the connection closed;
 //! but the kubelet's probes ([`PROBES`]) are answered as usual, so that a
@@ -19,8 +26,9 @@
 //!
 //! A request with a body holds an *upload* place of its address until
 //! its body has all arrived (or is dropped); beyond
-//! `max_uploads_per_address`, a request with a body is answered 429
-//! without reading it, and its connection closed.
+//! `max_uploads_per_address`, a request with a body waits for one, its
+//! body unread, as long as a head may take; then it is answered 429 and
+//! its connection closed (a lingering close, see `linger`).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -30,7 +38,8 @@ use std::time::Duration;
 
 use kubecache_wire::Status;
 use parking_lot::Mutex;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
 /// Connections refused at once, each answering one request: what a
 /// connection beyond the limits may still hold.
@@ -109,12 +118,25 @@ impl Limits {
         http2_max_streams_per_connection: 1,
     };
 
-    /// These limits lowered, if need be, so that their connections cannot
-    /// use up `descriptors` open files (at least one connection is kept).
+    /// Connections held at once, unread, waiting for a place: a quarter of
+    /// `max_connections` (each holds its socket only).
+    pub fn max_held(&self) -> usize {
+        self.max_connections / 4
+    }
+
+    /// Of [`Limits::max_held`], what one address's connections may hold.
+    pub fn max_held_per_address(&self) -> usize {
+        self.max_held() / 4
+    }
+
+    /// These limits lowered, if need be, so that their connections, and
+    /// those held, cannot use up `descriptors` open files (at least one
+    /// connection is kept).
     #[must_use]
     pub fn within_descriptors(self, descriptors: u64) -> Limits {
-        let room = descriptors.saturating_sub(RESERVED_DESCRIPTORS + REFUSALS as u64)
-            / DESCRIPTORS_PER_CONNECTION;
+        // Each admitted connection's descriptors, and a quarter's held.
+        let room = descriptors.saturating_sub(RESERVED_DESCRIPTORS + REFUSALS as u64) * 4
+            / (4 * DESCRIPTORS_PER_CONNECTION + 1);
         let max_connections = (self.max_connections as u64).min(room).max(1) as usize;
         Limits {
             max_connections,
@@ -198,12 +220,16 @@ pub(super) struct Gate {
     limits: Limits,
     sockets: Arc<Semaphore>,
     counts: Mutex<Counts>,
+    /// Told whenever a place (a connection's, a pending one's, an upload's)
+    /// is given back.
+    freed: Notify,
 }
 
 #[derive(Default)]
 struct Counts {
     admitted: usize,
     refusing: usize,
+    holding: usize,
     by_address: HashMap<IpAddr, Held>,
 }
 
@@ -213,6 +239,8 @@ struct Held {
     connections: usize,
     pending: usize,
     uploads: usize,
+    /// Connections waiting for a place.
+    waiting: usize,
 }
 
 impl Counts {
@@ -221,7 +249,7 @@ impl Counts {
     fn held(&mut self, address: IpAddr, change: impl FnOnce(&mut Held)) {
         let held = self.by_address.entry(address).or_default();
         change(held);
-        if held.connections + held.pending + held.uploads == 0 {
+        if held.connections + held.pending + held.uploads + held.waiting == 0 {
             self.by_address.remove(&address);
         }
     }
@@ -231,13 +259,55 @@ impl Counts {
 /// why. `None`: closed unanswered.
 pub(super) type Entry = Option<(Ticket, Option<Refusal>)>;
 
+/// A connection beyond the limits, held unread until a place frees.
+pub(super) struct Waiting {
+    gate: Arc<Gate>,
+    address: IpAddr,
+    permit: OwnedSemaphorePermit,
+}
+
+impl Waiting {
+    /// Admitted once a place frees; refused (or closed unanswered, beyond
+    /// [`REFUSALS`]) if none has by `until`.
+    pub(super) async fn entry(self, until: Instant) -> Entry {
+        let Waiting {
+            gate,
+            address,
+            permit,
+        } = self;
+        let refusal = gate
+            .when_freed(until, |counts| {
+                gate.refusal(counts, address).map_or(Ok(()), Err)
+            })
+            .await;
+        let mut counts = gate.counts.lock();
+        counts.holding -= 1;
+        counts.held(address, |held| held.waiting -= 1);
+        match refusal {
+            Ok(()) => Some(gate.admit(&mut counts, permit, address)),
+            Err(refusal) => gate.refuse(&mut counts, permit, address, refusal),
+        }
+    }
+}
+
+/// How the accept loop is to go on with a connection.
+pub(super) enum Entering {
+    /// Admitted or refused at once.
+    Now(Entry),
+    /// Held until a place frees.
+    Held(Waiting),
+}
+
 impl Gate {
     pub(super) fn new(limits: Limits) -> Arc<Gate> {
         register();
         Arc::new(Gate {
             limits,
-            sockets: Arc::new(Semaphore::new(limits.max_connections + REFUSALS)),
+            sockets: Arc::new(Semaphore::new(
+                limits.max_connections + limits.max_held() + REFUSALS,
+            )),
             counts: Mutex::default(),
+            freed: Notify::new(),
         })
     }
 
@@ -250,11 +320,61 @@ impl Gate {
             .expect("the semaphore is never closed")
     }
 
-    /// Admits or refuses a connection accepted from `address` with `permit`.
-    pub(super) fn enter(self: &Arc<Self>, permit: OwnedSemaphorePermit, address: IpAddr) -> Entry {
+    /// Admits a connection accepted from `address` with `permit`, holds it
+    /// while its address (or kubecache) has no place for it, or refuses it
+    /// when the holding is full.
+    pub(super) fn enter(
+        self: &Arc<Self>,
+        permit: OwnedSemaphorePermit,
+        address: IpAddr,
+    ) -> Entering {
         let mut counts = self.counts.lock();
+        let Some(refusal) = self.refusal(&counts, address) else {
+            return Entering::Now(Some(self.admit(&mut counts, permit, address)));
+        };
+        let waiting = counts
+            .by_address
+            .get(&address)
+            .map_or(0, |held| held.waiting);
+        let limits = &self.limits;
+        if counts.holding < limits.max_held() && waiting < limits.max_held_per_address() {
+            counts.holding += 1;
+            counts.held(address, |held| held.waiting += 1);
+            return Entering::Held(Waiting {
+                gate: self.clone(),
+                address,
+                permit,
+            });
+        }
+        Entering::Now(self.refuse(&mut counts, permit, address, refusal))
+    }
+
+    /// `attempt`'s first success, tried now and whenever a place is given
+    /// back until `until`; then its last failure.
+    async fn when_freed<T, E>(
+        &self,
+        until: Instant,
+        mut attempt: impl FnMut(&mut Counts) -> Result<T, E>,
+    ) -> Result<T, E> {
+        loop {
+            let freed = self.freed.notified();
+            let mut freed = std::pin::pin!(freed);
+            freed.as_mut().enable();
+            let failed = match attempt(&mut self.counts.lock()) {
+                Ok(done) => return Ok(done),
+                Err(failed) => failed,
+            };
+            tokio::select! {
+                () = freed => {}
+                () = tokio::time::sleep_until(until) => return Err(failed),
+            }
+        }
+    }
+
+    /// Why a connection from `address` cannot be admitted now, if it cannot.
+    fn refusal(&self, counts: &Counts, address: IpAddr) -> Option<Refusal> {
         let from_address = counts.by_address.get(&address).copied().unwrap_or_default();
-        let refusal = if counts.admitted >= self.limits.max_connections {
+        if counts.admitted >= self.limits.max_connections {
             Some(Refusal::Total)
         } else if from_address.connections >= self.limits.max_connections_per_address {
             Some(Refusal::PerAddress)
@@ -262,29 +382,53 @@ impl Gate {
             Some(Refusal::PendingPerAddress)
         } else {
             None
-        };
-        if let Some(refusal) = refusal {
-            refusal.count();
-            if counts.refusing >= REFUSALS {
-                return None;
-            }
-            counts.refusing += 1;
-        } else {
-            counts.admitted += 1;
-            counts.held(address, |held| {
-                held.connections += 1;
-                held.pending += 1;
-            });
         }
+    }
+
+    fn admit(
+        self: &Arc<Self>,
+        counts: &mut Counts,
+        permit: OwnedSemaphorePermit,
+        address: IpAddr,
+    ) -> (Ticket, Option<Refusal>) {
+        counts.admitted += 1;
+        counts.held(address, |held| {
+            held.connections += 1;
+            held.pending += 1;
+        });
+        (self.ticket(permit, address, true), None)
+    }
+
+    fn refuse(
+        self: &Arc<Self>,
+        counts: &mut Counts,
+        permit: OwnedSemaphorePermit,
+        address: IpAddr,
+        refusal: Refusal,
+    ) -> Entry {
+        refusal.count();
+        if counts.refusing >= REFUSALS {
+            return None;
+        }
+        counts.refusing += 1;
+        Some((self.ticket(permit, address, false), Some(refusal)))
+    }
+
+    fn ticket(
+        self: &Arc<Self>,
+        permit: OwnedSemaphorePermit,
+        address: IpAddr,
+        admitted: bool,
+    ) -> Ticket {
         let ticket = Ticket {
             gate: self.clone(),
             address,
-            admitted: refusal.is_none(),
-            pending: AtomicBool::new(refusal.is_none()),
+            admitted,
+            pending: AtomicBool::new(admitted),
             _permit: permit,
         };
         ticket.count(1.0);
-        Some((ticket, refusal))
+        ticket
     }
 }
 
@@ -298,6 +442,7 @@ pub(super) struct UploadPlace {
 impl Drop for UploadPlace {
     fn drop(&mut self) {
         (self.gate.counts.lock()).held(self.address, |held| held.uploads -= 1);
+        self.gate.freed.notify_waiters();
     }
 }
 
@@ -316,27 +461,35 @@ impl Ticket {
     pub(super) fn first_request(&self) {
         if self.pending.swap(false, Ordering::Relaxed) {
             (self.gate.counts.lock()).held(self.address, |held| held.pending -= 1);
+            self.gate.freed.notify_waiters();
         }
     }
 
     /// An upload place of its address, for a request whose body is to
-    /// arrive; `None` (and counted) when its address holds them all.
-    pub(super) fn upload(&self) -> Option<UploadPlace> {
+    /// arrive, waited for while its address holds them all; `None` (and
+    /// counted) if none has freed by `until`.
+    pub(super) async fn upload(&self, until: Instant) -> Option<UploadPlace> {
         let gate = &self.gate;
-        let mut counts = gate.counts.lock();
-        let uploads = counts
-            .by_address
-            .get(&self.address)
-            .map_or(0, |held| held.uploads);
-        if uploads >= gate.limits.max_uploads_per_address {
+        let limit = gate.limits.max_uploads_per_address;
+        let place = gate.when_freed(until, |counts| {
+            let uploads = counts
+                .by_address
+                .get(&self.address)
+                .map_or(0, |held| held.uploads);
+            if uploads >= limit {
+                return Err(());
+            }
+            counts.held(self.address, |held| held.uploads += 1);
+            Ok(UploadPlace {
+                gate: gate.clone(),
+                address: self.address,
+            })
+        });
+        let place = place.await.ok();
+        if place.is_none() {
             Refusal::UploadsPerAddress.count();
-            return None;
         }
-        counts.held(self.address, |held| held.uploads += 1);
-        Some(UploadPlace {
-            gate: gate.clone(),
-            address: self.address,
-        })
+        place
     }
 
     fn count(&self, by: f64) {
@@ -359,6 +512,8 @@ impl Drop for Ticket {
             held.connections -= 1;
             held.pending -= pending;
         });
+        drop(counts);
+        self.gate.freed.notify_waiters();
     }
 }
 
@@ -382,85 +537,128 @@ mod tests {
         let limits = Limits::default();
         assert_eq!(limits.within_descriptors(1 << 20), limits);
         let tight = limits.within_descriptors(1024);
-        assert_eq!(tight.max_connections, (1024 - 64 - 32) / 3);
+        assert_eq!(tight.max_connections, (1024 - 64 - 32) * 4 / 13);
         assert_eq!(tight.max_connections_per_address, tight.max_connections);
         assert!(
-            tight.max_connections * 3 + REFUSALS + 64 <= 1024,
+            tight.max_connections * 3 + tight.max_held() + REFUSALS + 64 <= 1024,
             "{tight:?}"
         );
         assert_eq!(limits.within_descriptors(10).max_connections, 1);
     }
 
-    #[tokio::test]
-    async fn connections_beyond_either_limit_are_refused_and_places_are_given_back() {
+    impl Entering {
+        /// The entry decided at once.
+        fn now(self) -> Entry {
+            match self {
+                Entering::Now(entry) => entry,
+                Entering::Held(_) => panic!("held"),
+            }
+        }
+
+        fn held(self) -> Waiting {
+            match self {
+                Entering::Now(_) => panic!("not held"),
+                Entering::Held(waiting) => waiting,
+            }
+        }
+    }
+
+    const A: [u8; 4] = [10, 0, 0, 1];
+    const B: [u8; 4] = [10, 0, 0, 2];
+
+    async fn enter(gate: &Arc<Gate>, address: [u8; 4]) -> Entering {
+        gate.enter(gate.socket().await, address.into())
+    }
+
+    fn later() -> Instant {
+        Instant::now() + Duration::from_secs(3600)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn connections_beyond_a_limit_wait_for_a_place_and_are_refused_past_the_wait() {
         let gate = Gate::new(Limits {
-            max_connections: 3,
+            max_connections: 16,
             max_connections_per_address: 2,
             ..Limits::default()
         });
-        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
-        let enter = |address| {
-            let gate = gate.clone();
-            async move { gate.enter(gate.socket().await, address).unwrap() }
-        };
-        let (first, refusal) = enter(a).await;
+        assert_eq!(gate.limits.max_held_per_address(), 1);
+        let (first, refusal) = enter(&gate, A).await.now().unwrap();
         assert_eq!(refusal, None);
-        let (_second, refusal) = enter(a).await;
-        assert_eq!(refusal, None);
-        assert_eq!(enter(a).await.1, Some(Refusal::PerAddress));
-        let (_third, refusal) = enter(b).await;
-        assert_eq!(refusal, None);
-        assert_eq!(enter(b).await.1, Some(Refusal::Total));
+        let _second = enter(&gate, A).await.now().unwrap();
+        let third = tokio::spawn(enter(&gate, A).await.held().entry(later()));
+        // Beyond what one address may hold: refused at once.
+        let (_, refusal) = enter(&gate, A).await.now().unwrap();
+        assert_eq!(refusal, Some(Refusal::PerAddress));
+        let _others = [enter(&gate, B).await.now(), enter(&gate, B).await.now()];
+        let beyond = enter(&gate, B).await.held();
+        let beyond = beyond.entry(Instant::now() + Duration::from_secs(32));
+        // Past the wait, refused: a 429 answered.
+        assert_eq!(beyond.await.unwrap().1, Some(Refusal::PerAddress));
+        assert!(!third.is_finished());
+        // A place frees: the one held is admitted.
         drop(first);
-        let (_again, refusal) = enter(a).await;
-        assert_eq!(refusal, None);
+        assert_eq!(third.await.unwrap().unwrap().1, None);
     }
 
-    #[tokio::test]
-    async fn refusals_held_at_once_are_bounded_and_others_still_get_in() {
+    #[tokio::test(start_paused = true)]
+    async fn held_and_refused_connections_are_bounded_and_others_still_get_in() {
         let gate = Gate::new(Limits {
-            max_connections: 3,
+            max_connections: 64,
             max_connections_per_address: 1,
             ..Limits::default()
         });
-        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
-        let _admitted = gate.enter(gate.socket().await, a).unwrap();
-        let refused: Vec<_> = futures::future::join_all(
-            (0..REFUSALS).map(|_| async { gate.enter(gate.socket().await, a).unwrap() }),
-        )
-        .await;
-        assert!(refused.iter().all(|(_, refusal)| refusal.is_some()));
+        let _admitted = enter(&gate, A).await.now().unwrap();
+        let mut held = Vec::new();
+        for _ in 0..gate.limits.max_held_per_address() {
+            held.push(enter(&gate, A).await.held());
+        }
+        let mut refused = Vec::new();
+        for _ in 0..REFUSALS {
+            let (ticket, refusal) = enter(&gate, A).await.now().unwrap();
+            assert_eq!(refusal, Some(Refusal::PerAddress));
+            refused.push(ticket);
+        }
         // Beyond, closed unanswered, its socket's permit given back ...
-        assert!(gate.enter(gate.socket().await, a).is_none());
+        assert!(enter(&gate, A).await.now().is_none());
         // ... and another address is admitted.
-        assert_eq!(gate.enter(gate.socket().await, b).unwrap().1, None);
+        assert_eq!(enter(&gate, B).await.now().unwrap().1, None);
+        // The wait ends for those held: refused, answered while there is
+        // room among the refusals.
+        drop(refused);
+        let waited = held.len();
+        let entries = futures::future::join_all(held.into_iter().map(|w| w.entry(Instant::now())));
+        let answered = entries.await.into_iter().flatten().count();
+        assert_eq!(answered, waited.min(REFUSALS));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn an_address_s_connections_before_their_first_request_and_its_uploads_are_bounded() {
         let gate = Gate::new(Limits {
             max_pending_per_address: 2,
             max_uploads_per_address: 1,
             ..Limits::default()
         });
-        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
-        let enter = |address| {
-            let gate = gate.clone();
-            async move { gate.enter(gate.socket().await, address).unwrap() }
-        };
-        let (first, _) = enter(a).await;
-        let (_second, _) = enter(a).await;
-        assert_eq!(enter(a).await.1, Some(Refusal::PendingPerAddress));
-        assert_eq!(enter(b).await.1, None);
+        let (first, _) = enter(&gate, A).await.now().unwrap();
+        let _second = enter(&gate, A).await.now().unwrap();
+        let third = tokio::spawn(enter(&gate, A).await.held().entry(later()));
+        assert_eq!(enter(&gate, B).await.now().unwrap().1, None);
         // Past its first request's head, a connection is not pending.
         first.first_request();
-        let (third, refusal) = enter(a).await;
+        let (third, refusal) = third.await.unwrap().unwrap();
         assert_eq!(refusal, None);
-        // One upload at a time from `a`, given back when done; `b` has its own.
-        let upload = third.upload().expect("a first upload");
-        assert!(first.upload().is_none());
-        assert!(enter(b).await.0.upload().is_some());
+        // One upload at a time from `a`, waited for, given back when done;
+        // `b` has its own.
+        let upload = third.upload(later()).await.expect("a first upload");
+        assert!(first.upload(Instant::now()).await.is_none());
+        let (other, _) = enter(&gate, B).await.now().unwrap();
+        assert!(other.upload(Instant::now()).await.is_some());
+        let first = Arc::new(first);
+        let waiting = tokio::spawn({
+            let first = first.clone();
+            async move { first.upload(later()).await.is_some() }
+        });
+        tokio::task::yield_now().await;
         drop(upload);
-        assert!(first.upload().is_some());
+        assert!(waiting.await.unwrap());
     }
 }

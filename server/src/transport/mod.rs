@@ -22,8 +22,9 @@
 //!
 //! Limits ([`Limits`]): connections in all and per client address, and
 //! per address those before their first request and requests sending a
-//! body (see `limits`: beyond them a request gets a 429 `Status`, but the
-//! kubelet's probes are answered); a header-read and an idle timeout per
+//! body (see `limits`: beyond them a connection or a body waits, unread,
+//! for a place as long as a head may take, then gets a 429 `Status`, but
+//! the kubelet's probes are answered); a header-read and an idle timeout per
 //! connection (see `activity`: Go's, not hyper's, semantics), a body
 //! waited for timed as a head (see `arriving`); request heads of at
 //! most [`MAX_HEADER_BYTES`]. What hyper answers itself, with an empty
@@ -31,6 +32,12 @@
 //! for a request target beyond 65534 bytes, 400 for a request that does
 //! not parse; each then closes the connection. kube-apiserver (Go's
 //! net/http) answers those with a text body, not a `Status`, either.
+//!
+//! A connection kubecache closes after an answer lingers (see `linger`):
+//! its write side shut down first, what the client still sends is read and
+//! discarded for a bounded time and number of bytes, so that an answer
+//! given before a request's body was read (a 413, a 429) reaches a client
+//! still sending it instead of being lost to a reset.
 //!
 //! Every write to a client is bounded in time: one that makes no progress
 //! for the write-stall budget ([`Server::write_stall`]), or past the
@@ -42,8 +49,10 @@
 mod activity;
 mod arriving;
 mod client_cert;
+mod h2_floods;
 mod http2;
 mod limits;
+mod linger;
 mod stall;
 mod tls;
 
@@ -71,9 +80,11 @@ pub use tls::{Tls, TlsError, TlsFile, TlsFiles};
 use activity::{Activity, Watched};
 use arriving::Arriving;
 use http2::Stream;
-use limits::{Gate, Refusal, Ticket};
+use limits::{Entering, Gate, Refusal, Ticket};
+use linger::Lingering;
 
 use client_cert::ClientCertificate;
+use h2_floods::Calmed;
 
 /// kubecache's HTTP server: a listener, the router it serves, and how.
 pub struct Server {
@@ -83,6 +94,7 @@ pub struct Server {
     handshake_timeout: Duration,
     limits: Limits,
     write_stall: Duration,
+    linger: Duration,
 }
 
 /// The largest request head (request line and headers) served; beyond,
@@ -117,6 +129,12 @@ impl Server {
     /// gone without a FIN) holds its buffers no longer than this.
     pub const WRITE_STALL: Duration = Duration::from_secs(30);
 
+    /// Two seconds: the longest a connection closed after an answer reads
+    /// what its client still sends (see `linger`). Go's server waits half
+    /// a second; a client sending the rest of a 3 MiB body over a slower
+    /// link than a data centre's needs more.
+    pub const LINGER: Duration = Duration::from_secs(2);
+
     /// Serves `router` on `listener`, in plain HTTP.
     pub fn new(listener: TcpListener, router: Router) -> Server {
         Server {
@@ -126,6 +144,7 @@ impl Server {
             handshake_timeout: Self::HANDSHAKE_TIMEOUT,
             limits: Limits::default(),
             write_stall: Self::WRITE_STALL,
+            linger: Self::LINGER,
         }
     }
 
@@ -159,6 +178,14 @@ impl Server {
         self
     }
 
+    /// Lingers at most `budget` when closing a connection after an answer
+    /// instead of [`Server::LINGER`].
+    #[must_use]
+    pub fn linger(mut self, budget: Duration) -> Server {
+        self.linger = budget;
+        self
+    }
+
     /// Accepts and serves connections until `shutdown` completes, then
     /// stops as the [module docs](self) say; returns once every connection
     /// has ended. With TLS, reloads the files while it runs.
@@ -170,6 +197,7 @@ impl Server {
             handshake_timeout,
             limits,
             write_stall,
+            linger,
         } = self;
         let _reloading = tls
             .clone()
@@ -181,6 +209,7 @@ impl Server {
             handshake_timeout,
             limits,
             write_stall,
+            linger,
         });
         // Every connection task holds a receiver: `stop` tells them to stop,
         // and its closing says that the last one has ended.
@@ -210,19 +239,15 @@ impl Server {
                     }
                 }
             };
-            let Some((ticket, refusal)) = gate.enter(permit, peer.ip()) else {
-                tracing::debug!(%peer, "too many connections refused at once: closed");
-                continue;
-            };
             if let Err(error) = stream.set_nodelay(true) {
                 tracing::debug!(%error, %peer, "TCP_NODELAY");
             }
-            let accepted = Accepted {
-                peer,
-                refusal,
-                ticket: Arc::new(ticket),
-            };
-            tokio::spawn(connection.clone().run(stream, accepted, stopping.clone()));
+            let entering = gate.enter(permit, peer.ip());
+            tokio::spawn(
+                connection
+                    .clone()
+                    .enter(stream, peer, entering, stopping.clone()),
+            );
         }
         drop(listener);
         drop(stopping);
@@ -238,6 +263,7 @@ struct Connection {
     handshake_timeout: Duration,
     limits: Limits,
     write_stall: Duration,
+    linger: Duration,
 }
 
 /// One accepted connection.
@@ -251,6 +277,37 @@ struct Accepted {
 }
 
 impl Connection {
+    /// Serves a connection once it has a place (held unread until one
+    /// frees, for as long as a head may take), or its refusal.
+    async fn enter(
+        self: Arc<Self>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        entering: Entering,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let entry = match entering {
+            Entering::Now(entry) => entry,
+            Entering::Held(waiting) => {
+                let until = tokio::time::Instant::now() + self.limits.header_read_timeout;
+                tokio::select! {
+                    entry = waiting.entry(until) => entry,
+                    () = stopped(&mut stop) => return,
+                }
+            }
+        };
+        let Some((ticket, refusal)) = entry else {
+            tracing::debug!(%peer, "too many connections refused at once: closed");
+            return;
+        };
+        let accepted = Accepted {
+            peer,
+            refusal,
+            ticket: Arc::new(ticket),
+        };
+        self.run(stream, accepted, stop).await;
+    }
+
     /// Serves one accepted connection until it closes or, once `stop`
     /// turns true, its answer in flight is done.
     async fn run(
@@ -303,6 +360,7 @@ impl Connection {
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
     {
         let Accepted { peer, refusal, .. } = *accepted;
+        let stream = Lingering::new(stream, self.linger);
         let ticket = accepted.ticket.clone();
         let limits = self.limits;
         let activity = Activity::new();
@@ -313,28 +371,37 @@ impl Connection {
         let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             let in_flight = requests.start();
             ticket.first_request();
-            let (place, refusal) = match refusal {
-                None if !request.body().is_end_stream() => match ticket.upload() {
-                    Some(place) => (Some(place), None),
-                    None => (None, Some(Refusal::UploadsPerAddress)),
-                },
-                refusal => (None, refusal),
-            };
-            let refused = refusal
-                .filter(|_| !PROBES.contains(&request.uri().path()))
-                .map(|refusal| {
-                    let status = refusal.status(&limits, peer.ip());
-                    let answer = crate::error::ApiError::Status(status).into_response();
-                    ([(hyper::header::CONNECTION, "close")], answer).into_response()
-                });
-            let mut request = request.map(|body| Arriving::new(body, requests.clone(), place));
+            let mut request = request.map(|body| Arriving::new(body, requests.clone()));
             request.extensions_mut().insert(ConnectInfo(peer));
             if let Some(proved) = certificate.as_ref().and_then(ClientCertificate::proves) {
                 request.extensions_mut().insert(proved);
             }
             let router = router.clone();
             let answer_deadline = answer_deadline.clone();
+            let ticket = ticket.clone();
             async move {
+                // A body waits for its address's upload place, as long as
+                // a head may take.
+                let refusal = match refusal {
+                    None if !request.body().is_end_stream() => {
+                        let until = tokio::time::Instant::now() + limits.header_read_timeout;
+                        match ticket.upload(until).await {
+                            Some(place) => {
+                                request.body_mut().hold(place);
+                                None
+                            }
+                            None => Some(Refusal::UploadsPerAddress),
+                        }
+                    }
+                    refusal => refusal,
+                };
+                let refused = refusal
+                    .filter(|_| !PROBES.contains(&request.uri().path()))
+                    .map(|refusal| {
+                        let status = refusal.status(&limits, peer.ip());
+                        let answer = crate::error::ApiError::Status(status).into_response();
+                        ([(hyper::header::CONNECTION, "close")], answer).into_response()
+                    });
                 // Polled in its stream's task under HTTP/2, whose deadline
                 // it sets; in the connection's under HTTP/1.
                 let stream = Stream::current();
@@ -390,7 +457,11 @@ impl Connection {
             // has no stream open, as Go's HTTP/2 server times it.
             Protocol::Http2 => {
                 let connection = http2::builder(&self.limits, self.write_stall).serve_connection(
-                    TokioIo::new(WriteStall::new(stream, self.write_stall, deadline)),
+                    TokioIo::new(WriteStall::new(
+                        Calmed::new(stream),
+                        self.write_stall,
+                        deadline,
+                    )),
                     service,
                 );
                 drive(connection, refusal.is_some(), expired, stop).await

@@ -85,6 +85,8 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
                 h2_continuation_floods: 1,
                 h2_settings_floods: 1,
                 h2_ping_floods: 1,
+                h2_settings_drainers: 1,
+                h2_ping_drainers: 1,
                 h2_unread_streams: 1,
                 h2_many_streams: 1,
             },
@@ -113,7 +115,7 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
     assert!(after.hostile.is_empty() && after.faults.is_empty());
     // Every hostile kind acted, and the faults reached the API server's
     // watches: the reference watch had to resume.
-    assert_eq!(hostile.hostile.len(), 21, "{report}");
+    assert_eq!(hostile.hostile.len(), 23, "{report}");
     assert!(
         hostile.hostile.iter().all(|h| !h.outcomes.is_empty()),
         "{report}"

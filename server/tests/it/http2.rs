@@ -13,7 +13,7 @@ use bytes::{Bytes, BytesMut};
 use common::pki::{Pki, tls_files};
 use common::{Setup, WatchLines, describe, serve};
 use kubecache_loadtest::raw_h2::{
-    CANCEL, ENHANCE_YOUR_CALM, GOAWAY, Get, REFUSED_STREAM, RST_STREAM, RawH2, SETTINGS,
+    CANCEL, ENHANCE_YOUR_CALM, GOAWAY, Get, PING, REFUSED_STREAM, RST_STREAM, RawH2, SETTINGS,
     SETTINGS_MAX_CONCURRENT_STREAMS, frame,
 };
 use kubecache_loadtest::sim::ids;
@@ -359,6 +359,53 @@ async fn a_client_resetting_streams_in_a_loop_gets_goaway_and_others_are_served(
     assert_eq!(goaway.error_code(), Some(ENHANCE_YOUR_CALM), "{goaway:?}");
 
     // The other client's connection, and new ones, are served.
+    assert_eq!(fast(&mut other).await, "fast");
+    let mut new = h2_client(addr, &pki.ca_pem()).await;
+    assert_eq!(fast(&mut new).await, "fast");
+}
+
+#[tokio::test]
+async fn a_client_flooding_settings_or_pings_and_reading_the_acks_gets_goaway_enhance_your_calm() {
+    let pki = Pki::new("http2-control-floods");
+    let (addr, _server) = start(&pki, Limits::default()).await;
+    let mut other = h2_client(addr, &pki.ca_pem()).await;
+    for kind in [SETTINGS, PING] {
+        let mut flooder = raw_connection(addr, &pki.ca_pem()).await;
+        within("the server's SETTINGS", flooder.until(SETTINGS, 0))
+            .await
+            .unwrap();
+        let mut sent = 0u64;
+        // Batches of frames, the acknowledgements read between them.
+        let goaway = within("GOAWAY", async {
+            loop {
+                let mut batch = BytesMut::new();
+                for _ in 0..100 {
+                    let payload = if kind == PING {
+                        &sent.to_be_bytes()[..]
+                    } else {
+                        &[]
+                    };
+                    frame(&mut batch, kind, 0, 0, payload);
+                    sent += 1;
+                }
+                if flooder.send(&batch).await.is_err() {
+                    break flooder.until(GOAWAY, 0).await;
+                }
+                let (arrived, ended) = flooder.arrived();
+                if let Some(goaway) = arrived.into_iter().find(|f| f.kind == GOAWAY) {
+                    return Some(goaway);
+                }
+                assert!(!ended, "closed without GOAWAY after {sent}");
+                assert!(sent < 1_000_000, "no GOAWAY after {sent} frames of {kind}");
+            }
+        })
+        .await
+        .expect("GOAWAY before the connection closed");
+        assert_eq!(goaway.error_code(), Some(ENHANCE_YOUR_CALM), "{goaway:?}");
+        // 1,000 in 10 s, and what was on its way meanwhile.
+        assert!(sent < 50_000, "{sent} frames of {kind} before GOAWAY");
+    }
+    // A client pinging now and then, and everyone else, is served.
     assert_eq!(fast(&mut other).await, "fast");
     let mut new = h2_client(addr, &pki.ca_pem()).await;
     assert_eq!(fast(&mut new).await, "fast");
