@@ -95,6 +95,11 @@ pub struct Hostile {
     /// server stalls its next 20 `TokenReview`s 15 s (every `--hold-secs`).
     #[arg(long, default_value_t = 50)]
     pub stalled_review_waiters: usize,
+    /// Bearer token of the hostile clients (default: the well-behaved
+    /// load's `--token`): another user is another tenant, whose large
+    /// sends kubecache queues apart from the well-behaved clients'.
+    #[arg(long)]
+    pub hostile_token: Option<String>,
     /// The HTTP/2 kinds (over TLS only, as kubecache serves HTTP/2).
     #[command(flatten)]
     #[serde(flatten)]

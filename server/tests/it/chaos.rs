@@ -76,6 +76,7 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
             storm_watches: 4,
             token_churners: 1,
             stalled_review_waiters: 10,
+            hostile_token: None,
             h2: H2Hostile {
                 h2_rapid_resets: 1,
                 h2_continuation_floods: 1,
