@@ -344,8 +344,9 @@ settings! {
             key "maxWatchesPerClient", flag "max-watches-per-client" N,
             env "KUBECACHE_MAX_WATCHES_PER_CLIENT";
         /// large initial sends written at once (a watch's initial events
-        /// or a list, of more than 500 objects); the others queue, fairly
-        /// between clients (see [Expensive requests](api.md#expensive-requests))
+        /// or a list, of more than 500 objects); the others queue, smaller
+        /// sends first, then fairly between clients (see [Expensive
+        /// requests](api.md#expensive-requests))
         initial_send_seats: usize, unset "half the cores, at least 1",
             key "initialSendSeats", flag "initial-send-seats" N,
             env "KUBECACHE_INITIAL_SEND_SEATS";

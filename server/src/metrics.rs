@@ -308,11 +308,16 @@ fn describe() {
     );
     describe_counter!(
         "kubecache_watchers_closed_total",
-        "Client watches ended, by reason (timeout, client, shutdown, slow: cut for falling behind, expired: too old a resourceVersion, closed)."
+        "Client watches ended, by reason (timeout, client, shutdown, slow: cut for falling behind, stalled: its initial events waited 15 s for a seat again after its client stopped reading, expired: too old a resourceVersion, closed)."
     );
     describe_counter!(
         "kubecache_watch_events_sent_total",
         "Events written to client watches."
+    );
+    describe_gauge!(
+        "kubecache_watch_unsent_bytes",
+        Unit::Bytes,
+        "Bytes of watch events made for watchers that their connections have not taken yet: at most a chunk of 64 KiB per watch."
     );
     describe_counter!(
         "kubecache_watch_bytes_sent_total",
@@ -352,6 +357,14 @@ fn describe() {
     describe_counter!(
         "kubecache_initial_send_seats_taken_back_total",
         "Seats taken back from large initial sends whose clients stopped reading for a second, for sends that waited."
+    );
+    describe_counter!(
+        "kubecache_initial_send_seats_preempted_total",
+        "Seats taken from large initial sends for a waiting send of a smaller size class."
+    );
+    describe_counter!(
+        "kubecache_initial_send_rejected_total",
+        "Large initial sends answered 429 instead of a seat, by reason (queue_full: 50 of its client's were waiting; queue_wait: it waited 15 s)."
     );
     describe_histogram!(
         "kubecache_initial_send_wait_seconds",

@@ -16,6 +16,9 @@ use super::hostile_h2::{self, H2Hostile};
 use super::victim::{Tally, Victim, authorized, failed, fetch, send};
 use crate::tls::ClientTls;
 
+/// What kubectl asks for to get a Table.
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+
 /// How many hostile clients of each kind the hostile phase runs.
 #[derive(Debug, Clone, clap::Args, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -25,6 +28,12 @@ pub struct Hostile {
     /// `--hold-secs`.
     #[arg(long, default_value_t = 20)]
     pub non_readers: usize,
+    /// Watches of every object as a Table (`kubectl get -w` from
+    /// resourceVersion 0) on sockets with a 4 KiB receive buffer, never
+    /// read; each dropped and reopened every `--hold-secs` (issue 43,
+    /// finding 1).
+    #[arg(long, default_value_t = 20)]
+    pub table_non_readers: usize,
     /// Connections sending a request head a byte every 2 s, never finishing
     /// it (reconnecting when cut).
     #[arg(long, default_value_t = 50)]
@@ -92,6 +101,11 @@ pub struct Hostile {
     /// server stalls its next 20 `TokenReview`s 15 s (every `--hold-secs`).
     #[arg(long, default_value_t = 50)]
     pub stalled_review_waiters: usize,
+    /// Bearer token of the hostile clients (default: the well-behaved
+    /// load's `--token`): another user is another tenant, whose large
+    /// sends kubecache queues apart from the well-behaved clients'.
+    #[arg(long)]
+    pub hostile_token: Option<String>,
     /// The HTTP/2 kinds (over TLS only, as kubecache serves HTTP/2).
     #[command(flatten)]
     #[serde(flatten)]
@@ -111,6 +125,12 @@ pub fn start(config: &Chaos, tls: &ClientTls) -> anyhow::Result<Attack> {
         hostile.non_readers,
         &victim,
         move |v, t, _| non_reader(v, t, hold),
+    );
+    attack.spawn(
+        "table non-reader",
+        hostile.table_non_readers,
+        &victim,
+        move |v, t, _| table_non_reader(v, t, hold),
     );
     attack.spawn("slowloris", hostile.slowloris, &victim, |v, t, _| {
         slowloris(v, t)
@@ -187,6 +207,18 @@ async fn non_reader(victim: Arc<Victim>, tally: Arc<Tally>, hold: Duration) {
     }
 }
 
+/// Opens a Table watch of everything from 0 and never reads it.
+async fn table_non_reader(victim: Arc<Victim>, tally: Arc<Tally>, hold: Duration) {
+    let target = format!("{}?watch=1&resourceVersion=0", victim.path);
+    let request = victim.head(&target) + &format!("Accept: {TABLE}\r\n\r\n");
+    loop {
+        if let Some(_unread) = victim.open(&tally, Some(4096), &request).await {
+            tally.note("Table watch opened, never read");
+            tokio::time::sleep(hold).await;
+        }
+    }
+}
+
 /// Sends a request head a byte at a time, every 2 s, forever.
 async fn slowloris(victim: Arc<Victim>, tally: Arc<Tally>) {
     const HEADER: &[u8] = b"X-Slowloris: ";
@@ -252,7 +284,6 @@ fn giant(requirements: usize, bytes: usize) -> String {
 
 /// Lists the whole collection as a Table.
 async fn table_list(victim: Arc<Victim>, tally: Arc<Tally>) {
-    const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
     let mut tick = victim.ticker();
     loop {
         tick.tick().await;
@@ -475,7 +506,6 @@ async fn read_watch(
 
 /// Watches the collection as a Table, reading every row.
 async fn table_watch(victim: Arc<Victim>, tally: Arc<Tally>) {
-    const TABLE: &str = "application/json;as=Table;g=meta.k8s.io;v=v1";
     loop {
         let request = victim
             .client

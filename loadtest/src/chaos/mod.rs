@@ -9,7 +9,7 @@
 //! `/sim/` endpoints every few seconds, then an *after* phase alone again
 //! (as long as the baseline), to see kubecache recover. Throughout,
 //! `/healthz` is probed every 100 ms on a fresh connection (as a kubelet
-//! probes), kubecache's RSS is sampled and the reviews the simulated API
+//! probes), a well-behaved tenant's large list every second, kubecache's RSS is sampled and the reviews the simulated API
 //! server is asked are counted. The report compares the phases; any lost
 //! event or failed well-behaved request fails the run.
 
@@ -55,6 +55,11 @@ pub struct Chaos {
     /// through the simulated API server's `/sim/` endpoints (0: none).
     #[arg(long, default_value_t = 5)]
     pub fault_interval_secs: u64,
+    /// Objects of the well-behaved tenant's large list, probed every
+    /// second through every phase (`limit`; 0: no probe). More than 500
+    /// takes a seat among large sends.
+    #[arg(long, default_value_t = 1600)]
+    pub large_list: usize,
     /// kubecache's process id, to sample its RSS from `/proc`.
     #[arg(long)]
     pub kubecache_pid: Option<u32>,
@@ -81,7 +86,10 @@ impl Default for Chaos {
 pub async fn chaos(config: Chaos) -> anyhow::Result<ChaosReport> {
     let started = Instant::now();
     let tls = crate::tls::ClientTls::load(config.load.ca_file.as_deref())?;
-    let health = health::Prober::start(&config.load, &tls)?;
+    let health = health::Prober::healthz(&config.load, &tls)?;
+    let large_list = (config.large_list > 0)
+        .then(|| health::Prober::large_list(&config.load, &tls, config.large_list))
+        .transpose()?;
     let rss = rss::Sampler::start(&config, started, &tls)?;
     let mut phases = Vec::new();
     let reviews = reviews::Counter::new(&config.load.upstream);
@@ -93,6 +101,7 @@ pub async fn chaos(config: Chaos) -> anyhow::Result<ChaosReport> {
         let start_secs = started.elapsed().as_secs_f64();
         eprintln!("phase {name}: {} s", load.duration_secs);
         health.restart();
+        large_list.as_ref().map(health::Prober::restart);
         let reviewed = reviews.count().await;
         let attack = hostile.then(|| hostile::start(&config, &tls)).transpose()?;
         let faults =
@@ -105,6 +114,9 @@ pub async fn chaos(config: Chaos) -> anyhow::Result<ChaosReport> {
             start_secs,
             end_secs,
             healthz: health.restart().report(end_secs - start_secs),
+            large_list: large_list
+                .as_ref()
+                .map(|probe| probe.restart().report(end_secs - start_secs)),
             hostile: attack.map(attack::Attack::stop).unwrap_or_default(),
             faults: faults.map(faults::Driver::stop).unwrap_or_default(),
             reviews_per_sec: reviews.rate_since(reviewed, end_secs - start_secs).await,

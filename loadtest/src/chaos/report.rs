@@ -26,6 +26,8 @@ pub struct PhaseReport {
     pub failure: Option<String>,
     /// `/healthz` probes.
     pub healthz: OpReport,
+    /// The well-behaved tenant's large lists (`None`: not probed).
+    pub large_list: Option<OpReport>,
     /// What the hostile clients met.
     pub hostile: Vec<HostileReport>,
     /// Upstream faults driven, by kind.
@@ -39,7 +41,9 @@ impl PhaseReport {
     /// Whether the well-behaved clients got everything: every request
     /// answered, every event delivered, every probe healthy.
     pub fn ok(&self) -> bool {
-        self.run.as_ref().is_some_and(Report::ok) && self.healthz.errors == 0
+        self.run.as_ref().is_some_and(Report::ok)
+            && self.healthz.errors == 0
+            && self.large_list.as_ref().is_none_or(|l| l.errors == 0)
     }
 
     fn op(&self, op: &str) -> Option<&OpReport> {
@@ -184,6 +188,26 @@ impl fmt::Display for ChaosReport {
                 )),
             )?;
         }
+        let baseline = self.phases.first().and_then(|p| p.large_list.as_ref());
+        for phase in &self.phases {
+            let Some(list) = &phase.large_list else {
+                continue;
+            };
+            let ratio = baseline
+                .filter(|b| b.latency.p99_ms > 0.0)
+                .map_or("-".into(), |b| {
+                    format!("{:.2}", list.latency.p99_ms / b.latency.p99_ms)
+                });
+            writeln!(
+                f,
+                "large list ({} objects), {}: p50/p99 {} ms, p99 × {ratio}, max {:.0} ms, errors {}",
+                self.config.large_list,
+                phase.name,
+                percentiles(Some(list)),
+                list.latency.max_ms,
+                list.errors
+            )?;
+        }
         if let Some(ratio) = self.rss_after_ratio() {
             writeln!(
                 f,
@@ -203,6 +227,9 @@ impl fmt::Display for ChaosReport {
             }
             for e in &phase.healthz.first_errors {
                 writeln!(f, "  healthz error: {e}")?;
+            }
+            for e in phase.large_list.iter().flat_map(|l| &l.first_errors) {
+                writeln!(f, "  large list error: {e}")?;
             }
             for h in &phase.hostile {
                 let outcomes: Vec<String> = h

@@ -101,7 +101,10 @@ impl Victim {
             url: config.load.url.clone(),
             path: config.load.path.clone(),
             source: None,
-            token: config.load.token.clone(),
+            token: hostile
+                .hostile_token
+                .clone()
+                .or_else(|| config.load.token.clone()),
             client: client_tls.http().build()?,
             pace: Duration::from_secs_f64(1.0 / hostile.hostile_rate),
             client_tls: client_tls.clone(),

@@ -163,7 +163,10 @@ impl hyper::body::Body for Seated {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, axum::Error>>> {
         let this = &mut *self;
-        ready!(this.seat.poll_ready(cx));
+        if let Err(status) = ready!(this.seat.poll_ready(cx)) {
+            // The send waited too long for its seat again: cut.
+            return Poll::Ready(Some(Err(axum::Error::new(status.message))));
+        }
         let polled = Pin::new(&mut this.body).poll_frame(cx);
         if let Poll::Ready(Some(_)) = polled {
             this.seat.progressed();

@@ -129,7 +129,10 @@ pub async fn serve(
         before,
     };
     // A large list waits for its seat (its consistent read done).
-    let seat = caches.seats.take(page.sent(filter, &snapshot), flow).await;
+    let seat = caches
+        .seats
+        .take(page.sent(filter, &snapshot), flow)
+        .await?;
     let response = if offload::is_heavy(page.work(filter, &snapshot, rendering)) {
         let (cache, filter) = (cache.clone(), filter.clone());
         offload::run(move || page.serve(&cache, &snapshot, &filter, rendering)).await

@@ -63,6 +63,7 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
         baseline_secs: Some(2),
         hostile: Hostile {
             non_readers: 2,
+            table_non_readers: 2,
             slowloris: 4,
             giant_selectors: 1,
             selector_requirements: 1_000,
@@ -80,6 +81,7 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
             token_churners: 1,
             review_churners: 2,
             stalled_review_waiters: 10,
+            hostile_token: None,
             h2: H2Hostile {
                 h2_rapid_resets: 1,
                 h2_continuation_floods: 1,
@@ -110,12 +112,20 @@ async fn well_behaved_clients_get_everything_beside_hostile_ones_and_upstream_fa
             "{}: {report}",
             phase.name
         );
+        assert!(
+            phase
+                .large_list
+                .as_ref()
+                .is_some_and(|l| l.latency.count > 0),
+            "{}: the large list probed: {report}",
+            phase.name
+        );
     }
     assert!(baseline.hostile.is_empty() && baseline.faults.is_empty());
     assert!(after.hostile.is_empty() && after.faults.is_empty());
     // Every hostile kind acted, and the faults reached the API server's
     // watches: the reference watch had to resume.
-    assert_eq!(hostile.hostile.len(), 23, "{report}");
+    assert_eq!(hostile.hostile.len(), 24, "{report}");
     assert!(
         hostile.hostile.iter().all(|h| !h.outcomes.is_empty()),
         "{report}"

@@ -151,3 +151,58 @@ async fn a_streaming_list_storm_queues_for_seats_and_gets_are_answered_meanwhile
         "every member seated"
     );
 }
+
+/// Issue 43, finding 2: with one seat and a storm of streaming lists
+/// queued behind a member that holds it, a tenant's large list is seated
+/// first: it takes the seat of the storm's (larger) send and is answered
+/// while the storm's members still wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_list_is_seated_before_a_storms_queued_sends() {
+    const STORM: usize = 6;
+    const PODS: usize = 10_000;
+    let served = serve(Setup {
+        sim: SimConfig {
+            pods: PODS,
+            ..SimConfig::default()
+        },
+        settings: ServeSettings {
+            initial_send_seats: 1,
+            ..ServeSettings::default()
+        },
+        write_stall: std::time::Duration::from_secs(600),
+        metrics_alone: true,
+        ..Setup::default()
+    })
+    .await;
+    let url = served.url.clone();
+    // The storm's members open their streaming lists and read nothing.
+    let path = "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=600";
+    let storm: Vec<_> = (0..STORM)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move {
+                let watch = WatchLines::open(&url, path).await;
+                std::future::pending::<()>().await;
+                drop(watch);
+            })
+        })
+        .collect();
+    wait::until_async("one member seated, the rest queued", async || {
+        metric(&url, "kubecache_initial_send_seats_in_use").await == 1.0
+            && metric(&url, "kubecache_initial_send_queue").await == (STORM - 1) as f64
+    })
+    .await;
+    // A list of 1,600 pods (a consistent read of a page).
+    let (code, body) = get(&url, "/api/v1/pods?limit=1600").await;
+    assert_eq!(code, 200);
+    let list: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(list["items"].as_array().unwrap().len(), 1600);
+    assert!(
+        metric(&url, "kubecache_initial_send_queue").await > 0.0,
+        "answered while the storm still waits"
+    );
+    assert!(metric(&url, "kubecache_initial_send_seats_preempted_total").await >= 1.0);
+    for member in storm {
+        member.abort();
+    }
+}

@@ -1,13 +1,20 @@
 //! Table watches (`kubectl get -w`) by the hundred (issue 30, finding 4):
-//! each event's row is rendered once and shared, initial rows off the
-//! async workers.
+//! each event's row is rendered once and shared, initial rows as they are
+//! written; and never-reading ones (issue 43, finding 1).
 
 use crate::common;
 
+use std::net::SocketAddr;
+use std::time::Duration;
+
 use common::{Setup, WatchLines, get, resource_version, serve};
+use kubecache_loadtest::sim::SimConfig;
 use kubecache_loadtest::sim::resources::ids;
+use kubecache_server::ServeSettings;
 use kubecache_testkit::{scrape, wait};
 use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpSocket;
 
 const PODS: &str = "/api/v1/pods";
 
@@ -76,7 +83,7 @@ async fn a_hundred_table_watchers_share_one_rendered_row_per_event() {
     assert_eq!(now - rendered, 1.0);
 
     // A Table watch from the current state renders its 1,000 initial rows
-    // off the async workers.
+    // as they are written, a chunk at a time: none ahead, nothing offloaded.
     let offloaded = metric(url, "kubecache_offloaded_requests_total").await;
     let path = format!("{PODS}?watch=1&resourceVersion=0&timeoutSeconds=600");
     let mut watch = WatchLines::open_accepting(url, &path, TABLE).await;
@@ -85,5 +92,81 @@ async fn a_hundred_table_watchers_share_one_rendered_row_per_event() {
         assert_eq!(line["type"], "ADDED");
     }
     let now = metric(url, "kubecache_offloaded_requests_total").await;
-    assert_eq!(now - offloaded, 1.0);
+    assert_eq!(now - offloaded, 0.0);
+}
+
+/// Issue 43, finding 1: Table watches of every pod from resourceVersion 0
+/// that never read, on small receive buffers. Each has rows rendered only
+/// as its connection takes them, never its whole table ahead; and every
+/// one is answered and cut: seated in turn (a stalled one's seat goes to
+/// the next), then closed at the write-stall limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_read_table_watches_are_rendered_no_further_than_read_and_cut() {
+    const POD_COUNT: usize = 10_000;
+    const WATCHERS: usize = 8;
+    let served = serve(Setup {
+        sim: SimConfig {
+            pods: POD_COUNT,
+            ..SimConfig::default()
+        },
+        settings: ServeSettings {
+            initial_send_seats: 1,
+            ..ServeSettings::default()
+        },
+        write_stall: Duration::from_secs(3),
+        metrics_alone: true,
+        ..Setup::default()
+    })
+    .await;
+    let url = served.url.as_str();
+    let rendered = metric(url, "kubecache_table_rows_rendered_total").await;
+    let address: SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    let request = format!(
+        "GET {PODS}?watch=1&resourceVersion=0 HTTP/1.1\r\nHost: {address}\r\nAccept: {TABLE}\r\n\r\n"
+    );
+    let mut unread = Vec::new();
+    for _ in 0..WATCHERS {
+        let socket = TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let mut stream = socket.connect(address).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        unread.push(stream);
+    }
+    // Every watcher seated in turn and cut; all the while, at most a few
+    // megabytes of rows (what the sockets' and hyper's buffers take) per
+    // watcher, not the table of every pod.
+    let bound = (WATCHERS * POD_COUNT / 2) as f64;
+    let mut most_unsent: f64 = 0.0;
+    wait::until_async("every never-reading watcher cut", async || {
+        let rows = metric(url, "kubecache_table_rows_rendered_total").await - rendered;
+        assert!(
+            rows < bound,
+            "{rows} rows rendered for {WATCHERS} watchers that read nothing"
+        );
+        most_unsent = most_unsent.max(metric(url, "kubecache_watch_unsent_bytes").await);
+        let seated = metric(url, "kubecache_initial_send_wait_seconds_count").await;
+        let refused = metric(
+            url,
+            r#"kubecache_initial_send_rejected_total{reason="queue_wait"}"#,
+        )
+        .await;
+        seated + refused >= WATCHERS as f64
+            && metric(url, "kubecache_initial_send_queue").await == 0.0
+            && metric(url, "kubecache_initial_send_seats_in_use").await == 0.0
+            && metric(url, r#"kubecache_watchers{resource="pods"}"#).await == 0.0
+    })
+    .await;
+    assert!(
+        most_unsent <= (WATCHERS * 128 * 1024) as f64,
+        "at most a chunk made and not taken per watch: {most_unsent}"
+    );
+    // Each was answered (200, or 429 if it waited 15 s for its seat) and
+    // then closed.
+    for mut stream in unread {
+        let mut answer = Vec::new();
+        let read = wait::within("the end of a cut watch", stream.read_to_end(&mut answer)).await;
+        assert!(read.is_ok() || !answer.is_empty());
+        let head = String::from_utf8_lossy(&answer[..answer.len().min(12)]).into_owned();
+        assert!(head == "HTTP/1.1 200" || head == "HTTP/1.1 429", "{head:?}");
+    }
 }

@@ -23,18 +23,46 @@ use bytes::Bytes;
 use hyper::body::Frame;
 use parking_lot::Mutex;
 
-/// Where the watch puts its next lines for the body to take.
+/// Where the watch puts its next lines for the body to take. The bytes
+/// it holds are counted in `kubecache_watch_unsent_bytes`: at most one
+/// chunk of lines per watch (the watch makes its next lines only once
+/// the body has taken these, see [`Outbox::send`]).
 #[derive(Clone, Default)]
-pub(super) struct Outbox(Arc<Mutex<VecDeque<Bytes>>>);
+pub(super) struct Outbox(Arc<Mutex<Lines>>);
+
+/// The lines in an outbox, and their bytes.
+#[derive(Default)]
+struct Lines {
+    queue: VecDeque<Bytes>,
+    bytes: usize,
+}
+
+/// `kubecache_watch_unsent_bytes`: `bytes` more (or fewer).
+fn unsent(bytes: usize, more: bool) {
+    let gauge = metrics::gauge!("kubecache_watch_unsent_bytes");
+    if more {
+        gauge.increment(bytes as f64);
+    } else {
+        gauge.decrement(bytes as f64);
+    }
+}
 
 impl Outbox {
     /// Hands `lines` to the body; completes once the body has taken them.
     pub(super) async fn send(&self, lines: impl IntoIterator<Item = Bytes>) {
-        self.0.lock().extend(lines);
+        {
+            let mut held = self.0.lock();
+            let before = held.bytes;
+            for line in lines {
+                held.bytes += line.len();
+                held.queue.push_back(line);
+            }
+            unsent(held.bytes - before, true);
+        }
         // Pending until the body, which polls this right after, has taken
         // the lines and been polled again by hyper.
         std::future::poll_fn(|_| {
-            if self.0.lock().is_empty() {
+            if self.0.lock().queue.is_empty() {
                 Poll::Ready(())
             } else {
                 Poll::Pending
@@ -44,7 +72,18 @@ impl Outbox {
     }
 
     fn take(&self) -> Option<Bytes> {
-        self.0.lock().pop_front()
+        let mut held = self.0.lock();
+        let line = held.queue.pop_front()?;
+        held.bytes -= line.len();
+        unsent(line.len(), false);
+        Some(line)
+    }
+}
+
+impl Drop for Lines {
+    /// Lines never taken (the client left) are no longer held.
+    fn drop(&mut self) {
+        unsent(self.bytes, false);
     }
 }
 

@@ -48,76 +48,41 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::Response;
-use kubecache_reflector::upstream::ApiResource;
 use kubecache_reflector::{Snapshot, TooOld};
 use kubecache_wire::list_options::CollectionParams;
-use kubecache_wire::{ChangeType, Status};
+use kubecache_wire::{CachedObject, Status};
 use rand::Rng;
 use tokio::time::Instant;
 
-use crate::cacher::fanout::frame::Frame;
 use crate::cacher::{Cache, Caches};
 use crate::cacher::{Filter, Flow, Predicates};
 use crate::error::ApiError;
 use crate::http::bodies::response;
 use crate::http::negotiate::Rendering;
 use crate::http::offload;
-use crate::http::table::{self, LineOptions};
 use crate::transport::AnswerDeadline;
 use body::{Outbox, WatchBody};
 use stream::{Start, Watch};
 
-/// The `ADDED` events a watch starts with: the objects of `snapshot` that
-/// `filter` selects, a Table watch's lines rendered with them; off the
-/// async workers when that examines many objects or renders many rows.
-async fn initial_events(
-    filter: &Filter,
-    snapshot: &Snapshot,
-    rendering: Rendering,
-    resource: &ApiResource,
-) -> Vec<Frame> {
+/// The objects of `snapshot` that `filter` selects, whose `ADDED` events
+/// a watch starts with; off the async workers when that examines many.
+/// Their lines are made as they are written (see [`stream`]): a client
+/// that does not read has no more of them made than it was given.
+async fn initial_objects(filter: &Filter, snapshot: &Snapshot) -> Vec<Arc<CachedObject>> {
     let examined = filter.candidate_count(snapshot);
-    let work = offload::Work {
+    if !offload::is_heavy(offload::Work {
         examined,
-        rendered: match rendering {
-            Rendering::Encoded(..) => 0,
-            Rendering::Table { .. } => examined,
-        },
-    };
-    if !offload::is_heavy(work) {
-        return frames(filter, snapshot, rendering, resource);
+        rendered: 0,
+    }) {
+        return selected(filter, snapshot);
     }
-    let (filter, snapshot, resource) = (filter.clone(), snapshot.clone(), resource.clone());
-    offload::run(move || frames(&filter, &snapshot, rendering, &resource)).await
+    let (filter, snapshot) = (filter.clone(), snapshot.clone());
+    offload::run(move || selected(&filter, &snapshot)).await
 }
 
-/// See [`initial_events`].
-fn frames(
-    filter: &Filter,
-    snapshot: &Snapshot,
-    rendering: Rendering,
-    resource: &ApiResource,
-) -> Vec<Frame> {
-    let frames: Vec<Frame> = filter
-        .select(snapshot, None)
-        .map(|object| Frame::new(ChangeType::Added, object.clone(), object.resource_version))
-        .collect();
-    if let Rendering::Table { version, include } = rendering {
-        // The lines the watch writes first: the first carries the columns.
-        for (i, frame) in frames.iter().enumerate() {
-            let first = i == 0;
-            table::watch_line(
-                frame,
-                resource,
-                LineOptions {
-                    version,
-                    include,
-                    first,
-                },
-            );
-        }
-    }
-    frames
+/// See [`initial_objects`].
+fn selected(filter: &Filter, snapshot: &Snapshot) -> Vec<Arc<CachedObject>> {
+    filter.select(snapshot, None).cloned().collect()
 }
 
 /// A watch of `cache` for `flow`, counted against its owner's watches
@@ -167,11 +132,11 @@ pub(crate) async fn serve(
             // A large send waits for its seat (its consistent read done),
             // then sends the state it finds then.
             let candidates = filter.candidate_count(&cache.reader.snapshot());
-            let seat = caches.seats.take(candidates, flow).await;
+            let seat = caches.seats.take(candidates, flow).await?;
             let (snapshot, subscription) = cache.reader.snapshot_and_subscribe();
             let end = params.send_initial_events == Some(true) && params.allow_bookmarks;
             Start::Initial {
-                frames: initial_events(&filter, &snapshot, rendering, &cache.resource).await,
+                objects: initial_objects(&filter, &snapshot).await,
                 end_bookmark: end.then_some(snapshot.resource_version().max(waited)),
                 subscription,
                 seat,

@@ -18,7 +18,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use kubecache_reflector::upstream::ApiResource;
 use kubecache_reflector::{Subscription, TryRecvError};
-use kubecache_wire::Status;
+use kubecache_wire::{CachedObject, ChangeType, Status};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep_until};
 
@@ -67,12 +67,13 @@ impl Gathered {
 
 /// Where the stream starts.
 pub(crate) enum Start {
-    /// These `ADDED` events, then the initial-events-end bookmark at this
-    /// resourceVersion if asked, then the events of the subscription; the
-    /// seat of a large send is freed once they are written (and held only
-    /// while they are being written, see `cacher/seats.rs`).
+    /// The `ADDED` events of these objects, each made as it is written,
+    /// then the initial-events-end bookmark at this resourceVersion if
+    /// asked, then the events of the subscription; the seat of a large
+    /// send is freed once they are written (and held only while they are
+    /// being written, see `cacher/seats.rs`).
     Initial {
-        frames: Vec<Frame>,
+        objects: Vec<Arc<CachedObject>>,
         end_bookmark: Option<u64>,
         subscription: Subscription,
         seat: Option<Seat>,
@@ -95,6 +96,9 @@ enum Ending {
     Shutdown,
     /// The watcher fell behind and was cut with 410.
     Slow,
+    /// The watcher's initial events waited too long for a seat again
+    /// after its client stopped reading (see `cacher/seats.rs`).
+    Stalled,
     /// The start was refused with an ERROR event (too old).
     Expired,
     /// The start was refused with an ERROR event: a streaming list's
@@ -113,6 +117,7 @@ impl Ending {
             Ending::Client => "client",
             Ending::Shutdown => "shutdown",
             Ending::Slow => "slow",
+            Ending::Stalled => "stalled",
             Ending::Expired => "expired",
             Ending::Unreached => "unreached",
             Ending::Closed => "closed",
@@ -168,19 +173,25 @@ impl Watch {
     async fn stream(mut self, start: Start, out: &mut Writer) -> Result<Ending, Ending> {
         let mut subscription = match start {
             Start::Initial {
-                frames,
+                objects,
                 end_bookmark,
                 subscription,
                 mut seat,
             } => {
-                for frame in frames {
+                for object in objects {
                     if self.timed_out() {
                         return Ok(out.end(Ending::Timeout).await);
                     }
-                    if let Some(seat) = &mut seat {
-                        seat.ready().await;
+                    if let Some(seat) = &mut seat
+                        && seat.ready().await.is_err()
+                    {
+                        // Its client read nothing while it waited for
+                        // its seat again: what it was given stays unread.
+                        return Ok(Ending::Stalled);
                     }
-                    out.event(&frame).await?;
+                    let position = object.resource_version;
+                    out.event(&Frame::new(ChangeType::Added, object, position))
+                        .await?;
                     if let Some(seat) = &seat {
                         seat.progressed();
                     }
@@ -464,7 +475,6 @@ mod tests {
     use crate::cacher::{Filter, ServeSettings};
     use http_body_util::BodyExt;
     use kubecache_reflector::upstream::{ApiResource, ResourceSpec, Upstream};
-    use kubecache_wire::{CachedObject, ChangeType};
 
     /// A cache of pods (its store empty: the watch is handed its objects)
     /// and `n` pods of about 1 KiB each.
@@ -522,15 +532,8 @@ mod tests {
             from: 0,
             cache: cache.clone(),
         };
-        let frames = objects
-            .into_iter()
-            .map(|object| {
-                let position = object.resource_version;
-                Frame::new(ChangeType::Added, object, position)
-            })
-            .collect();
         let start = Start::Initial {
-            frames,
+            objects,
             end_bookmark: Some(1000),
             subscription: cache.reader.snapshot_and_subscribe().1,
             seat: None,
