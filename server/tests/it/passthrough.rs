@@ -528,23 +528,28 @@ fn streamed_post(
     (request, sender)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_body_streams_to_the_api_server_which_refuses_before_it_is_whole() {
-    use futures::SinkExt;
-    use hyper::body::Frame;
-    use kubecache_loadtest::sim::Policy;
-    use kubecache_loadtest::sim::auth::demo::NAMESPACE;
-    let served = serve(Setup {
+/// kubecache, authorizing, in front of a small sim that judges requests by
+/// the demo users' policy.
+async fn served_with_the_demo_policy() -> common::Served {
+    serve(Setup {
         sim: SimConfig {
             pods: 10,
             namespaces: 3,
-            policy: Some(Policy::demo()),
+            policy: Some(kubecache_loadtest::sim::Policy::demo()),
             ..SimConfig::default()
         },
         auth: Some(Default::default()),
         ..Setup::default()
     })
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_streams_to_the_api_server_which_refuses_before_it_is_whole() {
+    use futures::SinkExt;
+    use hyper::body::Frame;
+    use kubecache_loadtest::sim::auth::demo::NAMESPACE;
+    let served = served_with_the_demo_policy().await;
     let chunk = |text: &str| Ok(Frame::data(bytes::Bytes::from(text.to_string())));
 
     // Anonymous, with a body that never ends: the API server's 403 comes
@@ -601,20 +606,9 @@ async fn a_body_streams_to_the_api_server_which_refuses_before_it_is_whole() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_expecting_100_continue_is_asked_for_only_once_the_api_server_allows_it() {
-    use kubecache_loadtest::sim::Policy;
     use kubecache_loadtest::sim::auth::demo::NAMESPACE;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let served = serve(Setup {
-        sim: SimConfig {
-            pods: 10,
-            namespaces: 3,
-            policy: Some(Policy::demo()),
-            ..SimConfig::default()
-        },
-        auth: Some(Default::default()),
-        ..Setup::default()
-    })
-    .await;
+    let served = served_with_the_demo_policy().await;
     let addr = served.url.trim_start_matches("http://").to_string();
     let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"expected"}}"#;
     // A POST whose body waits for `100 Continue`, sent as `authorization`.
