@@ -46,9 +46,7 @@ pub(super) struct Calmed<S> {
     inner: S,
     read: Frames,
     written: Frames,
-    window: (Instant, u32),
-    /// The highest stream the client opened, for the GOAWAY.
-    last_stream: u32,
+    counted: Counted,
     /// Over the bound: the GOAWAY's bytes not yet written, and the reader
     /// to wake once hyper's frame in writing is whole.
     calm: Option<(Vec<u8>, Option<Waker>)>,
@@ -60,12 +58,24 @@ impl<S> Calmed<S> {
             inner,
             read: Frames::after(PREFACE),
             written: Frames::after(0),
-            window: (Instant::now(), 0),
-            last_stream: 0,
+            counted: Counted {
+                window: (Instant::now(), 0),
+                last_stream: 0,
+            },
             calm: None,
         }
     }
+}
 
+/// What the client's frame heads told so far.
+struct Counted {
+    /// When the current window began, and its SETTINGS and PINGs.
+    window: (Instant, u32),
+    /// The highest stream the client opened, for the GOAWAY.
+    last_stream: u32,
+}
+
+impl Counted {
     /// Counts the frame whose head is `head`; true beyond the bound.
     fn count(&mut self, head: &[u8; 9]) -> bool {
         let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
@@ -125,12 +135,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Calmed<S> {
         }
         let before = buf.filled().len();
         ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
-        let mut heads = Vec::new();
+        // Counted as read, without a copy: this is every read of the
+        // connection.
+        let (mut over, counted) = (false, &mut this.counted);
         this.read
-            .advance(&buf.filled()[before..], |head| heads.push(head));
-        if heads.iter().any(|head| this.count(head)) {
+            .advance(&buf.filled()[before..], |head| over |= counted.count(&head));
+        if over {
             tracing::debug!("HTTP/2 SETTINGS or PING flood: GOAWAY ENHANCE_YOUR_CALM");
-            this.calm = Some((goaway(this.last_stream), None));
+            this.calm = Some((goaway(this.counted.last_stream), None));
             // What came with the excess is not hyper's.
             buf.set_filled(before);
             return this.poll_calm(cx).map(Err);
