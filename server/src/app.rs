@@ -127,6 +127,11 @@ impl App {
             );
             Auth::None
         });
+        reflectors.extend(
+            auth.follow(&client, version)
+                .iter()
+                .map(JoinHandle::abort_handle),
+        );
         let saver = config.state.filter(|_| !persisted.is_empty()).map(|state| {
             tokio::spawn(warm_restart::save_periodically(
                 persisted,

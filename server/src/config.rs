@@ -36,7 +36,7 @@
 //! coldGetPassthrough: true
 //! writeStallSeconds: 30
 //! eventLog: { maxEvents: 102400, maxAgeSeconds: 300 }
-//! auth: { mode: kubernetes, allowedTtlSeconds: 60, deniedTtlSeconds: 10, cacheEntries: 10000, tokenReviewsPerSecond: 10,
+//! auth: { mode: kubernetes, allowedTtlSeconds: 10, deniedTtlSeconds: 10, revocableTtlSeconds: 60, cacheEntries: 10000, tokenReviewsPerSecond: 10,
 //!         userReviewsPerSecond: 50, userReviewBurst: 500 }
 //! connections: { max: 4096, maxPerAddress: 512, maxPendingPerAddress: 64, maxUploadsPerAddress: 64,
 //!                headerReadTimeoutSeconds: 32, idleTimeoutSeconds: 90, http2MaxStreamsPerConnection: 100 }
@@ -414,16 +414,25 @@ settings! {
         /// and in `/v1/status`)
         auth: String = "kubernetes".into(),
             key "mode", flag "auth" MODE, env "KUBECACHE_AUTH";
-        /// how long an allowed request or an authenticated token is kept: a
-        /// revoked permission or token is honoured within it
+        /// how long an allowed request or an authenticated token is kept
+        /// when nothing kubecache watches can revoke it (static tokens,
+        /// webhooks, the Node authorizer): such a revocation is honoured
+        /// within it
         auth_allowed_ttl_seconds: f64 = AuthSettings::DEFAULT_ALLOWED_TTL.as_secs_f64(),
             key "allowedTtlSeconds", flag "auth-allowed-ttl-seconds" S,
             env "KUBECACHE_AUTH_ALLOWED_TTL_SECONDS";
         /// how long a denied request or a rejected token is kept: a new
-        /// grant is honoured within it
+        /// grant kubecache does not watch (a webhook's) is honoured within it
         auth_denied_ttl_seconds: f64 = AuthSettings::DEFAULT_DENIED_TTL.as_secs_f64(),
             key "deniedTtlSeconds", flag "auth-denied-ttl-seconds" S,
             env "KUBECACHE_AUTH_DENIED_TTL_SECONDS";
+        /// how long an answer that a watched change revokes is kept at most
+        /// (RBAC's allowances while kubecache watches RBAC, and those of
+        /// `system:masters`): such a change revokes it within a second, and
+        /// it is asked again after this all the same
+        auth_revocable_ttl_seconds: f64 = AuthSettings::DEFAULT_REVOCABLE_TTL.as_secs_f64(),
+            key "revocableTtlSeconds", flag "auth-revocable-ttl-seconds" S,
+            env "KUBECACHE_AUTH_REVOCABLE_TTL_SECONDS";
         /// reviews of tokens not kept, and of anonymous requests not kept,
         /// that one client address (an IPv6 one's /64) may cause, per
         /// second, in bursts of as many: beyond it, such requests get 429
@@ -711,6 +720,7 @@ impl AuthConfig {
         let settings = AuthSettings {
             allowed_ttl: s.auth_allowed_ttl_seconds.seconds()?,
             denied_ttl: s.auth_denied_ttl_seconds.seconds()?,
+            revocable_ttl: s.auth_revocable_ttl_seconds.seconds()?,
             cache_entries: s.auth_cache_entries.at_least_one()?,
             token_reviews_per_second: s.auth_token_reviews_per_second.positive()?,
             user_reviews_per_second: s.auth_user_reviews_per_second.positive()?,

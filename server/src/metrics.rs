@@ -379,6 +379,10 @@ fn describe() {
         "kubecache_auth_reviews_refused_total",
         "Reviews not asked of the API server because their budget was used up (the requests got 429), by budget: address (unknown tokens and anonymous requests of one client address), user (requests of one signed-in user)."
     );
+    describe_counter!(
+        "kubecache_auth_revocations_total",
+        "Watched changes of what kept review answers depend on, each revoking what it affects, by resource (roles, rolebindings, clusterroles, clusterrolebindings, serviceaccounts)."
+    );
     describe_histogram!(
         "kubecache_auth_review_duration_seconds",
         Unit::Seconds,

@@ -150,6 +150,15 @@ impl Attributes {
         status
     }
 
+    /// The namespace of a request in one (RBAC's RoleBindings grant only
+    /// there); `None` for cluster-wide requests and other paths.
+    pub fn namespace(&self) -> Option<&str> {
+        match self {
+            Attributes::Resource(r) if !r.namespace.is_empty() => Some(&r.namespace),
+            _ => None,
+        }
+    }
+
     /// For logs: `verb resource` in `namespace`, or `verb path`.
     pub fn describe(&self) -> String {
         match self {

@@ -13,43 +13,102 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use dashmap::DashMap;
 use moka::future::Cache;
 use moka::ops::compute::Op;
 use tokio::time::Instant;
 
 /// Answers to reviews by key, each kept for the time-to-live its answer
-/// gives it. A review that fails answers every request waiting for it
-/// with its error, at once, and is not kept: the next request asks again.
-/// (Were the error not shared, each waiter would retry in turn, and the
-/// k-th of many would wait k review timeouts.)
-pub struct DecisionCache<K, V> {
-    entries: Cache<K, Kept<V>>,
-    /// Bumped by [`DecisionCache::clear`]: an answer of an older generation
-    /// (of a review in flight when it was cleared) is not served.
-    generation: AtomicU64,
+/// gives it, until then revoked with everything kept or with its scope
+/// (the namespace of a request, the ServiceAccount of a token: what a
+/// watched change can affect). A review that fails answers every request
+/// waiting for it with its error, at once, and is not kept: the next
+/// request asks again. (Were the error not shared, each waiter would retry
+/// in turn, and the k-th of many would wait k review timeouts.)
+pub struct DecisionCache<K, V, S> {
+    entries: Cache<K, Kept<V, S>>,
+    revoked: Revocations<S>,
+    longest_ttl: Duration,
+}
+
+/// How long, and under what scope, an answer is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keep<S> {
+    /// Its time-to-live.
+    pub ttl: Duration,
+    /// What revokes it besides [`DecisionCache::revoke_all`].
+    pub scope: Option<S>,
 }
 
 /// An answer and when it expires, by the tokio clock (paused in tests;
 /// moka's own clock only reclaims the memory of expired answers).
 #[derive(Debug, Clone)]
-struct Kept<V> {
+struct Kept<V, S> {
     answer: V,
-    ttl: Duration,
+    keep: Keep<S>,
     expires: Instant,
-    generation: u64,
+    /// [`Revocations::epoch`] when its review started: a revocation after
+    /// that (of everything, or of its scope) revokes it, even if it was
+    /// still being asked (the API server may have answered from the state
+    /// before the change).
+    epoch: u64,
+}
+
+/// What was revoked, and when, in revocation epochs.
+struct Revocations<S> {
+    /// Bumped by each revocation.
+    epoch: AtomicU64,
+    /// The epoch of the last revocation of everything.
+    everything: AtomicU64,
+    /// The epoch of the last revocation of each scope, and when it was:
+    /// pruned of those older than any answer can be.
+    scopes: DashMap<S, (u64, Instant)>,
+}
+
+impl<S: Hash + Eq> Revocations<S> {
+    /// Scopes remembered before the old ones are pruned.
+    const SCOPES_KEPT: usize = 4096;
+
+    /// Whether an answer asked at `epoch`, of `scope`, stands: nothing
+    /// revoked since, which costs one atomic load while nothing is.
+    fn stands(&self, epoch: u64, scope: Option<&S>) -> bool {
+        if epoch == self.epoch.load(Ordering::Acquire) {
+            return true;
+        }
+        epoch >= self.everything.load(Ordering::Acquire)
+            && scope
+                .and_then(|scope| self.scopes.get(scope))
+                .is_none_or(|revoked| epoch >= revoked.0)
+    }
+
+    /// Revokes everything, or `scope`, asked before now.
+    fn revoke(&self, scope: Option<S>, longest_ttl: Duration) {
+        let epoch = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
+        let Some(scope) = scope else {
+            self.everything.fetch_max(epoch, Ordering::AcqRel);
+            return;
+        };
+        let now = Instant::now();
+        self.scopes.insert(scope, (epoch, now));
+        if self.scopes.len() > Self::SCOPES_KEPT {
+            // An answer older than the longest TTL has expired anyway.
+            self.scopes
+                .retain(|_, (_, at)| now.duration_since(*at) <= longest_ttl);
+        }
+    }
 }
 
 /// moka expires each answer after its own time-to-live.
 struct ByTtl;
 
-impl<K, V> moka::Expiry<K, Kept<V>> for ByTtl {
+impl<K, V, S> moka::Expiry<K, Kept<V, S>> for ByTtl {
     fn expire_after_create(
         &self,
         _: &K,
-        kept: &Kept<V>,
+        kept: &Kept<V, S>,
         _: std::time::Instant,
     ) -> Option<Duration> {
-        Some(kept.ttl)
+        Some(kept.keep.ttl)
     }
 }
 
@@ -62,19 +121,26 @@ pub enum Source {
     Reviewed,
 }
 
-impl<K, V> DecisionCache<K, V>
+impl<K, V, S> DecisionCache<K, V, S>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     V: Clone + Send + Sync + 'static,
+    S: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    /// A cache of at most `capacity` keys.
-    pub fn new(capacity: usize) -> Self {
+    /// A cache of at most `capacity` keys, none kept longer than
+    /// `longest_ttl`.
+    pub fn new(capacity: usize, longest_ttl: Duration) -> Self {
         DecisionCache {
             entries: Cache::builder()
                 .max_capacity(capacity.max(1) as u64)
                 .expire_after(ByTtl)
                 .build(),
-            generation: AtomicU64::new(0),
+            revoked: Revocations {
+                epoch: AtomicU64::new(0),
+                everything: AtomicU64::new(0),
+                scopes: DashMap::new(),
+            },
+            longest_ttl,
         }
     }
 
@@ -83,15 +149,20 @@ where
         self.entries.entry_count() as usize
     }
 
-    /// Forgets every kept answer; reviews in flight finish for their own
+    /// Revokes every kept answer; reviews in flight finish for their own
     /// requests, and their answers are not served to later ones.
-    pub fn clear(&self) {
-        self.generation.fetch_add(1, Ordering::AcqRel);
+    pub fn revoke_all(&self) {
+        self.revoked.revoke(None, self.longest_ttl);
         self.entries.invalidate_all();
     }
 
-    /// The answer for `key`: kept, or asked of `review` and kept for
-    /// `ttl(answer)`.
+    /// Revokes the answers kept under `scope`, and those being asked.
+    pub fn revoke(&self, scope: S) {
+        self.revoked.revoke(Some(scope), self.longest_ttl);
+    }
+
+    /// The answer for `key`: kept, or asked of `review` and kept as
+    /// `keep(answer)` says.
     ///
     /// # Errors
     ///
@@ -99,48 +170,60 @@ where
     pub async fn get_or_review<E, F>(
         &self,
         key: &K,
-        ttl: impl Fn(&V) -> Duration,
+        keep: impl Fn(&V) -> Keep<S>,
         review: F,
     ) -> Result<(V, Source), E>
     where
         E: Clone + Send + Sync + 'static,
         F: Future<Output = Result<V, E>>,
     {
-        let generation = self.generation.load(Ordering::Acquire);
-        let now = Instant::now();
-        let fresh = move |kept: &Kept<V>| kept.expires > now && kept.generation == generation;
-        if let Some(kept) = self.entries.get(key).await {
-            if fresh(&kept) {
-                return Ok((kept.answer, Source::Cached));
+        let mut review = Some(review);
+        loop {
+            let epoch = self.revoked.epoch.load(Ordering::Acquire);
+            let now = Instant::now();
+            let revoked = &self.revoked;
+            let fresh = move |kept: &Kept<V, S>| {
+                kept.expires > now && revoked.stands(kept.epoch, kept.keep.scope.as_ref())
+            };
+            if let Some(kept) = self.entries.get(key).await {
+                if fresh(&kept) {
+                    return Ok((kept.answer, Source::Cached));
+                }
+                // Stale: removed unless another request has just replaced it.
+                self.entries
+                    .entry_by_ref(key)
+                    .and_compute_with(|entry| async move {
+                        match entry {
+                            Some(entry) if !fresh(entry.value()) => Op::Remove,
+                            _ => Op::Nop,
+                        }
+                    })
+                    .await;
             }
-            // Stale: removed unless another request has just replaced it.
-            self.entries
-                .entry_by_ref(key)
-                .and_compute_with(|entry| async move {
-                    match entry {
-                        Some(entry) if !fresh(entry.value()) => Op::Remove,
-                        _ => Op::Nop,
-                    }
+            let review = &mut review;
+            let kept = self
+                .entries
+                .try_get_with_by_ref(key, async {
+                    let review = review.take().expect("asked once: the loop ends after it");
+                    let answer = review.await?;
+                    let keep = keep(&answer);
+                    Ok(Kept {
+                        expires: Instant::now() + keep.ttl,
+                        answer,
+                        keep,
+                        epoch,
+                    })
                 })
-                .await;
+                .await
+                .map_err(|error: Arc<E>| E::clone(&error))?;
+            match review {
+                None => return Ok((kept.answer, Source::Reviewed)),
+                // Shared with a request that asked before a revocation
+                // this one came after: asked again.
+                Some(_) if !fresh(&kept) => continue,
+                Some(_) => return Ok((kept.answer, Source::Cached)),
+            }
         }
-        let mut source = Source::Cached;
-        let kept = self
-            .entries
-            .try_get_with_by_ref(key, async {
-                source = Source::Reviewed;
-                let answer = review.await?;
-                let ttl = ttl(&answer);
-                Ok(Kept {
-                    answer,
-                    ttl,
-                    expires: Instant::now() + ttl,
-                    generation,
-                })
-            })
-            .await
-            .map_err(|error: Arc<E>| E::clone(&error))?;
-        Ok((kept.answer, source))
     }
 }
 
@@ -152,9 +235,30 @@ mod tests {
 
     const TTL: Duration = Duration::from_secs(10);
 
-    async fn ask(cache: &DecisionCache<u32, u32>, key: u32, reviews: &AtomicUsize) -> Source {
+    /// Kept [`TTL`], answers of even keys under scope 0, odd ones under 1.
+    type Test = DecisionCache<u32, u32, u32>;
+
+    fn new(capacity: usize) -> Test {
+        DecisionCache::new(capacity, TTL)
+    }
+
+    fn keep(answer: &u32) -> Keep<u32> {
+        Keep {
+            ttl: TTL,
+            scope: Some(answer / 2 % 2),
+        }
+    }
+
+    fn for_ttl<V>(_: &V) -> Keep<u32> {
+        Keep {
+            ttl: TTL,
+            scope: None,
+        }
+    }
+
+    async fn ask(cache: &Test, key: u32, reviews: &AtomicUsize) -> Source {
         let (answer, source) = cache
-            .get_or_review(&key, |_| TTL, async {
+            .get_or_review(&key, keep, async {
                 reviews.fetch_add(1, Ordering::SeqCst);
                 Ok::<_, ()>(key * 2)
             })
@@ -166,7 +270,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_answer_is_kept_for_its_ttl_then_asked_again() {
-        let cache = DecisionCache::new(10);
+        let cache = new(10);
         let reviews = AtomicUsize::new(0);
         assert_eq!(ask(&cache, 1, &reviews).await, Source::Reviewed);
         tokio::time::advance(TTL - Duration::from_millis(1)).await;
@@ -178,13 +282,13 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn concurrent_requests_share_one_review() {
-        let cache = DecisionCache::new(10);
+        let cache = new(10);
         let reviews = AtomicUsize::new(0);
         let slow = |key: u32| {
             let (cache, reviews) = (&cache, &reviews);
             async move {
                 cache
-                    .get_or_review(&key, |_| TTL, async {
+                    .get_or_review(&key, for_ttl, async {
                         reviews.fetch_add(1, Ordering::SeqCst);
                         tokio::time::sleep(Duration::from_secs(1)).await;
                         Ok::<_, ()>(key)
@@ -204,8 +308,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_review_is_not_kept() {
-        let cache = DecisionCache::<u32, u32>::new(10);
-        let failed = cache.get_or_review(&1, |_| TTL, async { Err(()) }).await;
+        let cache = new(10);
+        let failed = cache.get_or_review(&1, for_ttl, async { Err(()) }).await;
         assert_eq!(failed, Err(()));
         let reviews = AtomicUsize::new(0);
         assert_eq!(ask(&cache, 1, &reviews).await, Source::Reviewed);
@@ -213,11 +317,11 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_slow_failing_review_fails_every_waiter_at_once() {
-        let cache = DecisionCache::<u32, u32>::new(10);
+        let cache = new(10);
         let reviews = AtomicUsize::new(0);
         let started = Instant::now();
         let waiters = (0..200).map(|_| {
-            cache.get_or_review(&1, |_| TTL, async {
+            cache.get_or_review(&1, for_ttl, async {
                 reviews.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_secs(10)).await;
                 Err("timed out")
@@ -231,7 +335,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn it_holds_at_most_its_capacity() {
-        let cache = DecisionCache::new(64);
+        let cache = new(64);
         let reviews = AtomicUsize::new(0);
         for key in 0..1000 {
             ask(&cache, key, &reviews).await;
@@ -243,7 +347,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn hot_answers_stay_while_a_flood_of_new_keys_churns_through() {
         let hot = 1_000_000..1_000_100;
-        let cache = DecisionCache::new(1_000);
+        let cache = new(1_000);
         let reviews = AtomicUsize::new(0);
         for key in hot.clone() {
             assert_eq!(ask(&cache, key, &reviews).await, Source::Reviewed);
@@ -260,21 +364,79 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_answer_of_a_review_in_flight_when_cleared_is_not_kept() {
-        let cache = DecisionCache::new(10);
+    async fn an_answer_of_a_review_in_flight_when_all_is_revoked_is_not_kept() {
+        let cache = new(10);
         let reviews = AtomicUsize::new(0);
-        let in_flight = cache.get_or_review(&1, |_| TTL, async {
+        let in_flight = cache.get_or_review(&1, for_ttl, async {
             reviews.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(Duration::from_secs(1)).await;
             Ok::<_, ()>(2)
         });
         let clear = async {
             tokio::time::sleep(Duration::from_millis(500)).await;
-            cache.clear();
+            cache.revoke_all();
         };
         let (answer, ()) = tokio::join!(in_flight, clear);
         assert_eq!(answer, Ok((2, Source::Reviewed)), "its own request served");
         assert_eq!(ask(&cache, 1, &reviews).await, Source::Reviewed);
         assert_eq!(reviews.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_scope_s_revocation_revokes_its_answers_only() {
+        let cache = new(10);
+        let reviews = AtomicUsize::new(0);
+        // Answers 0 and 2 (keys 0 and 1) are under scopes 0 and 1.
+        for key in [0, 1] {
+            assert_eq!(ask(&cache, key, &reviews).await, Source::Reviewed);
+        }
+        cache.revoke(1);
+        assert_eq!(ask(&cache, 0, &reviews).await, Source::Cached);
+        assert_eq!(ask(&cache, 1, &reviews).await, Source::Reviewed);
+        assert_eq!(ask(&cache, 1, &reviews).await, Source::Cached, "once");
+        cache.revoke(7);
+        assert_eq!(ask(&cache, 0, &reviews).await, Source::Cached);
+        assert_eq!(ask(&cache, 1, &reviews).await, Source::Cached);
+        assert_eq!(reviews.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_in_flight_when_its_scope_is_revoked_serves_no_later_request() {
+        let cache = new(10);
+        let reviews = AtomicUsize::new(0);
+        let slow = |started: &'static str| {
+            let (cache, reviews) = (&cache, &reviews);
+            async move {
+                cache
+                    .get_or_review(&1, keep, async {
+                        reviews.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        Ok::<_, ()>(2)
+                    })
+                    .await
+                    .map(|(_, source)| (started, source))
+            }
+        };
+        let later = async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            cache.revoke(1);
+            slow("after").await
+        };
+        let (before, after) = tokio::join!(slow("before"), later);
+        assert_eq!(before, Ok(("before", Source::Reviewed)));
+        assert_eq!(after, Ok(("after", Source::Reviewed)), "asked again");
+        assert_eq!(ask(&cache, 1, &reviews).await, Source::Cached);
+        assert_eq!(reviews.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn old_revocations_are_forgotten_past_the_longest_ttl() {
+        let cache = new(10);
+        for scope in 0..=Revocations::<u32>::SCOPES_KEPT as u32 {
+            cache.revoke(scope);
+        }
+        tokio::time::advance(TTL + Duration::from_millis(1)).await;
+        cache.revoke(u32::MAX);
+        assert_eq!(cache.revoked.scopes.len(), 1);
     }
 }

@@ -6,8 +6,11 @@
 //! API server). Requests it passes through are not: the API server judges
 //! them itself, from the [`Credential`] forwarded on the caller's behalf.
 //!
-//! Answers are kept (see [`AuthSettings`]): a revoked permission or token
-//! takes effect within the allowed TTL, a new grant within the denied TTL.
+//! Answers are kept (see [`AuthSettings`]) and revoked when what they
+//! depend on changes: kubecache watches RBAC's objects and ServiceAccounts
+//! (see [`revocation`]); what nothing watched can revoke (static tokens,
+//! webhooks, the Node authorizer) is kept no longer than the delegating
+//! components of `k8s.io/apiserver` keep it, 10 s.
 //! When the API server cannot be asked, requests fail closed with a 503.
 //! Answers not kept are asked within bounds (see [`budget`]): per client
 //! address for unknown tokens and anonymous requests, per signed-in user
@@ -18,6 +21,7 @@ mod budget;
 mod cache;
 mod impersonation;
 mod review;
+pub mod revocation;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -28,6 +32,8 @@ use axum::extract::ConnectInfo;
 use axum::http::request::Parts;
 use axum::http::{Extensions, HeaderMap, HeaderValue, header};
 use kubecache_wire::Status;
+use kubecache_wire::protobuf::KubeVersion;
+use tokio::task::JoinHandle;
 
 use crate::cacher::ClientKey;
 use crate::error::ApiError;
@@ -308,10 +314,15 @@ fn bearer(headers: &HeaderMap) -> Bearer {
 /// How long review answers are kept, and how many.
 #[derive(Debug, Clone)]
 pub struct AuthSettings {
-    /// How long an allowed request or an authenticated token is kept.
+    /// How long an allowed request or an authenticated token is kept when
+    /// nothing kubecache watches can revoke it.
     pub allowed_ttl: Duration,
-    /// How long a denied request or a rejected token is kept.
+    /// How long a denied request or a rejected token is kept (a watched
+    /// change of RBAC revokes denied requests sooner).
     pub denied_ttl: Duration,
+    /// How long an answer a watched change revokes is kept at most: RBAC's
+    /// allowances while kubecache follows RBAC, and `system:masters`'.
+    pub revocable_ttl: Duration,
     /// Most answers kept of each kind (tokens, access decisions).
     pub cache_entries: usize,
     /// Reviews of tokens not kept, and of anonymous requests not kept,
@@ -327,13 +338,20 @@ pub struct AuthSettings {
 }
 
 impl AuthSettings {
-    /// One minute: a revoked permission stops serving within a minute
-    /// (kube-apiserver's webhook authorizer keeps allowed answers 5 min;
-    /// kubecache answers many clients, so it errs to the safe side).
-    pub const DEFAULT_ALLOWED_TTL: Duration = Duration::from_secs(60);
-    /// Ten seconds: a new grant is honoured within ten seconds, while a
-    /// client retrying a denied request costs one review per ten seconds.
+    /// Ten seconds, as the delegating authenticators and authorizers of
+    /// `k8s.io/apiserver` (aggregated API servers, metrics-server,
+    /// kube-rbac-proxy) keep answers, and as kube-apiserver keeps a
+    /// token's: a revoked static token or a webhook's changed mind is
+    /// honoured within ten seconds.
+    pub const DEFAULT_ALLOWED_TTL: Duration = Duration::from_secs(10);
+    /// Ten seconds: a new grant nothing watched shows is honoured within
+    /// ten seconds, while a client retrying a denied request costs one
+    /// review per ten seconds.
     pub const DEFAULT_DENIED_TTL: Duration = Duration::from_secs(10);
+    /// One minute: what a watched change revokes within a second is asked
+    /// again after a minute all the same, in case a change was missed
+    /// (a watch that could not be reopened at once).
+    pub const DEFAULT_REVOCABLE_TTL: Duration = Duration::from_secs(60);
     /// Ten thousand answers of each kind: users × distinct requests of a
     /// large cluster's operators, a few MB at most.
     pub const DEFAULT_CACHE_ENTRIES: usize = 10_000;
@@ -360,6 +378,7 @@ impl Default for AuthSettings {
         AuthSettings {
             allowed_ttl: Self::DEFAULT_ALLOWED_TTL,
             denied_ttl: Self::DEFAULT_DENIED_TTL,
+            revocable_ttl: Self::DEFAULT_REVOCABLE_TTL,
             cache_entries: Self::DEFAULT_CACHE_ENTRIES,
             token_reviews_per_second: Self::DEFAULT_TOKEN_REVIEWS_PER_SECOND,
             user_reviews_per_second: Self::DEFAULT_USER_REVIEWS_PER_SECOND,
@@ -410,6 +429,26 @@ impl Auth {
         if let Auth::Kubernetes(reviewer) = self {
             reviewer.forget();
             tracing::info!("forgot every kept authentication and authorization answer");
+        }
+    }
+
+    /// Starts watching what revokes kept answers (see [`revocation`])
+    /// through `client`, of an API server of Kubernetes `version`; the
+    /// tasks end with the handles' abort. None with `--auth none`.
+    pub fn follow(&self, client: &kube::Client, version: KubeVersion) -> Vec<JoinHandle<()>> {
+        match self {
+            Auth::None => Vec::new(),
+            Auth::Kubernetes(reviewer) => reviewer.follow(client, version),
+        }
+    }
+
+    /// What revokes kept answers, for `/v1/status`: whether every watch
+    /// follows its resource, and the state of each. `None` with
+    /// `--auth none`, or before [`Auth::follow`].
+    pub fn followed(&self) -> Option<&revocation::Followed> {
+        match self {
+            Auth::None => None,
+            Auth::Kubernetes(reviewer) => reviewer.followed(),
         }
     }
 
@@ -533,7 +572,7 @@ async fn allow(
 ) -> Result<(), Status> {
     let request = AccessRequest::new(user, attributes);
     match reviewer.authorize(user, &request, payer).await {
-        Ok(Decision::Allowed) => Ok(()),
+        Ok(Decision::Allowed { .. }) => Ok(()),
         Ok(Decision::Denied(reason)) => {
             let (info, attributes) = (user.info(), request.attributes());
             tracing::debug!(user = %info.username, request = %attributes.describe(), "forbidden");

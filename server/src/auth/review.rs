@@ -1,7 +1,8 @@
 //! Authentication and authorization by the API server: a `TokenReview` for
 //! each bearer token and a `SubjectAccessReview` for each (user, request),
-//! their answers kept in [`DecisionCache`]s, those not kept asked within
-//! their [`ReviewBudget`]s.
+//! their answers kept in [`DecisionCache`]s (and revoked by what
+//! [`Followed`] watches), those not kept asked within their
+//! [`ReviewBudget`]s.
 
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
@@ -12,10 +13,13 @@ use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::api::{Api, PostParams};
+use kubecache_wire::protobuf::KubeVersion;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::budget::{self, Payer, Per, ReviewBudget};
-use super::cache::{DecisionCache, Source};
+use super::cache::{DecisionCache, Keep, Source};
+use super::revocation::Followed;
 use super::{Attributes, AuthSettings, BearerToken, User, UserInfo};
 
 /// What the API server said about a token: its user, or not a valid one.
@@ -46,8 +50,12 @@ impl AccessRequest {
 /// What the API server said about a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    /// Allowed.
-    Allowed,
+    /// Allowed; `by_rbac` when RBAC allowed it (its reason says so), so
+    /// that only a change of RBAC objects can revoke it.
+    Allowed {
+        /// The reason begins with RBAC's `RBAC: allowed by`.
+        by_rbac: bool,
+    },
     /// Not allowed, with the authorizer's reason (may be empty).
     Denied(String),
 }
@@ -70,12 +78,43 @@ pub enum ReviewError {
     },
 }
 
+/// The kept answers: users by token digest (under their ServiceAccount,
+/// if they are one) and decisions by request (under its namespace).
+pub struct KeptAnswers {
+    tokens: DecisionCache<[u8; 32], Authenticated, (String, String)>,
+    access: DecisionCache<AccessRequest, Decision, String>,
+}
+
+impl KeptAnswers {
+    /// Revokes the decisions of requests in `namespace`.
+    pub fn revoke_access_in(&self, namespace: &str) {
+        self.access.revoke(namespace.to_string());
+    }
+
+    /// Revokes every decision.
+    pub fn revoke_all_access(&self) {
+        self.access.revoke_all();
+    }
+
+    /// Revokes the tokens of ServiceAccount `namespace`/`name`.
+    pub fn revoke_tokens_of(&self, namespace: &str, name: &str) {
+        self.tokens
+            .revoke((namespace.to_string(), name.to_string()));
+    }
+
+    /// Revokes every token.
+    pub fn revoke_all_tokens(&self) {
+        self.tokens.revoke_all();
+    }
+}
+
 /// Asks the API server, through kubecache's own client, and keeps answers.
 pub struct Reviewer {
     client: kube::Client,
     settings: AuthSettings,
-    tokens: DecisionCache<[u8; 32], Authenticated>,
-    access: DecisionCache<AccessRequest, Decision>,
+    kept: Arc<KeptAnswers>,
+    /// The watches that revoke kept answers, once started.
+    followed: OnceLock<Arc<Followed>>,
     addresses: ReviewBudget<IpAddr>,
     users: ReviewBudget<[u8; 32]>,
     decisions: OnceLock<Decisions>,
@@ -95,10 +134,17 @@ impl Reviewer {
 
     /// A reviewer asking through `client`.
     pub fn new(client: kube::Client, settings: AuthSettings) -> Self {
+        let longest = settings
+            .allowed_ttl
+            .max(settings.denied_ttl)
+            .max(settings.revocable_ttl);
         Reviewer {
             client,
-            tokens: DecisionCache::new(settings.cache_entries),
-            access: DecisionCache::new(settings.cache_entries),
+            kept: Arc::new(KeptAnswers {
+                tokens: DecisionCache::new(settings.cache_entries, longest),
+                access: DecisionCache::new(settings.cache_entries, longest),
+            }),
+            followed: OnceLock::new(),
             addresses: ReviewBudget::new(
                 settings.token_reviews_per_second,
                 settings.token_reviews_per_second,
@@ -125,15 +171,21 @@ impl Reviewer {
         token: &BearerToken,
         peer: Option<IpAddr>,
     ) -> Result<Authenticated, ReviewError> {
-        let ttl = |user: &Authenticated| self.ttl(user.is_some());
+        let keep = |user: &Authenticated| Keep {
+            ttl: self.ttl(user.is_some()),
+            scope: user
+                .as_ref()
+                .and_then(|user| service_account(&user.info().username)),
+        };
         let review = async {
             self.within_budget(peer.map_or(Payer::Nobody, Payer::Address))
                 .await?;
             timed(Review::Token, self.token_review(token.secret())).await
         };
         let (user, source) = self
+            .kept
             .tokens
-            .get_or_review(token.digest(), ttl, review)
+            .get_or_review(token.digest(), keep, review)
             .await
             .inspect_err(|error| self.count(Review::Token, outcome(error), Source::Reviewed))?;
         let result = if user.is_some() {
@@ -161,7 +213,10 @@ impl Reviewer {
         request: &AccessRequest,
         payer: Payer,
     ) -> Result<Decision, ReviewError> {
-        let ttl = |decision: &Decision| self.ttl(*decision == Decision::Allowed);
+        let keep = |decision: &Decision| Keep {
+            ttl: self.decision_ttl(user, decision),
+            scope: request.attributes().namespace().map(str::to_string),
+        };
         let review = async {
             self.within_budget(payer).await?;
             timed(
@@ -171,12 +226,13 @@ impl Reviewer {
             .await
         };
         let (decision, source) = self
+            .kept
             .access
-            .get_or_review(request, ttl, review)
+            .get_or_review(request, keep, review)
             .await
             .inspect_err(|error| self.count(Review::Access, outcome(error), Source::Reviewed))?;
         let result = match decision {
-            Decision::Allowed => Outcome::Allowed,
+            Decision::Allowed { .. } => Outcome::Allowed,
             Decision::Denied(_) => Outcome::Denied,
         };
         self.count(Review::Access, result, source);
@@ -210,13 +266,30 @@ impl Reviewer {
     /// Forgets every kept answer: the next request of each token and user
     /// is reviewed again.
     pub fn forget(&self) {
-        self.tokens.clear();
-        self.access.clear();
+        self.kept.revoke_all_tokens();
+        self.kept.revoke_all_access();
     }
 
     /// Keys held by each cache: `(tokens, access decisions)`.
     pub fn cached(&self) -> (usize, usize) {
-        (self.tokens.len(), self.access.len())
+        (self.kept.tokens.len(), self.kept.access.len())
+    }
+
+    /// Starts watching what revokes kept answers (see [`Followed`])
+    /// through `client`, of an API server of Kubernetes `version`; the
+    /// tasks that do it end with the returned handles' abort.
+    pub fn follow(&self, client: &kube::Client, version: KubeVersion) -> Vec<JoinHandle<()>> {
+        let (followed, tasks) = Followed::start(client, version, self.kept.clone());
+        if self.followed.set(followed).is_err() {
+            tasks.iter().for_each(JoinHandle::abort);
+            return Vec::new();
+        }
+        tasks
+    }
+
+    /// The watches that revoke kept answers, once started.
+    pub fn followed(&self) -> Option<&Followed> {
+        self.followed.get().map(|f| &**f)
     }
 
     /// Counts a decision into `kubecache_auth_decisions_total`, through
@@ -244,11 +317,32 @@ impl Reviewer {
         decisions[review as usize][result as usize][cache].increment(1);
     }
 
+    /// How long an answer nothing watched revokes is kept.
     fn ttl(&self, allowed: bool) -> Duration {
         if allowed {
             self.settings.allowed_ttl
         } else {
             self.settings.denied_ttl
+        }
+    }
+
+    /// How long `decision` about a request of `user` is kept: RBAC's
+    /// allowances, while kubecache follows RBAC, and the allowances of
+    /// `system:masters` (which kube-apiserver grants by group, whatever
+    /// RBAC says) until a watched change revokes them, at most the
+    /// revocable TTL; the rest as long as answers nothing watched revokes.
+    fn decision_ttl(&self, user: &User, decision: &Decision) -> Duration {
+        let following = || self.followed().is_some_and(Followed::following);
+        let revocable = match decision {
+            Decision::Allowed { by_rbac } => {
+                user.info().groups.iter().any(|g| g == MASTERS) || (*by_rbac && following())
+            }
+            Decision::Denied(_) => false,
+        };
+        if revocable {
+            self.settings.revocable_ttl
+        } else {
+            self.ttl(matches!(decision, Decision::Allowed { .. }))
         }
     }
 
@@ -323,11 +417,28 @@ impl Reviewer {
             .map_err(|e| ReviewError::Failed(format!("SubjectAccessReview: {e}")))?;
         let status = answer.status.unwrap_or_default();
         Ok(if status.allowed {
-            Decision::Allowed
+            Decision::Allowed {
+                by_rbac: status
+                    .reason
+                    .is_some_and(|reason| reason.starts_with("RBAC: allowed by ")),
+            }
         } else {
             Decision::Denied(status.reason.unwrap_or_default())
         })
     }
+}
+
+/// kube-apiserver's privileged group: allowed everything by its
+/// authorizer chain's first authorizer, before RBAC is asked.
+const MASTERS: &str = "system:masters";
+
+/// The ServiceAccount `(namespace, name)` a user name is, as kube-apiserver
+/// writes it (`system:serviceaccount:{namespace}:{name}`).
+fn service_account(username: &str) -> Option<(String, String)> {
+    let rest = username.strip_prefix("system:serviceaccount:")?;
+    let (namespace, name) = rest.split_once(':')?;
+    (!namespace.is_empty() && !name.is_empty() && !name.contains(':'))
+        .then(|| (namespace.to_string(), name.to_string()))
 }
 
 /// The two reviews.

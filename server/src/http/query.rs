@@ -79,7 +79,20 @@ pub async fn serve(
     match segments.as_slice() {
         ["v1", "status"] => {
             let all: Vec<Value> = caches.iter().map(|c| status(c)).collect();
-            Ok(Json(json!({ "auth": auth.mode(), "resources": all })).into_response())
+            let revocation = auth.followed().map(|followed| {
+                let watches: serde_json::Map<String, Value> = followed
+                    .describe()
+                    .into_iter()
+                    .map(|(resource, state)| (resource.to_string(), state.into()))
+                    .collect();
+                json!({ "following": followed.following(), "watches": watches })
+            });
+            Ok(Json(json!({
+                "auth": auth.mode(),
+                "authRevocation": revocation,
+                "resources": all,
+            }))
+            .into_response())
         }
         ["v1", resource, "status"] => Ok(Json(status(find(caches, resource)?)).into_response()),
         ["v1", resource, "count"] => {

@@ -456,6 +456,22 @@ fn needed_grants(config: &str) -> Result<BTreeSet<Grant>, String> {
         "subjectaccessreviews".into(),
         "create".into(),
     ));
+    // The watches that revoke kept review answers (`auth::revocation`).
+    let rbac = "rbac.authorization.k8s.io";
+    let revoking = [
+        "roles",
+        "rolebindings",
+        "clusterroles",
+        "clusterrolebindings",
+    ]
+    .map(|resource| (rbac, resource))
+    .into_iter()
+    .chain([("", "serviceaccounts")]);
+    for (group, resource) in revoking {
+        for verb in ["list", "watch"] {
+            needed.insert((group.into(), resource.into(), verb.into()));
+        }
+    }
     Ok(needed)
 }
 
