@@ -478,7 +478,7 @@ async fn a_kubeconfig_per_demo_user_works_with_kube_rs() {
     }
     assert_eq!(sim.kubeconfig_for("mallory"), None);
     let all = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig()).expect("a kubeconfig");
-    assert_eq!(all.contexts.len(), 5, "a context per demo user");
+    assert_eq!(all.contexts.len(), 6, "a context per demo user");
     assert_eq!(all.current_context.as_deref(), Some(ADMIN));
 }
 
