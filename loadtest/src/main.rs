@@ -131,7 +131,9 @@ struct SimArgs {
     token: Option<String>,
     /// Authenticate and authorize with the demo policy: users admin, the
     /// kubecache service account, alice (payments-prod), bob (pods
-    /// everywhere) and eve (nothing), each with a token `<name>-token`;
+    /// everywhere), eve (nothing) and the deployer service account (pods
+    /// in payments-prod), each with a token `<name>-token`, stored as RBAC
+    /// objects and ServiceAccounts that decide as they change;
     /// `--kubeconfig-out` then has a context per user.
     #[arg(long)]
     demo_auth: bool,

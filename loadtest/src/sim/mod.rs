@@ -1,9 +1,11 @@
 //! The simulated Kubernetes API server: a real HTTP server on 127.0.0.1 that
-//! lists, watches and writes pods, configmaps, namespaces and one custom
-//! resource (`widgets.example.com/v1`) the way kube-apiserver does (see
+//! lists, watches and writes pods, configmaps, namespaces, service
+//! accounts, RBAC's roles and bindings and one custom resource
+//! (`widgets.example.com/v1`) the way kube-apiserver does (see
 //! `shared/APISERVER-PROTOCOL.md`), filled with realistic objects, with
 //! churn, slow pages, compaction and faults on demand, and, given a
-//! [`Policy`], authentication and RBAC of every request.
+//! [`Policy`], authentication and RBAC of every request by the stored
+//! RBAC objects and ServiceAccounts.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -44,6 +46,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use auth::Enforced;
 pub use auth::{Policy, RoleRef, Rule, Subject, User};
 pub use cost::ServingCost;
 pub use counters::{Counts, Reviews};
@@ -114,8 +117,9 @@ pub struct SimConfig {
     pub kube_version: KubeVersion,
     /// Who may do what: `None` allows every request, with or without a
     /// token; a policy authenticates and authorizes each one as
-    /// kube-apiserver does (see [`auth`]). Changeable while running
-    /// ([`Sim::set_policy`]).
+    /// kube-apiserver does (see [`auth`]), stored at start as RBAC objects
+    /// and ServiceAccounts, which then decide. Changeable while running
+    /// ([`Sim::set_policy`], or by writing those objects).
     pub policy: Option<Policy>,
     /// Where to listen; port 0 picks a free one.
     pub listen: SocketAddr,
@@ -232,10 +236,16 @@ impl Sim {
             populate(&store, &mut generator, &config)?;
             generator
         };
+        let generator = Arc::new(Mutex::new(generator));
+        let policy = Arc::new(Enforced::default());
+        store.observe({
+            let policy = policy.clone();
+            move |resource, event| policy.observe(resource, event)
+        });
+        policy.set(&store, config.policy, |ns| generator.lock().namespace(ns));
         // The history starts after the population, as on a cluster that
         // has been up for a while.
         store.compact_at(store.revision());
-        let generator = Arc::new(Mutex::new(generator));
         let (cuts, _) = watch::channel(0);
         let ctx = Arc::new(Context {
             store: store.clone(),
@@ -257,7 +267,7 @@ impl Sim {
                     .then(|| (Instant::now(), PROGRESS_NOTIFY)),
                 kube_version: config.kube_version,
             },
-            policy: parking_lot::RwLock::new(config.policy.map(Arc::new)),
+            policy,
         });
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
@@ -453,9 +463,34 @@ impl Sim {
     }
 
     /// Replaces the policy (`None`: allow everything), effective from the
-    /// next request: how a test grants or revokes a permission.
+    /// next request: how a test grants or revokes a permission. The store
+    /// then holds exactly the new policy's RBAC objects and service
+    /// accounts ([`Policy::objects`]; the others deleted), which decide
+    /// from then on, as they change (see [`Sim::delete_object`]).
+    ///
+    /// # Panics
+    ///
+    /// If the store refuses an object of the policy (a role, binding or
+    /// service account without a name).
     pub fn set_policy(&self, policy: Option<Policy>) {
-        *self.ctx.policy.write() = policy.map(Arc::new);
+        self.ctx.policy.set(&self.store, policy, |ns| {
+            self.generator.lock().namespace(ns)
+        });
+    }
+
+    /// Deletes an object, as `DELETE` does (its watchers see it go, and a
+    /// Role, binding or ServiceAccount stops counting at once): e.g.
+    /// `sim.delete_object(ids::ROLEBINDINGS, "payments-prod", "developers")`;
+    /// `namespace` is empty for a cluster-scoped object.
+    pub fn delete_object(
+        &self,
+        resource: ResourceId,
+        namespace: &str,
+        name: &str,
+    ) -> anyhow::Result<Arc<StoredObject>> {
+        self.store
+            .delete(resource, namespace, name)
+            .map_err(status_error)
     }
 
     /// A kubeconfig (YAML) that kubectl and kube-rs accept for this
@@ -463,7 +498,7 @@ impl Sim {
     /// context per user (named after the user, with its token), the first
     /// user's current.
     pub fn kubeconfig(&self) -> String {
-        match self.ctx.policy() {
+        match self.ctx.policy.set_policy() {
             None => self.kubeconfig_of(&[("kubecache-sim", None)]),
             Some(policy) => {
                 let users: Vec<(&str, Option<&str>)> = policy
@@ -480,7 +515,7 @@ impl Sim {
     /// the demo users of [`Policy::demo`]; `None` when the policy does not
     /// know the user.
     pub fn kubeconfig_for(&self, user: &str) -> Option<String> {
-        let policy = self.ctx.policy()?;
+        let policy = self.ctx.policy.set_policy()?;
         let token = policy.token_of(user)?;
         Some(self.kubeconfig_of(&[(user, Some(token))]))
     }

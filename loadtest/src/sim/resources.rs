@@ -123,7 +123,41 @@ impl Resource {
 }
 
 /// `apiVersion` strings of the groups served (avoids allocating them at run time).
-const API_VERSIONS: &[(&str, &str, &str)] = &[("example.com", "v1", "example.com/v1")];
+const API_VERSIONS: &[(&str, &str, &str)] = &[
+    ("example.com", "v1", "example.com/v1"),
+    (RBAC, "v1", "rbac.authorization.k8s.io/v1"),
+];
+
+/// The RBAC API group.
+const RBAC: &str = "rbac.authorization.k8s.io";
+
+/// An RBAC resource (no short names, categories or subresources), as
+/// kube-apiserver v1.28 lists it in discovery.
+const fn rbac(
+    plural: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    list_kind: &'static str,
+    namespaced: bool,
+) -> Resource {
+    Resource {
+        group: RBAC,
+        version: "v1",
+        plural,
+        singular,
+        kind,
+        list_kind,
+        namespaced,
+        builtin: true,
+        has_generation: false,
+        short_names: &[],
+        categories: &[],
+        extra_fields: &[],
+        verbs: WRITABLE,
+        subresources: &[],
+        returns_deleted_object: false,
+    }
+}
 
 /// Every resource the simulator serves, in discovery order.
 pub const RESOURCES: &[Resource] = &[
@@ -223,6 +257,47 @@ pub const RESOURCES: &[Resource] = &[
         subresources: &[status("Widget")],
         returns_deleted_object: false,
     },
+    Resource {
+        group: "",
+        version: "v1",
+        plural: "serviceaccounts",
+        singular: "serviceaccount",
+        kind: "ServiceAccount",
+        list_kind: "ServiceAccountList",
+        namespaced: true,
+        builtin: true,
+        has_generation: false,
+        short_names: &["sa"],
+        categories: &[],
+        extra_fields: &[],
+        verbs: WRITABLE,
+        // Not `token`: the sim issues no tokens (TokenRequest).
+        subresources: &[],
+        returns_deleted_object: true,
+    },
+    // In the order of the real server's group document.
+    rbac(
+        "clusterrolebindings",
+        "clusterrolebinding",
+        "ClusterRoleBinding",
+        "ClusterRoleBindingList",
+        false,
+    ),
+    rbac(
+        "clusterroles",
+        "clusterrole",
+        "ClusterRole",
+        "ClusterRoleList",
+        false,
+    ),
+    rbac(
+        "rolebindings",
+        "rolebinding",
+        "RoleBinding",
+        "RoleBindingList",
+        true,
+    ),
+    rbac("roles", "role", "Role", "RoleList", true),
 ];
 
 /// Ids of the resources, by name, for callers of the in-process API.
@@ -236,6 +311,16 @@ pub mod ids {
     pub const CONFIGMAPS: ResourceId = 2;
     /// `widgets.example.com`
     pub const WIDGETS: ResourceId = 3;
+    /// `serviceaccounts`
+    pub const SERVICEACCOUNTS: ResourceId = 4;
+    /// `clusterrolebindings.rbac.authorization.k8s.io`
+    pub const CLUSTERROLEBINDINGS: ResourceId = 5;
+    /// `clusterroles.rbac.authorization.k8s.io`
+    pub const CLUSTERROLES: ResourceId = 6;
+    /// `rolebindings.rbac.authorization.k8s.io`
+    pub const ROLEBINDINGS: ResourceId = 7;
+    /// `roles.rbac.authorization.k8s.io`
+    pub const ROLES: ResourceId = 8;
 }
 
 /// The resource served at `group`/`version`/`plural`, if any.
@@ -262,5 +347,15 @@ mod tests {
         assert_eq!(RESOURCES[ids::WIDGETS].plural, "widgets");
         assert_eq!(RESOURCES[ids::WIDGETS].api_version(), "example.com/v1");
         assert_eq!(find("example.com", "v1", "widgets"), Some(ids::WIDGETS));
+        assert_eq!(RESOURCES[ids::SERVICEACCOUNTS].plural, "serviceaccounts");
+        for (id, plural) in [
+            (ids::CLUSTERROLEBINDINGS, "clusterrolebindings"),
+            (ids::CLUSTERROLES, "clusterroles"),
+            (ids::ROLEBINDINGS, "rolebindings"),
+            (ids::ROLES, "roles"),
+        ] {
+            assert_eq!(find(RBAC, "v1", plural), Some(id));
+            assert_eq!(RESOURCES[id].api_version(), "rbac.authorization.k8s.io/v1");
+        }
     }
 }

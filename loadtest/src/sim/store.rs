@@ -17,7 +17,10 @@
 //! classic list-then-watch, so the two windows are kept apart.
 //!
 //! One `RwLock` guards everything: readers copy out `Arc`s of the objects they
-//! need and release it before they write to a socket.
+//! need and release it before they write to a socket. Observers
+//! ([`Store::observe`]) hear of each change under it, before the write
+//! returns: what the API server derives from objects (its authorizer's
+//! view of RBAC) follows them without a gap.
 //!
 //! Ages are read from tokio's clock, so a test with paused time
 //! (`#[tokio::test(start_paused = true)]`) decides when history ages out.
@@ -175,10 +178,15 @@ struct Inner {
     uids: u64,
 }
 
+/// Told of every change, with its resource, under the store's write lock
+/// (see [`Store::observe`]).
+pub type Observer = Box<dyn Fn(ResourceId, &Event) + Send + Sync>;
+
 /// The simulator's storage; cheap to share behind an `Arc`.
-#[derive(Debug)]
 pub struct Store {
     inner: RwLock<Inner>,
+    /// Read under `inner`'s write lock, by every commit.
+    observers: RwLock<Vec<Observer>>,
     revision_tx: watch::Sender<u64>,
     window: RwLock<HistoryWindow>,
     watch_window: RwLock<HistoryWindow>,
@@ -200,11 +208,19 @@ impl Store {
                 clock: VecDeque::new(),
                 uids: 0,
             }),
+            observers: RwLock::default(),
             revision_tx,
             window: RwLock::new(window),
             watch_window: RwLock::new(watch_window),
             seed,
         }
+    }
+
+    /// Tells `observer` of every change from now on, as it is committed:
+    /// it runs under the store's write lock, so it must be quick and must
+    /// not use the store. A write returns once its observers have run.
+    pub fn observe(&self, observer: impl Fn(ResourceId, &Event) + Send + Sync + 'static) {
+        self.observers.write().push(Box::new(observer));
     }
 
     /// The newest revision.
@@ -357,10 +373,27 @@ impl Store {
 
     /// Creates an object. Sets uid, creationTimestamp, resourceVersion and
     /// (for resources that keep one) generation 1.
-    pub fn create(
+    pub fn create(&self, resource: ResourceId, object: Value) -> Result<Arc<StoredObject>, Status> {
+        self.insert(resource, object, None)
+    }
+
+    /// Creates an object with this uid, as [`Store::create`] otherwise:
+    /// for objects whose uid was handed out before they were stored here
+    /// (a policy's service accounts, whose tokens carry their uid).
+    pub fn create_with_uid(
+        &self,
+        resource: ResourceId,
+        object: Value,
+        uid: &str,
+    ) -> Result<Arc<StoredObject>, Status> {
+        self.insert(resource, object, Some(uid))
+    }
+
+    fn insert(
         &self,
         resource: ResourceId,
         mut object: Value,
+        uid: Option<&str>,
     ) -> Result<Arc<StoredObject>, Status> {
         let res = &RESOURCES[resource];
         let (namespace, name) = identity(res, &object)?;
@@ -378,8 +411,13 @@ impl Store {
         if live(&inner.resources[resource], &key).is_some() {
             return Err(Status::already_exists(res.group, res.plural, &name));
         }
-        inner.uids += 1;
-        let uid = uid(self.seed, inner.uids);
+        let uid = match uid {
+            Some(uid) => uid.to_string(),
+            None => {
+                inner.uids += 1;
+                self::uid(self.seed, inner.uids)
+            }
+        };
         let revision = inner.revision + 1;
         let meta = metadata_mut(&mut object);
         meta.insert("name".into(), name.clone().into());
@@ -610,6 +648,9 @@ impl Store {
             ChangeType::Deleted => state.live_now() - 1,
         };
         state.live.push_back((revision, live_after));
+        for observer in self.observers.read().iter() {
+            observer(resource, &event);
+        }
         state.events.push_back(event);
         state
             .keys
@@ -640,6 +681,18 @@ impl Store {
         let target = revision.min(inner.revision);
         compact_to(&mut inner, target);
         forget_events(&mut inner, target);
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("inner", &self.inner)
+            .field("observers", &self.observers.read().len())
+            .field("window", &self.window)
+            .field("watch_window", &self.watch_window)
+            .field("seed", &self.seed)
+            .finish_non_exhaustive()
     }
 }
 

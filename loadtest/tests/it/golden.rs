@@ -317,6 +317,26 @@ async fn recorded_objects_stored_in_the_sim_come_back_equal_in_json_and_protobuf
             "lists/pods.list.json.gz",
             "/api/v1/namespaces/golden/pods",
         ),
+        (
+            ids::SERVICEACCOUNTS,
+            "lists/serviceaccounts.list.json",
+            "/api/v1/namespaces/golden/serviceaccounts",
+        ),
+        (
+            ids::ROLES,
+            "lists/roles.list.json",
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/golden/roles",
+        ),
+        (
+            ids::ROLEBINDINGS,
+            "lists/rolebindings.list.json",
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/golden/rolebindings",
+        ),
+        (
+            ids::CLUSTERROLES,
+            "lists/clusterroles.list.json",
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        ),
     ] {
         let recorded = corpus_json(file);
         sim.seed(resource, items(&recorded)).unwrap();
@@ -677,4 +697,28 @@ async fn metadata_asked_of_the_wrong_shape_is_the_real_servers_406() {
         status["message"],
         "you requested PartialObjectMetadata, but the requested object is a list (*v1.PodList)"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_served_resources_are_discovered_as_the_real_server_lists_them() {
+    let (url, _sim) = Sim::start(SimConfig::default()).await.expect("sim starts");
+    let rbac = "discovery/apis_rbac.authorization.k8s.io_v1.json";
+    let (code, body) = get(&url, "/apis/rbac.authorization.k8s.io/v1", JSON).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        String::from_utf8_lossy(&body),
+        String::from_utf8_lossy(&corpus(rbac)),
+        "byte for byte"
+    );
+    // The core group's entries (subresources included), each as recorded;
+    // `serviceaccounts/token` is not served (the sim issues no tokens).
+    let (_, body) = get(&url, "/api/v1", JSON).await;
+    let served: Value = serde_json::from_slice(&body).unwrap();
+    let recorded = corpus_json("discovery/api_v1.json");
+    let entries = |document: &Value| document["resources"].as_array().unwrap().clone();
+    for entry in entries(&served) {
+        assert!(entries(&recorded).contains(&entry), "{entry}");
+    }
+    let names: Vec<Value> = entries(&served).iter().map(|e| e["name"].clone()).collect();
+    assert!(names.contains(&json!("serviceaccounts")), "{names:?}");
 }

@@ -19,5 +19,6 @@ mod real_clients;
 mod run;
 mod sim_auth;
 mod sim_protocol;
+mod sim_rbac;
 mod sim_writes;
 mod versions;

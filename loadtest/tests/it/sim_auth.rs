@@ -7,7 +7,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{OTHER_NAMESPACE, call, demo_sim, token};
+use common::{OTHER_NAMESPACE, access_review, call, demo_sim, review, token, token_review};
 use kubecache_loadtest::sim::auth::demo::{
     ADMIN, DEVELOPER, KUBECACHE, NAMESPACE, NOBODY, POD_READER,
 };
@@ -210,36 +210,6 @@ async fn impersonation_needs_permission_and_runs_as_exactly_the_impersonated_use
         response.text().await.unwrap(),
         "Internal Server Error: \"/api/v1/namespaces/payments-prod/pods\": requested [{Group  payments-devs    }] without impersonating a user\n"
     );
-}
-
-async fn review(url: &str, kind: &str, token: &str, body: Value) -> (u16, Value) {
-    let path = match kind {
-        "TokenReview" => "/apis/authentication.k8s.io/v1/tokenreviews",
-        _ => "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-    };
-    call(
-        url,
-        "POST",
-        path,
-        Some(token),
-        Some((JSON, body.to_string())),
-    )
-    .await
-}
-
-fn token_review(token: &str) -> Value {
-    json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}})
-}
-
-fn access_review(user: &str, groups: &[&str], attributes: Value) -> Value {
-    let mut spec = json!({"user": user, "groups": groups});
-    let key = if attributes.get("path").is_some() {
-        "nonResourceAttributes"
-    } else {
-        "resourceAttributes"
-    };
-    spec[key] = attributes;
-    json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec})
 }
 
 #[tokio::test(start_paused = true)]
@@ -478,7 +448,7 @@ async fn a_kubeconfig_per_demo_user_works_with_kube_rs() {
     }
     assert_eq!(sim.kubeconfig_for("mallory"), None);
     let all = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig()).expect("a kubeconfig");
-    assert_eq!(all.contexts.len(), 5, "a context per demo user");
+    assert_eq!(all.contexts.len(), 6, "a context per demo user");
     assert_eq!(all.current_context.as_deref(), Some(ADMIN));
 }
 

@@ -7,7 +7,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{OTHER_NAMESPACE, call, demo_sim, pod, token};
+use common::{OTHER_NAMESPACE, call, demo_sim, pod, token, watch_events};
 use futures::StreamExt;
 use kubecache_loadtest::sim::auth::demo::{ADMIN, NAMESPACE};
 use kubecache_loadtest::sim::{Policy, RoleRef, Rule, Subject, User, ids};
@@ -573,27 +573,6 @@ async fn an_eviction_deletes_the_pod_and_other_subresources_answer_as_without_ku
     assert_eq!(code, 404, "a subresource not served");
 }
 
-/// Reads watch lines until `n` arrived.
-async fn events(url: &str, path: &str, n: usize) -> Vec<Value> {
-    let response = reqwest::Client::new()
-        .get(format!("{url}{path}"))
-        .bearer_auth(token(ADMIN))
-        .send()
-        .await
-        .unwrap();
-    let mut stream = response.bytes_stream();
-    let (mut buf, mut lines) = (Vec::new(), Vec::new());
-    while lines.len() < n {
-        let chunk = stream.next().await.expect("more events").expect("a chunk");
-        buf.extend_from_slice(&chunk);
-        while let Some(end) = buf.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=end).collect();
-            lines.push(serde_json::from_slice(&line).unwrap());
-        }
-    }
-    lines
-}
-
 #[tokio::test(start_paused = true)]
 async fn every_write_is_one_watch_event_at_the_revision_it_answered() {
     let (url, sim) = demo_sim().await;
@@ -601,7 +580,8 @@ async fn every_write_is_one_watch_event_at_the_revision_it_answered() {
     let pods = format!("/api/v1/namespaces/{NAMESPACE}/pods");
     let watch = tokio::spawn({
         let url = url.clone();
-        async move { events(&url, &format!("{pods}?watch=1&resourceVersion={from}"), 8).await }
+        let path = format!("{pods}?watch=1&resourceVersion={from}");
+        async move { watch_events(&url, &path, &token(ADMIN), 8).await }
     });
     let mut answered = Vec::new();
     let json_body = |v: Value| Some(("application/json", v.to_string()));

@@ -8,6 +8,7 @@
 //! | [`DEVELOPER`] | read and write pods, configmaps and widgets in [`NAMESPACE`] (their `status`, pods' `log` and `eviction` too), through group `payments-devs` |
 //! | [`POD_READER`] | get, list and watch pods (and their logs) everywhere |
 //! | [`NOBODY`] | nothing beyond discovery |
+//! | [`DEPLOYER`] (a service account of [`NAMESPACE`], token `deployer-token`) | get, list and watch pods (and their logs) in [`NAMESPACE`], through RoleBinding `deployers` of ClusterRole `pod-reader`; while its ServiceAccount lives with uid [`DEPLOYER_UID`] |
 
 use super::policy::{Policy, RoleRef, Rule, Subject, User};
 
@@ -24,6 +25,10 @@ pub const DEVELOPER: &str = "alice";
 pub const POD_READER: &str = "bob";
 /// Authenticated, and granted nothing.
 pub const NOBODY: &str = "eve";
+/// A service account of [`NAMESPACE`] that reads its pods.
+pub const DEPLOYER: &str = "system:serviceaccount:payments-prod:deployer";
+/// The uid of [`DEPLOYER`]'s ServiceAccount (its token's claim).
+pub const DEPLOYER_UID: &str = "5d1c6f0e-3a8b-4c2d-9e7f-1b2a3c4d5e6f";
 
 const ALL_VERBS: &[&str] = &[
     "get",
@@ -45,6 +50,12 @@ impl Policy {
             .user(User::new(DEVELOPER, "alice-token").in_groups(&["payments-devs"]))
             .user(User::new(POD_READER, "bob-token"))
             .user(User::new(NOBODY, "eve-token"))
+            .user(User::service_account(
+                NAMESPACE,
+                "deployer",
+                DEPLOYER_UID,
+                "deployer-token",
+            ))
             .cluster_admin()
             .with_kubecache()
             .role(
@@ -80,6 +91,15 @@ impl Policy {
                 "pod-readers",
                 "pod-reader",
                 vec![Subject::User(POD_READER.into())],
+            )
+            .binding(
+                NAMESPACE,
+                "deployers",
+                RoleRef::ClusterRole("pod-reader".into()),
+                vec![Subject::ServiceAccount {
+                    namespace: NAMESPACE.into(),
+                    name: "deployer".into(),
+                }],
             )
     }
 

@@ -289,7 +289,7 @@ fn header_get(headers: &HeaderMap, name: &str) -> String {
 
 /// `system:serviceaccount:{namespace}:{name}`, split, when the namespace
 /// is a DNS label and the name a DNS subdomain (`serviceaccount.SplitUsername`).
-fn split_username(user: &str) -> Option<(String, String)> {
+pub(super) fn split_username(user: &str) -> Option<(String, String)> {
     let rest = user.strip_prefix("system:serviceaccount:")?;
     let (namespace, name) = rest.split_once(':')?;
     let label = |s: &str| {

@@ -33,14 +33,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use kubecache_wire::media::{Form, JSON, PROTOBUF, PROTOBUF_WATCH, YAML};
 use kubecache_wire::{Status, StatusDetails};
-use parking_lot::RwLock;
 
 pub use auth::Caller;
 pub use request_info::RequestInfo;
 
 use write::Part;
 
-use super::auth::Policy;
+use super::auth::{Enforced, Policy};
 use super::counters::Counters;
 use super::encoding;
 use super::faults::{self, Fault, FaultSpec, Faults, RequestKind};
@@ -60,8 +59,8 @@ pub struct Context {
     pub serve: ServeConfig,
     /// Bumped to cut every open watch (a fault on demand).
     pub cuts: tokio::sync::watch::Sender<u64>,
-    /// The policy enforced on every request; `None` allows everything.
-    pub policy: RwLock<Option<Arc<Policy>>>,
+    /// The policy enforced on every request.
+    pub policy: Arc<Enforced>,
     /// What was asked of each resource.
     pub counters: Counters,
     /// The consistent reads' capacity, with a serving cost.
@@ -69,9 +68,9 @@ pub struct Context {
 }
 
 impl Context {
-    /// The policy in force now.
+    /// The policy in force now; `None` allows everything.
     pub fn policy(&self) -> Option<Arc<Policy>> {
-        self.policy.read().clone()
+        self.policy.policy()
     }
 
     /// Cuts every open watch now (without a clean end of stream).

@@ -56,6 +56,10 @@ const POD: &[(&[&str], ListMerge)] = &[
 
 const NAMESPACE: &[(&[&str], ListMerge)] = &[(&["status", "conditions"], ListMerge::Keyed("type"))];
 
+/// A ServiceAccount's one list with a merge key; RBAC's lists (rules,
+/// subjects) have none.
+const SERVICE_ACCOUNT: &[(&[&str], ListMerge)] = &[(&["secrets"], ListMerge::Keyed("name"))];
+
 /// The list strategies of one kind.
 #[derive(Debug, Clone, Copy)]
 pub struct Schema {
@@ -68,6 +72,7 @@ impl Schema {
         let lists = match resource.kind {
             "Pod" => POD,
             "Namespace" => NAMESPACE,
+            "ServiceAccount" => SERVICE_ACCOUNT,
             _ => &[],
         };
         Schema { lists }

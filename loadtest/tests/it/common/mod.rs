@@ -1,6 +1,6 @@
 //! What the tests of the simulated API server over HTTP share: a sim with
-//! the demo policy and a pod of a known shape in two namespaces, and one
-//! request helper.
+//! the demo policy and a pod of a known shape in two namespaces, one
+//! request helper, one watch reader and the reviews.
 
 use kubecache_loadtest::sim::auth::demo;
 use kubecache_loadtest::sim::{Policy, Sim, SimConfig, ids};
@@ -86,4 +86,61 @@ pub async fn call(
         code,
         serde_json::from_str(&text).unwrap_or(Value::String(text)),
     )
+}
+
+/// The first `n` events of the watch at `path`, read as `token`.
+pub async fn watch_events(url: &str, path: &str, token: &str, n: usize) -> Vec<Value> {
+    use futures::StreamExt;
+    let response = reqwest::Client::new()
+        .get(format!("{url}{path}"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("the sim answers");
+    let mut stream = response.bytes_stream();
+    let (mut buf, mut lines) = (Vec::new(), Vec::new());
+    while lines.len() < n {
+        let chunk = stream.next().await.expect("more events").expect("a chunk");
+        buf.extend_from_slice(&chunk);
+        while let Some(end) = buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=end).collect();
+            lines.push(serde_json::from_slice(&line).expect("a JSON event"));
+        }
+    }
+    lines
+}
+
+/// Posts a `TokenReview` or (any other `kind`) a `SubjectAccessReview`
+/// as `token`: the code and the answer.
+pub async fn review(url: &str, kind: &str, token: &str, body: Value) -> (u16, Value) {
+    let path = match kind {
+        "TokenReview" => "/apis/authentication.k8s.io/v1/tokenreviews",
+        _ => "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+    };
+    call(
+        url,
+        "POST",
+        path,
+        Some(token),
+        Some(("application/json", body.to_string())),
+    )
+    .await
+}
+
+/// A TokenReview of `token`.
+pub fn token_review(token: &str) -> Value {
+    json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}})
+}
+
+/// A SubjectAccessReview of what `user` in `groups` may do: `attributes`
+/// of a resource, or of a path when they have one.
+pub fn access_review(user: &str, groups: &[&str], attributes: Value) -> Value {
+    let mut spec = json!({"user": user, "groups": groups});
+    let key = if attributes.get("path").is_some() {
+        "nonResourceAttributes"
+    } else {
+        "resourceAttributes"
+    };
+    spec[key] = attributes;
+    json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec})
 }

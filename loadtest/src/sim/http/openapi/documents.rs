@@ -11,7 +11,8 @@ use std::sync::LazyLock;
 
 use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenReview};
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::schemars::generate::SchemaSettings;
 use k8s_openapi::schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
@@ -58,6 +59,11 @@ fn kinds() -> Vec<Kind> {
         built_in::<Namespace>(),
         built_in::<Pod>(),
         built_in::<ConfigMap>(),
+        built_in::<ServiceAccount>(),
+        built_in::<ClusterRoleBinding>(),
+        built_in::<ClusterRole>(),
+        built_in::<RoleBinding>(),
+        built_in::<Role>(),
         built_in::<TokenReview>(),
         built_in::<SelfSubjectReview>(),
         built_in::<SubjectAccessReview>(),
