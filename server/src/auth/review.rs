@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use super::budget::{self, Payer, Per, ReviewBudget};
 use super::cache::{DecisionCache, Keep, Source};
-use super::revocation::Followed;
+use super::revocation::{Followed, Revoke};
 use super::{Attributes, AuthSettings, BearerToken, User, UserInfo};
 
 /// What the API server said about a token: its user, or not a valid one.
@@ -266,8 +266,8 @@ impl Reviewer {
     /// Forgets every kept answer: the next request of each token and user
     /// is reviewed again.
     pub fn forget(&self) {
-        self.kept.revoke_all_tokens();
-        self.kept.revoke_all_access();
+        self.kept.all_tokens();
+        self.kept.all_access();
     }
 
     /// Keys held by each cache: `(tokens, access decisions)`.

@@ -22,7 +22,7 @@
 //! 10 s instead.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use kubecache_reflector::upstream::{ApiResource, ResourceSpec, Upstream};
 use kubecache_reflector::{
@@ -34,7 +34,17 @@ use kubecache_wire::protobuf::KubeVersion;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::review::KeptAnswers;
+/// What watched changes revoke of the kept answers.
+pub trait Revoke: Send + Sync + 'static {
+    /// The decisions of requests in `namespace`.
+    fn access_in(&self, namespace: &str);
+    /// Every decision.
+    fn all_access(&self);
+    /// The tokens of ServiceAccount `namespace`/`name`.
+    fn tokens_of(&self, namespace: &str, name: &str);
+    /// Every token.
+    fn all_tokens(&self);
+}
 
 /// What a change of one watched resource revokes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +100,19 @@ struct Feed {
     status: watch::Receiver<ReflectorStatus>,
     reader: StoreReader,
     subscribed: AtomicBool,
+    /// Changes seen, each revoking what it affects.
+    revocations: AtomicU64,
+}
+
+/// The state of one watch, for `/v1/status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchState {
+    /// The resource, e.g. `rolebindings`.
+    pub resource: &'static str,
+    /// `following`, or the reflector's phase and last error.
+    pub state: String,
+    /// Changes seen since the start, each revoking what it affects.
+    pub revocations: u64,
 }
 
 /// The watches of what revokes kept answers.
@@ -105,7 +128,7 @@ impl Followed {
     pub(super) fn start(
         client: &kube::Client,
         version: KubeVersion,
-        kept: Arc<KeptAnswers>,
+        kept: Arc<dyn Revoke>,
     ) -> (Arc<Followed>, Vec<JoinHandle<()>>) {
         let mut feeds = Vec::new();
         let mut tasks = Vec::new();
@@ -134,6 +157,7 @@ impl Followed {
                 status: reflector.status(),
                 reader,
                 subscribed: AtomicBool::new(false),
+                revocations: AtomicU64::new(0),
             });
             tasks.push(tokio::spawn(reflector.run()));
         }
@@ -154,13 +178,13 @@ impl Followed {
         self.feeds.iter().all(Feed::following)
     }
 
-    /// Each watched resource and its state, for `/v1/status`: `following`,
-    /// or the reflector's phase and last error.
-    pub fn describe(&self) -> Vec<(&'static str, String)> {
+    /// The state of each watch.
+    pub fn watches(&self) -> Vec<WatchState> {
         self.feeds
             .iter()
-            .map(|feed| {
-                let state = if feed.following() {
+            .map(|feed| WatchState {
+                resource: feed.plural,
+                state: if feed.following() {
                     "following".to_string()
                 } else {
                     let status = feed.status.borrow();
@@ -168,8 +192,8 @@ impl Followed {
                         Some(error) => format!("{}: {error}", status.phase),
                         None => status.phase.to_string(),
                     }
-                };
-                (feed.plural, state)
+                },
+                revocations: feed.revocations.load(Ordering::Relaxed),
             })
             .collect()
     }
@@ -183,21 +207,22 @@ impl Feed {
     }
 
     /// Revokes from `kept` what a change of the object at `key` affects.
-    fn revoke(&self, kept: &KeptAnswers, key: &ObjectKey) {
+    fn revoke(&self, kept: &dyn Revoke, key: &ObjectKey) {
+        self.revocations.fetch_add(1, Ordering::Relaxed);
         metrics::counter!("kubecache_auth_revocations_total", "resource" => self.plural)
             .increment(1);
         match self.revokes {
-            Revokes::AccessInNamespace => kept.revoke_access_in(key.namespace()),
-            Revokes::AllAccess => kept.revoke_all_access(),
-            Revokes::TokensOf => kept.revoke_tokens_of(key.namespace(), key.name()),
+            Revokes::AccessInNamespace => kept.access_in(key.namespace()),
+            Revokes::AllAccess => kept.all_access(),
+            Revokes::TokensOf => kept.tokens_of(key.namespace(), key.name()),
         }
     }
 
     /// Revokes from `kept` what any change of this resource could affect.
-    fn revoke_all(&self, kept: &KeptAnswers) {
+    fn revoke_all(&self, kept: &dyn Revoke) {
         match self.revokes {
-            Revokes::AccessInNamespace | Revokes::AllAccess => kept.revoke_all_access(),
-            Revokes::TokensOf => kept.revoke_all_tokens(),
+            Revokes::AccessInNamespace | Revokes::AllAccess => kept.all_access(),
+            Revokes::TokensOf => kept.all_tokens(),
         }
     }
 }
@@ -205,7 +230,7 @@ impl Feed {
 /// Waits for feed `index`'s first list (saying once if the API server
 /// refuses it), then revokes what each change affects, as the store
 /// applies it (a relist's differences included).
-async fn revoke_on_changes(followed: Arc<Followed>, index: usize, kept: Arc<KeptAnswers>) {
+async fn revoke_on_changes(followed: Arc<Followed>, index: usize, kept: Arc<dyn Revoke>) {
     let feed = &followed.feeds[index];
     let mut status = feed.status.clone();
     let mut said = false;
@@ -241,8 +266,8 @@ async fn revoke_on_changes(followed: Arc<Followed>, index: usize, kept: Arc<Kept
     }
     loop {
         match changes.recv().await {
-            Ok(event) => feed.revoke(&kept, &event.object.key),
-            Err(RecvError::Lagged { .. }) => feed.revoke_all(&kept),
+            Ok(event) => feed.revoke(&*kept, &event.object.key),
+            Err(RecvError::Lagged { .. }) => feed.revoke_all(&*kept),
             Err(RecvError::Closed) => return,
         }
     }

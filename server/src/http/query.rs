@@ -81,9 +81,12 @@ pub async fn serve(
             let all: Vec<Value> = caches.iter().map(|c| status(c)).collect();
             let revocation = auth.followed().map(|followed| {
                 let watches: serde_json::Map<String, Value> = followed
-                    .describe()
+                    .watches()
                     .into_iter()
-                    .map(|(resource, state)| (resource.to_string(), state.into()))
+                    .map(|w| {
+                        let watch = json!({"state": w.state, "revocations": w.revocations});
+                        (w.resource.to_string(), watch)
+                    })
                     .collect();
                 json!({ "following": followed.following(), "watches": watches })
             });

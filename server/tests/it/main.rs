@@ -38,6 +38,7 @@ mod passthrough;
 mod protocol;
 mod read_your_writes;
 mod reads;
+mod revocation;
 mod serving;
 mod sharding;
 mod table_watches;

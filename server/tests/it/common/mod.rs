@@ -209,6 +209,34 @@ impl Served {
         self.front.app.auth().forget();
     }
 
+    /// Whether kubecache's kept review answers follow RBAC and
+    /// ServiceAccounts now (`auth::revocation`).
+    pub fn is_following(&self) -> bool {
+        let auth = self.front.app.auth();
+        auth.followed().is_some_and(|f| f.following())
+    }
+
+    /// Waits until kubecache's kept review answers follow RBAC and
+    /// ServiceAccounts.
+    pub async fn following(&self) {
+        kubecache_testkit::wait::until("kept answers follow RBAC", || self.is_following()).await;
+    }
+
+    /// Waits until kubecache's watch of `resource` (e.g. `roles`) has
+    /// seen `changes` changes in all.
+    pub async fn revoked_by(&self, resource: &str, changes: u64) {
+        let auth = self.front.app.auth();
+        let what = format!("{changes} changes of {resource} seen");
+        kubecache_testkit::wait::until(&what, || {
+            auth.followed().is_some_and(|f| {
+                f.watches()
+                    .iter()
+                    .any(|w| w.resource == resource && w.revocations >= changes)
+            })
+        })
+        .await;
+    }
+
     /// Ends every reflector, as a panic outside their steps would, and
     /// waits until their stores have closed; kubecache goes on serving.
     pub async fn stop_reflectors(&mut self) {
