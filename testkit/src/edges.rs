@@ -50,19 +50,24 @@ pub fn difference(case: &Value, answer: &Answer) -> Option<String> {
             String::from_utf8_lossy(&recorded)
         ));
     }
-    let warnings: Vec<&str> = case["response_headers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|h| h[0] == "Warning")
-        .map(|h| h[1].as_str().unwrap())
-        .collect();
+    let warnings = warnings(case);
     (answer.values("warning") != warnings).then(|| {
         format!(
             "Warning {:?}, recorded {warnings:?}",
             answer.values("warning")
         )
     })
+}
+
+/// The `Warning` headers the API server answered `case` with, in order.
+pub fn warnings(case: &Value) -> Vec<&str> {
+    case["response_headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h[0] == "Warning")
+        .map(|h| h[1].as_str().unwrap())
+        .collect()
 }
 
 /// The recorded cases of `groups` made without a client certificate.

@@ -229,7 +229,8 @@ pub struct Caller {
     /// reviews of unknown tokens.
     pub peer: Option<IpAddr>,
     /// kube-apiserver's `Warning` for its `Authorization` header, when it
-    /// has two spaces or more after `Bearer` (which makes it anonymous).
+    /// has two spaces or more after `Bearer` (which makes it anonymous) and
+    /// no client certificate proves the user.
     pub warning: Option<HeaderValue>,
     /// Whom the caller asks to act as; `Err`: the plain-text 500
     /// kube-apiserver answers a request that impersonates parts without a
@@ -248,9 +249,13 @@ impl Caller {
             )
         });
         let bearer = bearer(&parts.headers);
+        let warning = bearer.warning();
+        let credential = Credential::read(&parts.extensions, bearer);
         Caller {
-            warning: bearer.warning(),
-            credential: Credential::read(&parts.extensions, bearer),
+            // kube-apiserver reads no bearer token once a client
+            // certificate proves the user, and so warns of none.
+            warning: warning.filter(|_| !matches!(credential, Credential::Certificate(_))),
+            credential,
             peer: parts
                 .extensions
                 .get::<ConnectInfo<SocketAddr>>()
@@ -683,6 +688,32 @@ mod tests {
         for quiet in ["Bearer abc", "Bearer ", "Bearer\tabc", "Basic x"] {
             assert!(bearer(&headers(quiet)).warning().is_none(), "{quiet:?}");
         }
+    }
+
+    #[test]
+    fn a_bearer_header_is_not_warned_of_once_a_certificate_proves_the_user() {
+        let caller = |certificate: Option<PeerCertificate>| {
+            let mut request = axum::http::Request::builder().header("authorization", "Bearer  abc");
+            if let Some(certificate) = certificate {
+                request = request.extension(certificate);
+            }
+            Caller::of(&request.body(()).unwrap().into_parts().0)
+        };
+        let alice = User::new(UserInfo {
+            username: "alice".into(),
+            ..UserInfo::default()
+        });
+        assert!(caller(None).warning.is_some());
+        assert!(
+            caller(Some(PeerCertificate::Failed("expired".into())))
+                .warning
+                .is_some()
+        );
+        assert!(
+            caller(Some(PeerCertificate::Verified(alice)))
+                .warning
+                .is_none()
+        );
     }
 
     #[test]

@@ -100,18 +100,16 @@ pub fn router(caches: Arc<Caches>, auth: Arc<Auth>, upstream: PassThrough) -> Ro
 /// Reads each request's [`Caller`] once (its credential, impersonation,
 /// address and `Authorization` warning) for the handlers, which take it
 /// from the request's extensions; adds kube-apiserver's `Warning` for an
-/// `Authorization` header it ignores (see [`Caller::warning`]) to the
-/// answers kubecache gives itself: the API server warns on those passed
-/// through ([`PassedThrough`]).
+/// `Authorization` header it ignores (see [`Caller::warning`]) to every
+/// answer, passed through ones too: such a header is never forwarded (the
+/// caller goes upstream as anonymous), so the API server cannot warn of it.
 async fn caller(request: Request, next: axum::middleware::Next) -> Response {
     let (parts, body) = request.into_parts();
     let caller = Arc::new(Caller::of(&parts));
     let mut request = Request::from_parts(parts, body);
     request.extensions_mut().insert(caller.clone());
     let mut response = next.run(request).await;
-    if let Some(warning) = &caller.warning
-        && response.extensions().get::<PassedThrough>().is_none()
-    {
+    if let Some(warning) = &caller.warning {
         response
             .headers_mut()
             .append(header::WARNING, warning.clone());
@@ -119,17 +117,10 @@ async fn caller(request: Request, next: axum::middleware::Next) -> Response {
     response
 }
 
-/// Marks an answer the API server gave to the caller's own request.
-#[derive(Clone, Copy)]
-struct PassedThrough;
-
-/// `response`, marked as the API server's answer to the caller's own
-/// request: counted under the `passthrough` endpoint, and not warned on
-/// again (see [`caller`]).
+/// `response`, the API server's answer to the caller's own request,
+/// counted under the `passthrough` endpoint.
 fn passed_through(mut response: Response) -> Response {
-    let extensions = response.extensions_mut();
-    extensions.insert(Endpoint("passthrough"));
-    extensions.insert(PassedThrough);
+    response.extensions_mut().insert(Endpoint("passthrough"));
     response
 }
 

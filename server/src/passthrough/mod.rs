@@ -11,6 +11,10 @@
 //!   user (`Impersonate-User`, `-Uid`, `-Group`, `-Extra-*`). Every
 //!   `Impersonate-*` and `Authorization` header the caller sent is dropped:
 //!   kept, they would let a certificate user act with kubecache's rights.
+//!   A user the API server would take the headers for someone else
+//!   (`system:anonymous` with its O groups only), and the API server's
+//!   refusal of kubecache's own impersonation, get a 403 that says why
+//!   ([`impersonation`]).
 //! - No credential is forwarded as none (`system:anonymous`).
 //!
 //! Forwarded: the method, the path (without a `/predicates/` prefix) and
@@ -25,8 +29,10 @@
 //! that cannot be reached gets 503. Connection upgrades (exec, attach,
 //! port-forward) get 501: send them to the API server directly.
 
+mod impersonation;
 mod upload;
 
+use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -48,7 +54,7 @@ pub use upload::BODY_DEADLINE;
 
 use crate::transport::MAX_BODY;
 
-use crate::auth::{Credential, UserInfo};
+use crate::auth::Credential;
 
 /// Longest wait for the API server's response head. kube-apiserver answers
 /// every request that is not a watch or a stream within its
@@ -173,8 +179,9 @@ impl PassThrough {
         }
         let (headers, sender) = upstream_headers(&parts.headers, credential)?;
         let uri = upstream_uri(path)?;
+        let method = parts.method;
         let mut request = Request::new(body);
-        *request.method_mut() = parts.method;
+        *request.method_mut() = method.clone();
         *request.uri_mut() = uri;
         *request.headers_mut() = headers;
         if let Some(expecting) = &expecting {
@@ -189,9 +196,14 @@ impl PassThrough {
             expecting.answered();
         }
         // A body cut short, not the API server, is why the exchange ended.
-        match cut.get() {
-            Some(cut) => Err(cut.status()),
-            None => answer,
+        if let Some(cut) = cut.get() {
+            return Err(cut.status());
+        }
+        match (answer, credential) {
+            (Ok(response), Credential::Certificate(user)) => {
+                impersonation::explained(response, user.info(), &method, path).await
+            }
+            (answer, _) => answer,
         }
     }
 
@@ -298,58 +310,10 @@ fn upstream_headers(
             for name in theirs {
                 headers.remove(name);
             }
-            impersonate(&mut headers, user.info())?;
+            impersonation::impersonate(&mut headers, user.info())?;
             Ok((headers, Sender::Own))
         }
     }
-}
-
-/// Adds the headers that impersonate `user`.
-fn impersonate(headers: &mut HeaderMap, user: &UserInfo) -> Result<(), Status> {
-    let value = |text: &str| {
-        HeaderValue::from_str(text).map_err(|_| {
-            Status::bad_request(format!(
-                "the client certificate's user cannot be impersonated: {text:?} is not a valid header value"
-            ))
-        })
-    };
-    headers.insert("impersonate-user", value(&user.username)?);
-    if !user.uid.is_empty() {
-        headers.insert("impersonate-uid", value(&user.uid)?);
-    }
-    for group in &user.groups {
-        headers.append("impersonate-group", value(group)?);
-    }
-    for (key, values) in &user.extra {
-        let name = extra_header(key)?;
-        for v in values {
-            headers.append(name.clone(), value(v)?);
-        }
-    }
-    Ok(())
-}
-
-/// `Impersonate-Extra-{key}`, the key percent-escaped as client-go escapes
-/// it (`round_trippers.go`: what is not a header-name byte, and `%`).
-fn extra_header(key: &str) -> Result<HeaderName, Status> {
-    const ESCAPED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-        .remove(b'!')
-        .remove(b'#')
-        .remove(b'$')
-        .remove(b'&')
-        .remove(b'\'')
-        .remove(b'*')
-        .remove(b'+')
-        .remove(b'-')
-        .remove(b'.')
-        .remove(b'^')
-        .remove(b'_')
-        .remove(b'`')
-        .remove(b'|')
-        .remove(b'~');
-    let key = percent_encoding::utf8_percent_encode(key, ESCAPED);
-    HeaderName::try_from(format!("impersonate-extra-{key}"))
-        .map_err(|e| Status::bad_request(format!("invalid extra attribute {key}: {e}")))
 }
 
 /// Removes the hop-by-hop headers, and those `Connection` names.
@@ -462,22 +426,24 @@ fn resource_version(headers: &HeaderMap, body: &[u8]) -> Option<u64> {
     struct Metadata {
         resource_version: String,
     }
+    let written: Written = serde_json::from_slice(&as_json(headers, body)?).ok()?;
+    kubecache_wire::parse_resource_version(&written.metadata.resource_version)
+}
+
+/// An answer's `body` as JSON: as it is, or made from protobuf when its
+/// `headers` say so; `None` for protobuf that does not decode.
+fn as_json<'b>(headers: &HeaderMap, body: &'b [u8]) -> Option<Cow<'b, [u8]>> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
-    let protobuf = Encoding::of_content_type(content_type) == Encoding::Protobuf;
-    let json;
-    let body = if protobuf {
-        json = kubecache_wire::protobuf::decode_unknown(body)
+    match Encoding::of_content_type(content_type) {
+        Encoding::Json => Some(Cow::Borrowed(body)),
+        Encoding::Protobuf => kubecache_wire::protobuf::decode_unknown(body)
             .ok()?
             .to_json()?
-            .ok()?;
-        &json[..]
-    } else {
-        body
-    };
-    let written: Written = serde_json::from_slice(body).ok()?;
-    kubecache_wire::parse_resource_version(&written.metadata.resource_version)
+            .ok()
+            .map(Cow::Owned),
+    }
 }
 
 /// Whether `method` writes.
@@ -488,7 +454,7 @@ pub(crate) fn writes(method: &Method) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::{BearerToken, User};
+    use crate::auth::{BearerToken, User, UserInfo};
 
     fn caller_headers() -> HeaderMap {
         let mut headers = HeaderMap::new();
@@ -522,7 +488,7 @@ mod tests {
         let user = UserInfo {
             username: "alice".into(),
             uid: "42".into(),
-            groups: vec!["dev".into(), "ops".into()],
+            groups: vec!["dev".into(), "ops".into(), "system:authenticated".into()],
             extra: [(
                 "authentication.kubernetes.io/pod-name".to_string(),
                 vec!["p1".to_string(), "p2".to_string()],
@@ -535,7 +501,10 @@ mod tests {
         assert!(headers.get("authorization").is_none());
         assert_eq!(values(&headers, "impersonate-user"), ["alice"]);
         assert_eq!(values(&headers, "impersonate-uid"), ["42"]);
-        assert_eq!(values(&headers, "impersonate-group"), ["dev", "ops"]);
+        assert_eq!(
+            values(&headers, "impersonate-group"),
+            ["dev", "ops", "system:authenticated"]
+        );
         assert!(headers.get("impersonate-extra-scopes").is_none());
         assert_eq!(
             values(
@@ -588,7 +557,7 @@ mod tests {
         };
         let status = upstream_headers(&HeaderMap::new(), &Credential::Certificate(User::new(user)))
             .unwrap_err();
-        assert_eq!(status.code, 400);
+        assert_eq!(status.code, 403);
     }
 
     #[test]

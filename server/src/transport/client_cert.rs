@@ -9,6 +9,13 @@
 //! unless a bearer token authenticates the request; one that verifies names
 //! its user by its subject, and one without a common name is ignored.
 //!
+//! One thing kubecache refuses at the handshake where Go takes it: a client
+//! key whose signatures ring cannot verify (ECDSA P-521, RSA under 2048 or
+//! over 8192 bits), so that the handshake's proof that the client holds it
+//! cannot be checked. Such a certificate fails the handshake with a log
+//! line that says why, never quietly becoming anonymous (see
+//! [`unverifiable_key`]).
+//!
 //! [`ClientCa`] is both: the handshake's [`ClientCertVerifier`] and the
 //! authenticator. [`ClientCertificate`] is the chain of one connection,
 //! judged again only when the validity of one of its certificates began or
@@ -24,7 +31,11 @@ use rustls::pki_types::{CertificateDer, SignatureVerificationAlgorithm, TrustAnc
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{CertificateError, DigitallySignedStruct, DistinguishedName, RootCertStore};
 use x509_parser::asn1_rs::{Any, BitString, FromDer, Tag};
-use x509_parser::oid_registry::{OID_X509_COMMON_NAME, OID_X509_ORGANIZATION_NAME};
+use x509_parser::oid_registry::{
+    OID_EC_P256, OID_NIST_EC_P384, OID_NIST_EC_P521, OID_X509_COMMON_NAME,
+    OID_X509_ORGANIZATION_NAME,
+};
+use x509_parser::public_key::PublicKey;
 
 use crate::auth::{PeerCertificate, User, UserInfo};
 
@@ -126,21 +137,39 @@ impl ClientCertVerifier for ClientCa {
         &self.subjects
     }
 
-    /// Takes any certificate Go parses: it is verified after the handshake.
+    /// Takes any certificate Go parses, with a key ring can verify the
+    /// handshake's signature of: it is verified after the handshake.
     fn verify_client_cert(
         &self,
         end_entity: &CertificateDer<'_>,
         intermediates: &[CertificateDer<'_>],
-        _now: UnixTime,
+        now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        if std::iter::once(end_entity)
+        if !std::iter::once(end_entity)
             .chain(intermediates)
             .all(go_parses)
         {
-            Ok(ClientCertVerified::assertion())
-        } else {
-            Err(CertificateError::BadEncoding.into())
+            return Err(CertificateError::BadEncoding.into());
         }
+        let Some(key) = unverifiable_key(end_entity) else {
+            return Ok(ClientCertVerified::assertion());
+        };
+        let refused = UnverifiableKey(key);
+        let subject = x509_parser::parse_x509_certificate(end_entity)
+            .map(|(_, certificate)| certificate.subject().to_string())
+            .unwrap_or_default();
+        let chain: Vec<_> = std::iter::once(end_entity)
+            .chain(intermediates)
+            .cloned()
+            .collect();
+        // Loud for a certificate of the client CA, which a client of
+        // kubecache's own sent; anyone can send a self-signed one.
+        if self.verify(&chain, now).is_ok() {
+            tracing::warn!(%subject, reason = %refused, "TLS: refused a client certificate of the client CA at the handshake");
+        } else {
+            tracing::debug!(%subject, reason = %refused, "TLS: refused a client certificate at the handshake");
+        }
+        Err(CertificateError::Other(rustls::OtherError(Arc::new(refused))).into())
     }
 
     fn verify_tls12_signature(
@@ -161,8 +190,53 @@ impl ClientCertVerifier for ClientCa {
         rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
     }
 
+    /// ring's schemes, and ECDSA P-521's last: a Go client whose key is
+    /// P-521 finds no scheme of its own among ring's and sends no
+    /// certificate at all (the request would run as `system:anonymous`);
+    /// asked for this one, it sends its certificate, which is refused.
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.algorithms.supported_schemes()
+        let mut schemes = self.algorithms.supported_schemes();
+        schemes.push(rustls::SignatureScheme::ECDSA_NISTP521_SHA512);
+        schemes
+    }
+}
+
+/// A client key ring cannot verify the handshake's signature of.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "its key is {0}, whose signatures kubecache (rustls with ring) cannot verify; use an ECDSA P-256 or P-384, Ed25519, or RSA 2048 to 8192-bit key"
+)]
+struct UnverifiableKey(String);
+
+/// What the key of the certificate `der` is, when ring cannot verify its
+/// signatures and Go can: ECDSA on a curve other than P-256 and P-384
+/// (P-521), RSA of fewer than 2048 bits or more than 8192. `None` for
+/// every other key (one Go cannot use either fails the handshake as it
+/// did).
+fn unverifiable_key(der: &CertificateDer<'_>) -> Option<String> {
+    let (_, certificate) = x509_parser::parse_x509_certificate(der).ok()?;
+    let key = certificate.public_key();
+    match key.parsed().ok()? {
+        PublicKey::RSA(rsa) => {
+            let modulus = rsa.modulus;
+            let significant = &modulus[modulus.iter().take_while(|&&b| b == 0).count()..];
+            let bits = significant.len() * 8
+                - significant
+                    .first()
+                    .map_or(0, |b| b.leading_zeros() as usize);
+            (!(2048..=8192).contains(&bits)).then(|| format!("RSA of {bits} bits"))
+        }
+        PublicKey::EC(_) => {
+            let curve = key.algorithm.parameters.as_ref()?.as_oid().ok()?;
+            if curve == OID_EC_P256 || curve == OID_NIST_EC_P384 {
+                None
+            } else if curve == OID_NIST_EC_P521 {
+                Some("ECDSA P-521".into())
+            } else {
+                Some(format!("ECDSA on the curve {curve}"))
+            }
+        }
+        _ => None,
     }
 }
 
@@ -334,7 +408,7 @@ mod tests {
     use std::time::Duration;
 
     use kubecache_testkit::golden;
-    use kubecache_testkit::pki::Pki;
+    use kubecache_testkit::pki::{Pki, UnverifiableKey};
     use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa};
     use rustls::pki_types::pem::PemObject;
     use serde_json::Value;
@@ -438,6 +512,31 @@ mod tests {
             checked += 1;
         }
         assert_eq!(checked, 26, "25 certificates, univ-o also over TLS 1.2");
+    }
+
+    #[test]
+    fn keys_ring_cannot_verify_fail_the_handshake_saying_why() {
+        let pki = Pki::new("unverifiable-keys");
+        let ca = client_ca(pki.ca_pem().as_bytes());
+        // Asked for, a Go client with a P-521 key sends its certificate.
+        let p521 = rustls::SignatureScheme::ECDSA_NISTP521_SHA512;
+        assert!(ca.supported_verify_schemes().contains(&p521));
+        for (key, named) in [
+            (UnverifiableKey::Rsa1024, "RSA of 1024 bits"),
+            (UnverifiableKey::EcdsaP521, "ECDSA P-521"),
+        ] {
+            let leaf = pki.client_with_key("alice", key);
+            // Of the client CA: kube-apiserver would take alice.
+            let proves = ca.authenticate(std::slice::from_ref(&leaf), UnixTime::now());
+            assert_eq!(verified(&proves).unwrap().0, "alice");
+            let refused = ca.verify_client_cert(&leaf, &[], UnixTime::now());
+            let Err(rustls::Error::InvalidCertificate(CertificateError::Other(why))) = refused
+            else {
+                panic!("{key:?}: {refused:?}");
+            };
+            let why = why.0.to_string();
+            assert!(why.starts_with(&format!("its key is {named}, ")), "{why}");
+        }
     }
 
     #[test]

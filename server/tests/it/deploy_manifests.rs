@@ -11,8 +11,9 @@
 //!   is checked like the others;
 //! - the ClusterRole grants exactly what the mounted config file's resources
 //!   need: list and watch on each, create on TokenReviews and
-//!   SubjectAccessReviews, impersonation of users and groups exactly where
-//!   client certificates are on, nothing more;
+//!   SubjectAccessReviews, impersonation of users, groups,
+//!   serviceaccounts, uids and userextras exactly where client certificates
+//!   are on, nothing more;
 //! - every rendering serves HTTPS from a mounted Secret, and its Service,
 //!   ServiceMonitor and scrape annotations all use HTTPS on the port
 //!   kubecache listens on (the ServiceMonitor verifying the certificate
@@ -477,7 +478,8 @@ fn needed_grants(config: &str) -> Result<BTreeSet<Grant>, String> {
 
 /// What the StatefulSet's service account is granted through the
 /// ClusterRoleBindings, as (group, resource, verb), `resource/name` for a
-/// rule narrowed to names; wildcards and non-resource URLs are refused.
+/// rule narrowed to names; wildcards (but [`impersonates_every_user_extra`]) and
+/// non-resource URLs are refused.
 fn granted(docs: &[Doc]) -> Result<BTreeSet<Grant>, String> {
     let workload = single::<StatefulSet>(docs, "StatefulSet")?;
     let namespace = workload.metadata.namespace.clone().unwrap_or_default();
@@ -522,7 +524,7 @@ fn granted(docs: &[Doc]) -> Result<BTreeSet<Grant>, String> {
             let groups = rule.api_groups.clone().unwrap_or_default();
             let resources = rule.resources.clone().unwrap_or_default();
             for text in groups.iter().chain(&resources).chain(&rule.verbs) {
-                if text.contains('*') {
+                if text.contains('*') && !impersonates_every_user_extra(rule) {
                     return Err(format!("a wildcard in {rule:?}"));
                 }
             }
@@ -553,20 +555,37 @@ fn typed_all<T: DeserializeOwned>(docs: &[Doc], kind: &str) -> Result<Vec<T>, St
         .collect()
 }
 
+/// The one wildcard the role may hold: `impersonate` on every resource of
+/// `authentication.k8s.io`, which is how RBAC grants every user extra (an
+/// extra's key is the subresource of `userextras`, and RBAC has no
+/// `userextras/*`).
+fn impersonates_every_user_extra(rule: &k8s_openapi::api::rbac::v1::PolicyRule) -> bool {
+    rule.api_groups.as_deref() == Some(&["authentication.k8s.io".to_string()][..])
+        && rule.resources.as_deref() == Some(&["*".to_string()][..])
+        && rule.verbs == ["impersonate"]
+        && rule.resource_names.is_none()
+}
+
 /// Missing and extra grants of a rendering, empty when exact: what the
-/// config file needs, impersonation of users and groups where client
-/// certificates are on (their requests are passed through as
-/// impersonation), and `get` of the kube-system namespace with a state
-/// directory (warm restart identifies the cluster by its UID).
+/// config file needs, impersonation of users, groups, service accounts,
+/// UIDs and extras where client certificates are on (their requests are
+/// passed through as impersonation of whom they act as), and `get` of the
+/// kube-system namespace with a state directory (warm restart identifies
+/// the cluster by its UID).
 fn permission_problems(docs: &[Doc]) -> Result<Vec<String>, String> {
     let mut needed = needed_grants(&mounted_config(docs)?)?;
     if state_dir(docs)?.is_some() {
         needed.insert((String::new(), "namespaces/kube-system".into(), "get".into()));
     }
     if tls_settings(docs)?.client_ca.is_some() {
-        for resource in ["users", "groups"] {
+        for resource in ["users", "groups", "serviceaccounts"] {
             needed.insert((String::new(), resource.into(), "impersonate".into()));
         }
+        needed.insert((
+            "authentication.k8s.io".into(),
+            "*".into(),
+            "impersonate".into(),
+        ));
     }
     let granted = granted(docs)?;
     let show = |(g, r, v): &Grant| {

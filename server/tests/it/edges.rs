@@ -76,3 +76,23 @@ async fn request_edges_are_authorized_first_and_answered_as_kube_apiserver_did()
     ];
     replay("request-edges", 62, &different).await;
 }
+
+/// Issue 39: kube-apiserver's `Warning` for `Bearer  t` on an answer
+/// kubecache passes through, as on those it gives itself: the header goes
+/// upstream as none (anonymous), so the API server does not warn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ignored_authorization_header_is_warned_of_on_answers_passed_through() {
+    let (_served, addr) = served().await;
+    let recorded = golden::edge("ah-bearer-two-spaces");
+    let mut case = recorded.clone();
+    // Services are not cached: the sim's 403 comes back.
+    case["path"] = "/api/v1/namespaces/payments-prod/services?limit=1".into();
+    let answer = replay::exchange(addr, replay::request_bytes("edges", &case, addr)).await;
+    let body = String::from_utf8_lossy(&answer.body);
+    assert_eq!(answer.status, 403, "{body}");
+    assert!(
+        body.contains(r#"services is forbidden: User \"system:anonymous\""#),
+        "{body}"
+    );
+    assert_eq!(answer.values("warning"), edges::warnings(&recorded));
+}

@@ -4,7 +4,7 @@
 //! | user | may |
 //! |---|---|
 //! | [`ADMIN`] | everything (`cluster-admin` through `system:masters`) |
-//! | [`KUBECACHE`] | get, list and watch everything; create TokenReviews and SubjectAccessReviews; impersonate users, groups, UIDs and extras |
+//! | [`KUBECACHE`] | get, list and watch everything; create TokenReviews and SubjectAccessReviews; impersonate users, groups, service accounts, UIDs and extras |
 //! | [`DEVELOPER`] | read and write pods, configmaps and widgets in [`NAMESPACE`] (their `status`, pods' `log` and `eviction` too), through group `payments-devs` |
 //! | [`POD_READER`] | get, list and watch pods (and their logs) everywhere |
 //! | [`NOBODY`] | nothing beyond discovery |
@@ -128,7 +128,11 @@ impl Policy {
                         &["authorization.k8s.io"],
                         &["subjectaccessreviews"],
                     ),
-                    Rule::resources(&["impersonate"], &[""], &["users", "groups"]),
+                    Rule::resources(
+                        &["impersonate"],
+                        &[""],
+                        &["users", "groups", "serviceaccounts"],
+                    ),
                     Rule::resources(&["impersonate"], &["authentication.k8s.io"], &["*"]),
                 ],
             )

@@ -255,10 +255,24 @@ impl Served {
 /// caching both, once it holds them all; and where it listens.
 pub async fn serve_corpus(
     kube_version: kubecache_wire::protobuf::KubeVersion,
-    (pods, configmaps): (Vec<serde_json::Value>, Vec<serde_json::Value>),
+    objects: (Vec<serde_json::Value>, Vec<serde_json::Value>),
 ) -> (Served, std::net::SocketAddr) {
-    use kubecache_loadtest::sim::{Policy, ids};
-    let served = serve(Setup {
+    let served = serve_objects(corpus_setup(kube_version), objects).await;
+    let addr = served
+        .url
+        .strip_prefix("http://")
+        .and_then(|a| a.parse().ok())
+        .expect("an address");
+    (served, addr)
+}
+
+/// What [`serve_corpus`] serves: a sim with the corpora's identities and
+/// RBAC (`Policy::edges`, and kubecache's own service account) and no
+/// objects, claiming `kube_version`; kubecache caching pods and config
+/// maps.
+pub fn corpus_setup(kube_version: kubecache_wire::protobuf::KubeVersion) -> Setup {
+    use kubecache_loadtest::sim::Policy;
+    Setup {
         sim: SimConfig {
             pods: 0,
             configmaps: 0,
@@ -272,8 +286,17 @@ pub async fn serve_corpus(
         ],
         auth: Some(matrix_auth()),
         ..Setup::default()
-    })
-    .await;
+    }
+}
+
+/// kubecache of `setup` (caching pods and config maps), its sim holding
+/// `pods` and `configmaps`, once kubecache holds them all.
+pub async fn serve_objects(
+    setup: Setup,
+    (pods, configmaps): (Vec<serde_json::Value>, Vec<serde_json::Value>),
+) -> Served {
+    use kubecache_loadtest::sim::ids;
+    let served = serve(setup).await;
     let counts = (pods.len(), configmaps.len());
     served.sim.seed(ids::PODS, pods).expect("pods seeded");
     served
@@ -285,12 +308,7 @@ pub async fn serve_corpus(
         (held("pods"), held("configmaps")) == counts
     })
     .await;
-    let addr = served
-        .url
-        .strip_prefix("http://")
-        .and_then(|a| a.parse().ok())
-        .expect("an address");
-    (served, addr)
+    served
 }
 
 /// The default review settings, with per-address and per-user review
