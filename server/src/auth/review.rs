@@ -85,25 +85,21 @@ pub struct KeptAnswers {
     access: DecisionCache<AccessRequest, Decision, String>,
 }
 
-impl KeptAnswers {
-    /// Revokes the decisions of requests in `namespace`.
-    pub fn revoke_access_in(&self, namespace: &str) {
+impl Revoke for KeptAnswers {
+    fn access_in(&self, namespace: &str) {
         self.access.revoke(namespace.to_string());
     }
 
-    /// Revokes every decision.
-    pub fn revoke_all_access(&self) {
+    fn all_access(&self) {
         self.access.revoke_all();
     }
 
-    /// Revokes the tokens of ServiceAccount `namespace`/`name`.
-    pub fn revoke_tokens_of(&self, namespace: &str, name: &str) {
+    fn tokens_of(&self, namespace: &str, name: &str) {
         self.tokens
             .revoke((namespace.to_string(), name.to_string()));
     }
 
-    /// Revokes every token.
-    pub fn revoke_all_tokens(&self) {
+    fn all_tokens(&self) {
         self.tokens.revoke_all();
     }
 }
