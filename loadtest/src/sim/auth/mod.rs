@@ -4,7 +4,7 @@
 //! without a token run as `system:anonymous`. The policy's roles and
 //! bindings are stored as RBAC objects and its service accounts as
 //! ServiceAccounts; what decides is what the store holds of them
-//! ([`Enforced`]). The HTTP side (401, 403, impersonation headers, the
+//! (`Enforced`). The HTTP side (401, 403, impersonation headers, the
 //! review APIs) is `sim::http`'s.
 //!
 //! Two policies come ready: [`Policy::demo`] (the README demo's users) and
@@ -22,6 +22,6 @@ mod policy;
 pub use attributes::{
     ANONYMOUS, AUTHENTICATED, Attributes, ResourceAttributes, UNAUTHENTICATED, UserInfo,
 };
-pub use enforced::Enforced;
+pub(crate) use enforced::Enforced;
 pub use impersonation::{Refusal, impersonate};
 pub use policy::{Binding, Decision, Policy, Role, RoleRef, Rule, Subject, User};
