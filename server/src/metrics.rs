@@ -373,7 +373,7 @@ fn describe() {
     );
     describe_counter!(
         "kubecache_auth_decisions_total",
-        "Authentication (review=token) and authorization (review=access) decisions by result (allowed, denied, error) and cache (hit, miss: asked of the API server)."
+        "Authentication (review=token) and authorization (review=access) decisions by result (allowed, denied, error, refused) and cache (hit, miss: asked of the API server, stale: an expired allowed answer served while the API server could not answer it again)."
     );
     describe_counter!(
         "kubecache_auth_reviews_refused_total",

@@ -108,6 +108,12 @@ pub async fn chaos(config: Chaos) -> anyhow::Result<ChaosReport> {
             (hostile && config.fault_interval_secs > 0).then(|| faults::Driver::start(&config));
         let run = crate::run::run(load).await;
         eprintln!();
+        let attacked = attack.map(attack::Attack::stop).unwrap_or_default();
+        if hostile {
+            // Alone again: the stalls the attack armed for reviews it did
+            // not cause are disarmed, as the watch faults are spent.
+            disarm_faults(&config.load.upstream).await;
+        }
         let end_secs = started.elapsed().as_secs_f64();
         phases.push(PhaseReport {
             name,
@@ -117,7 +123,7 @@ pub async fn chaos(config: Chaos) -> anyhow::Result<ChaosReport> {
             large_list: large_list
                 .as_ref()
                 .map(|probe| probe.restart().report(end_secs - start_secs)),
-            hostile: attack.map(attack::Attack::stop).unwrap_or_default(),
+            hostile: attacked,
             faults: faults.map(faults::Driver::stop).unwrap_or_default(),
             reviews_per_sec: reviews.rate_since(reviewed, end_secs - start_secs).await,
             failure: run.as_ref().err().map(|e| format!("{e:#}")),
@@ -130,4 +136,14 @@ pub async fn chaos(config: Chaos) -> anyhow::Result<ChaosReport> {
         phases,
         rss,
     })
+}
+
+/// Disarms the faults still armed on the simulated API server at
+/// `upstream` (`DELETE /sim/faults`); a server that is not the sim has
+/// none, and its answer is ignored.
+async fn disarm_faults(upstream: &str) {
+    let _ = reqwest::Client::new()
+        .delete(format!("{upstream}/sim/faults"))
+        .send()
+        .await;
 }

@@ -27,6 +27,9 @@ use tokio::time::Instant;
 /// in turn, and the k-th of many would wait k review timeouts.)
 pub struct DecisionCache<K, V, S> {
     entries: Cache<K, Kept<V, S>>,
+    /// Keys whose expired answer one request is asking again, while the
+    /// others are served that answer.
+    refreshing: DashMap<K, ()>,
     revoked: Revocations<S>,
     longest_ttl: Duration,
 }
@@ -36,6 +39,9 @@ pub struct DecisionCache<K, V, S> {
 pub struct Keep<S> {
     /// Its time-to-live.
     pub ttl: Duration,
+    /// How long after its review it may still be served, not revoked,
+    /// while the API server cannot answer it again (at least `ttl`).
+    pub stale_ttl: Duration,
     /// What revokes it besides [`DecisionCache::revoke_all`].
     pub scope: Option<S>,
 }
@@ -47,6 +53,8 @@ struct Kept<V, S> {
     answer: V,
     keep: Keep<S>,
     expires: Instant,
+    /// Until when it may be served while it cannot be asked again.
+    stale_until: Instant,
     /// [`Revocations::epoch`] when its review started: a revocation after
     /// that (of everything, or of its scope) revokes it, even if it was
     /// still being asked (the API server may have answered from the state
@@ -108,7 +116,19 @@ impl<K, V, S> moka::Expiry<K, Kept<V, S>> for ByTtl {
         kept: &Kept<V, S>,
         _: std::time::Instant,
     ) -> Option<Duration> {
-        Some(kept.keep.ttl)
+        Some(kept.keep.stale_ttl.max(kept.keep.ttl))
+    }
+
+    /// A refreshed answer lives as long as its own review says (moka
+    /// would keep the old one's remaining time).
+    fn expire_after_update(
+        &self,
+        key: &K,
+        kept: &Kept<V, S>,
+        at: std::time::Instant,
+        _: Option<Duration>,
+    ) -> Option<Duration> {
+        self.expire_after_create(key, kept, at)
     }
 }
 
@@ -119,6 +139,18 @@ pub enum Source {
     Cached,
     /// This request's own review.
     Reviewed,
+    /// An expired answer, within its stale TTL, served because the API
+    /// server could not answer it again (or another request is asking).
+    Stale,
+}
+
+/// Removes a key from [`DecisionCache::refreshing`] when its review ends.
+struct Refreshing<'a, K: Hash + Eq>(&'a DashMap<K, ()>, &'a K);
+
+impl<K: Hash + Eq> Drop for Refreshing<'_, K> {
+    fn drop(&mut self) {
+        self.0.remove(self.1);
+    }
 }
 
 impl<K, V, S> DecisionCache<K, V, S>
@@ -135,6 +167,7 @@ where
                 .max_capacity(capacity.max(1) as u64)
                 .expire_after(ByTtl)
                 .build(),
+            refreshing: DashMap::new(),
             revoked: Revocations {
                 epoch: AtomicU64::new(0),
                 everything: AtomicU64::new(0),
@@ -162,7 +195,9 @@ where
     }
 
     /// The answer for `key`: kept, or asked of `review` and kept as
-    /// `keep(answer)` says.
+    /// `keep(answer)` says. An expired answer within its stale TTL is asked
+    /// again by one request at a time, the others served it meanwhile; if
+    /// that review fails, it is served too ([`Source::Stale`]).
     ///
     /// # Errors
     ///
@@ -182,12 +217,39 @@ where
             let epoch = self.revoked.epoch.load(Ordering::Acquire);
             let now = Instant::now();
             let revoked = &self.revoked;
-            let fresh = move |kept: &Kept<V, S>| {
-                kept.expires > now && revoked.stands(kept.epoch, kept.keep.scope.as_ref())
+            let stands =
+                move |kept: &Kept<V, S>| revoked.stands(kept.epoch, kept.keep.scope.as_ref());
+            let fresh = move |kept: &Kept<V, S>| kept.expires > now && stands(kept);
+            let kept_answer = |answer: V| {
+                let keep = keep(&answer);
+                let now = Instant::now();
+                Kept {
+                    expires: now + keep.ttl,
+                    stale_until: now + keep.stale_ttl.max(keep.ttl),
+                    answer,
+                    keep,
+                    epoch,
+                }
             };
             if let Some(kept) = self.entries.get(key).await {
                 if fresh(&kept) {
                     return Ok((kept.answer, Source::Cached));
+                }
+                if kept.stale_until > now && stands(&kept) {
+                    if self.refreshing.insert(key.clone(), ()).is_some() {
+                        return Ok((kept.answer, Source::Stale));
+                    }
+                    let _refreshing = Refreshing(&self.refreshing, key);
+                    let review = review.take().expect("asked once: the loop ends after it");
+                    return match review.await {
+                        Ok(answer) => {
+                            let fresh = kept_answer(answer);
+                            let answer = fresh.answer.clone();
+                            self.entries.insert(key.clone(), fresh).await;
+                            Ok((answer, Source::Reviewed))
+                        }
+                        Err(_) => Ok((kept.answer, Source::Stale)),
+                    };
                 }
                 // Stale: removed unless another request has just replaced it.
                 self.entries
@@ -205,14 +267,7 @@ where
                 .entries
                 .try_get_with_by_ref(key, async {
                     let review = review.take().expect("asked once: the loop ends after it");
-                    let answer = review.await?;
-                    let keep = keep(&answer);
-                    Ok(Kept {
-                        expires: Instant::now() + keep.ttl,
-                        answer,
-                        keep,
-                        epoch,
-                    })
+                    Ok(kept_answer(review.await?))
                 })
                 .await
                 .map_err(|error: Arc<E>| E::clone(&error))?;
@@ -245,6 +300,7 @@ mod tests {
     fn keep(answer: &u32) -> Keep<u32> {
         Keep {
             ttl: TTL,
+            stale_ttl: TTL,
             scope: Some(answer / 2 % 2),
         }
     }
@@ -252,6 +308,7 @@ mod tests {
     fn for_ttl<V>(_: &V) -> Keep<u32> {
         Keep {
             ttl: TTL,
+            stale_ttl: TTL,
             scope: None,
         }
     }
@@ -438,5 +495,48 @@ mod tests {
         tokio::time::advance(TTL + Duration::from_millis(1)).await;
         cache.revoke(u32::MAX);
         assert_eq!(cache.revoked.scopes.len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_expired_answer_is_served_while_it_cannot_be_asked_again_until_its_stale_ttl() {
+        let cache = new(10);
+        let stale = |_: &u32| Keep {
+            ttl: TTL,
+            stale_ttl: 6 * TTL,
+            scope: None,
+        };
+        let ask = |answer: Result<u32, ()>, stall: Duration| {
+            let cache = &cache;
+            async move {
+                cache
+                    .get_or_review(&1, stale, async {
+                        tokio::time::sleep(stall).await;
+                        answer
+                    })
+                    .await
+            }
+        };
+        assert_eq!(ask(Ok(2), Duration::ZERO).await, Ok((2, Source::Reviewed)));
+        tokio::time::advance(TTL).await;
+        // Expired: one request asks again (stalled, then failing); the
+        // others are served the old answer at once.
+        let started = Instant::now();
+        let (asking, served) = tokio::join!(ask(Err(()), TTL), async {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let answer = ask(Ok(3), Duration::ZERO).await;
+            (answer, started.elapsed())
+        });
+        assert_eq!(asking, Ok((2, Source::Stale)));
+        assert_eq!(served, (Ok((2, Source::Stale)), Duration::from_millis(1)));
+        // Asked again, answered: fresh again.
+        assert_eq!(ask(Ok(3), Duration::ZERO).await, Ok((3, Source::Reviewed)));
+        assert_eq!(ask(Err(()), Duration::ZERO).await, Ok((3, Source::Cached)));
+        // Past its stale TTL, or revoked, a failing review fails the request.
+        tokio::time::advance(6 * TTL).await;
+        assert_eq!(ask(Err(()), Duration::ZERO).await, Err(()));
+        assert_eq!(ask(Ok(4), Duration::ZERO).await, Ok((4, Source::Reviewed)));
+        tokio::time::advance(TTL).await;
+        cache.revoke_all();
+        assert_eq!(ask(Err(()), Duration::ZERO).await, Err(()));
     }
 }

@@ -169,6 +169,7 @@ impl Reviewer {
     ) -> Result<Authenticated, ReviewError> {
         let keep = |user: &Authenticated| Keep {
             ttl: self.ttl(user.is_some()),
+            stale_ttl: self.stale_ttl(user.is_some()),
             scope: user
                 .as_ref()
                 .and_then(|user| service_account(&user.info().username)),
@@ -211,6 +212,7 @@ impl Reviewer {
     ) -> Result<Decision, ReviewError> {
         let keep = |decision: &Decision| Keep {
             ttl: self.decision_ttl(user, decision),
+            stale_ttl: self.stale_ttl(matches!(decision, Decision::Allowed { .. })),
             scope: request.attributes().namespace().map(str::to_string),
         };
         let review = async {
@@ -300,7 +302,7 @@ impl Reviewer {
                             "kubecache_auth_decisions_total",
                             "review" => ["token", "access"][review],
                             "result" => ["allowed", "denied", "error", "refused"][result],
-                            "cache" => ["hit", "miss"][cache],
+                            "cache" => ["hit", "miss", "stale"][cache],
                         )
                     })
                 })
@@ -309,6 +311,7 @@ impl Reviewer {
         let cache = match source {
             Source::Cached => 0,
             Source::Reviewed => 1,
+            Source::Stale => 2,
         };
         decisions[review as usize][result as usize][cache].increment(1);
     }
@@ -317,6 +320,18 @@ impl Reviewer {
     fn ttl(&self, allowed: bool) -> Duration {
         if allowed {
             self.settings.allowed_ttl
+        } else {
+            self.settings.denied_ttl
+        }
+    }
+
+    /// How long an allowed answer may be served after its review while
+    /// the API server cannot answer it again (a brownout longer than the
+    /// TTL does not refuse every client whose answer expires in it): the
+    /// revocable TTL. A denied one: its TTL.
+    fn stale_ttl(&self, allowed: bool) -> Duration {
+        if allowed {
+            self.settings.revocable_ttl
         } else {
             self.settings.denied_ttl
         }
@@ -463,8 +478,8 @@ fn outcome(error: &ReviewError) -> Outcome {
 }
 
 /// `kubecache_auth_decisions_total`'s counters by review, result and cache
-/// (hit, miss).
-type Decisions = [[[metrics::Counter; 2]; 4]; 2];
+/// (hit, miss, stale).
+type Decisions = [[[metrics::Counter; 3]; 4]; 2];
 
 /// Bounds a review by [`Reviewer::TIMEOUT`] and times it into
 /// `kubecache_auth_review_duration_seconds`.

@@ -135,7 +135,7 @@ pub fn router(ctx: Arc<Context>) -> Router {
             "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
             any(reviews::self_subject_rules_review),
         )
-        .route("/sim/faults", post(arm_fault))
+        .route("/sim/faults", post(arm_fault).delete(clear_faults))
         .route("/sim/cut-watches", post(cut_watches))
         .route("/sim/counters", get(counters))
         .route("/sim/reviews", get(reviews))
@@ -159,6 +159,12 @@ async fn arm_fault(State(ctx): State<Arc<Context>>, body: Bytes) -> Response {
             Encoding::Json,
         ),
     }
+}
+
+/// Disarms every fault not yet spent.
+async fn clear_faults(State(ctx): State<Arc<Context>>) -> StatusCode {
+    ctx.faults.clear();
+    StatusCode::NO_CONTENT
 }
 
 async fn counters(State(ctx): State<Arc<Context>>) -> axum::Json<impl serde::Serialize> {
