@@ -177,6 +177,7 @@ fn own_refusal(status: Status, user: &UserInfo, method: &Method, path: &str) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::passthrough::tests::values;
 
     fn user(name: &str, groups: &[&str]) -> UserInfo {
         UserInfo {
@@ -184,14 +185,6 @@ mod tests {
             groups: groups.iter().map(|g| g.to_string()).collect(),
             ..UserInfo::default()
         }
-    }
-
-    fn values<'h>(headers: &'h HeaderMap, name: &str) -> Vec<&'h str> {
-        headers
-            .get_all(name)
-            .iter()
-            .map(|v| v.to_str().unwrap())
-            .collect()
     }
 
     /// The impersonation headers of `user`, or the refusal's message.

@@ -475,7 +475,8 @@ mod tests {
         headers
     }
 
-    fn values<'h>(headers: &'h HeaderMap, name: &str) -> Vec<&'h str> {
+    /// The values of header `name`, in order.
+    pub(super) fn values<'h>(headers: &'h HeaderMap, name: &str) -> Vec<&'h str> {
         headers
             .get_all(name)
             .iter()
