@@ -160,6 +160,7 @@ impl Reflector {
                     Ok(listed) => {
                         self.listed(&reason, started);
                         self.backoff.reset();
+                        self.failure_said = None;
                         // Parallel and streaming lists already hold a working
                         // watch; a classic list's watch is only known to work
                         // once it delivers.
@@ -227,7 +228,13 @@ impl Reflector {
     /// store not ready before the state is published, so that whoever sees
     /// `failing` sees the reason too.
     pub(super) fn failing(&mut self, error: &UpstreamError) -> State {
-        tracing::error!(resource = %self.name, %error, "not ready until this is fixed: retrying");
+        let said = error.to_string();
+        if self.failure_said.as_ref() == Some(&said) {
+            tracing::debug!(resource = %self.name, %error, "still not ready: retrying");
+        } else {
+            tracing::error!(resource = %self.name, %error, "not ready until this is fixed: retrying");
+            self.failure_said = Some(said);
+        }
         self.writer.set_not_ready(&error.to_string());
         State::Failing {
             error: error.to_string(),

@@ -143,6 +143,9 @@ pub struct Reflector {
     /// Where to resume the watch instead of listing first: set by
     /// [`Reflector::restore`].
     resume_at: Option<u64>,
+    /// The failure last logged at `error` since the last list succeeded:
+    /// its repeats, every backoff (30 s at most), are logged at `debug`.
+    failure_said: Option<String>,
 }
 
 impl Reflector {
@@ -167,6 +170,7 @@ impl Reflector {
             status,
             name,
             resume_at: None,
+            failure_said: None,
         }
     }
 
