@@ -184,7 +184,7 @@ impl Part {
 
 /// `system:serviceaccount:{namespace}:{name}`, split as kube-apiserver's
 /// `serviceaccount.SplitUsername` splits it.
-fn service_account(user: &str) -> Option<(String, String)> {
+pub(super) fn service_account(user: &str) -> Option<(String, String)> {
     let rest = user.strip_prefix("system:serviceaccount:")?;
     let (namespace, name) = rest.split_once(':')?;
     (!namespace.is_empty() && !name.is_empty() && !name.contains(':'))

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use super::budget::{self, Payer, Per, ReviewBudget};
 use super::cache::{DecisionCache, Keep, Source};
 use super::revocation::{Followed, Revoke};
-use super::{Attributes, AuthSettings, BearerToken, User, UserInfo};
+use super::{Attributes, AuthSettings, BearerToken, User, UserInfo, impersonation};
 
 /// What the API server said about a token: its user, or not a valid one.
 pub type Authenticated = Option<Arc<User>>;
@@ -172,7 +172,7 @@ impl Reviewer {
             stale_ttl: self.stale_ttl(user.is_some()),
             scope: user
                 .as_ref()
-                .and_then(|user| service_account(&user.info().username)),
+                .and_then(|user| impersonation::service_account(&user.info().username)),
         };
         let review = async {
             self.within_budget(peer.map_or(Payer::Nobody, Payer::Address))
@@ -442,15 +442,6 @@ impl Reviewer {
 /// kube-apiserver's privileged group: allowed everything by its
 /// authorizer chain's first authorizer, before RBAC is asked.
 const MASTERS: &str = "system:masters";
-
-/// The ServiceAccount `(namespace, name)` a user name is, as kube-apiserver
-/// writes it (`system:serviceaccount:{namespace}:{name}`).
-fn service_account(username: &str) -> Option<(String, String)> {
-    let rest = username.strip_prefix("system:serviceaccount:")?;
-    let (namespace, name) = rest.split_once(':')?;
-    (!namespace.is_empty() && !name.is_empty() && !name.contains(':'))
-        .then(|| (namespace.to_string(), name.to_string()))
-}
 
 /// The two reviews.
 #[derive(Debug, Clone, Copy)]
