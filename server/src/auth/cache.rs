@@ -89,6 +89,13 @@ impl<S: Hash + Eq> Revocations<S> {
                 .is_none_or(|revoked| epoch >= revoked.0)
     }
 
+    /// Whether `scope` was revoked less than `within` before `now`.
+    fn recently(&self, scope: Option<&S>, within: Duration, now: Instant) -> bool {
+        scope
+            .and_then(|scope| self.scopes.get(scope))
+            .is_some_and(|revoked| now.duration_since(revoked.1) < within)
+    }
+
     /// Revokes everything, or `scope`, asked before now.
     fn revoke(&self, scope: Option<S>, longest_ttl: Duration) {
         let epoch = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
@@ -159,6 +166,13 @@ where
     V: Clone + Send + Sync + 'static,
     S: Hash + Eq + Clone + Send + Sync + 'static,
 {
+    /// How long an answer of a scope revoked less than its TTL ago is
+    /// kept: the API server's own caches of the state before a change
+    /// (kube-apiserver keeps a token 10 s; its authorizers read informers)
+    /// may still answer as before it, and are asked again each second
+    /// until they answer as after.
+    const AFTER_REVOCATION: Duration = Duration::from_secs(1);
+
     /// A cache of at most `capacity` keys, none kept longer than
     /// `longest_ttl`.
     pub fn new(capacity: usize, longest_ttl: Duration) -> Self {
@@ -221,8 +235,15 @@ where
                 move |kept: &Kept<V, S>| revoked.stands(kept.epoch, kept.keep.scope.as_ref());
             let fresh = move |kept: &Kept<V, S>| kept.expires > now && stands(kept);
             let kept_answer = |answer: V| {
-                let keep = keep(&answer);
+                let mut keep = keep(&answer);
                 let now = Instant::now();
+                if self.revoked.recently(keep.scope.as_ref(), keep.ttl, now) {
+                    // The API server may have answered from its own state
+                    // before the change (its informers, its token cache):
+                    // asked again soon, never served stale.
+                    keep.ttl = keep.ttl.min(Self::AFTER_REVOCATION);
+                    keep.stale_ttl = keep.ttl;
+                }
                 Kept {
                     expires: now + keep.ttl,
                     stale_until: now + keep.stale_ttl.max(keep.ttl),
@@ -538,5 +559,27 @@ mod tests {
         tokio::time::advance(TTL).await;
         cache.revoke_all();
         assert_eq!(ask(Err(()), Duration::ZERO).await, Err(()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_of_a_scope_revoked_within_its_ttl_is_kept_a_second() {
+        let cache = new(10);
+        let reviews = AtomicUsize::new(0);
+        assert_eq!(ask(&cache, 1, &reviews).await, Source::Reviewed);
+        cache.revoke(1);
+        // Asked again at once; the API server may still answer as before.
+        assert_eq!(ask(&cache, 1, &reviews).await, Source::Reviewed);
+        tokio::time::advance(Duration::from_millis(999)).await;
+        assert_eq!(ask(&cache, 1, &reviews).await, Source::Cached);
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(ask(&cache, 1, &reviews).await, Source::Reviewed);
+        // A TTL after the revocation, kept its whole TTL again; other
+        // scopes never shortened.
+        tokio::time::advance(TTL).await;
+        assert_eq!(ask(&cache, 1, &reviews).await, Source::Reviewed);
+        tokio::time::advance(TTL - Duration::from_millis(1)).await;
+        assert_eq!(ask(&cache, 1, &reviews).await, Source::Cached);
+        assert_eq!(ask(&cache, 0, &reviews).await, Source::Reviewed);
+        assert_eq!(reviews.load(Ordering::SeqCst), 5);
     }
 }
