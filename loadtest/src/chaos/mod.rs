@@ -7,13 +7,15 @@
 //! phase with the [`Hostile`] clients attacking kubecache and, when the
 //! upstream is the simulated API server, watch faults driven through its
 //! `/sim/` endpoints every few seconds, then an *after* phase alone again
-//! (as long as the baseline), to see kubecache recover. Throughout,
+//! (as long as the baseline), once kubecache follows the API server again
+//! ([`caught_up`]), to see kubecache recover. Throughout,
 //! `/healthz` is probed every 100 ms on a fresh connection (as a kubelet
 //! probes), a well-behaved tenant's large list every second, kubecache's RSS is sampled and the reviews the simulated API
 //! server is asked are counted. The report compares the phases; any lost
 //! event or failed well-behaved request fails the run.
 
 mod attack;
+mod caught_up;
 mod faults;
 mod health;
 mod hostile;
@@ -97,6 +99,12 @@ pub async fn chaos(config: Chaos) -> anyhow::Result<ChaosReport> {
         let mut load = config.load.clone();
         if !hostile {
             load.duration_secs = config.baseline_secs.unwrap_or(load.duration_secs);
+        }
+        if name == "after" {
+            match caught_up::wait(&config.load, &tls).await {
+                Some(waited) => eprintln!("kubecache follows again after {waited:.1?}"),
+                None => eprintln!("kubecache's catching up unknown: the after phase shows it"),
+            }
         }
         let start_secs = started.elapsed().as_secs_f64();
         eprintln!("phase {name}: {} s", load.duration_secs);
