@@ -37,7 +37,9 @@
 //! its write side shut down first, what the client still sends is read and
 //! discarded for a bounded time and number of bytes, so that an answer
 //! given before a request's body was read (a 413, a 429) reaches a client
-//! still sending it instead of being lost to a reset.
+//! still sending it instead of being lost to a reset. A request whose body
+//! is let go unread is such an answer: its connection is closed after it
+//! (by hyper), and under HTTP/1 the answer says `Connection: close`.
 //!
 //! Every write to a client is bounded in time: one that makes no progress
 //! for the write-stall budget ([`Server::write_stall`]), or past the
@@ -62,10 +64,12 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::ConnectInfo;
+use axum::http::HeaderValue;
 use axum::response::IntoResponse;
 use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::TokioIo;
@@ -371,7 +375,9 @@ impl Connection {
         let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             let in_flight = requests.start();
             ticket.first_request();
-            let mut request = request.map(|body| Arriving::new(body, requests.clone()));
+            let let_go = Arc::new(AtomicBool::new(false));
+            let mut request =
+                request.map(|body| Arriving::new(body, requests.clone(), let_go.clone()));
             request.extensions_mut().insert(ConnectInfo(peer));
             if let Some(proved) = certificate.as_ref().and_then(ClientCertificate::proves) {
                 request.extensions_mut().insert(proved);
@@ -405,10 +411,17 @@ impl Connection {
                 // Polled in its stream's task under HTTP/2, whose deadline
                 // it sets; in the connection's under HTTP/1.
                 let stream = Stream::current();
-                let response = match refused {
+                let mut response = match refused {
                     Some(response) => response,
                     None => tower::ServiceExt::oneshot(router, request).await?,
                 };
+                // Its body let go unread: hyper closes the connection after
+                // the answer (a lingering close), which says so, as Go's
+                // server says it (HTTP/2 resets the stream alone).
+                if protocol == Protocol::Http1 && let_go.load(Ordering::Relaxed) {
+                    (response.headers_mut())
+                        .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+                }
                 // In flight until its body is done (a watch: until it ends),
                 // its writes bounded by its deadline until then.
                 let deadline = stream.as_ref().map_or(&answer_deadline, Stream::deadline);
