@@ -439,7 +439,7 @@ fn describe() {
     );
     describe_gauge!(
         "kubecache_connections",
-        "Open client connections, by state (admitted: served; refused: answering their one request with a 429, or a probe)."
+        "Open client connections, by state (admitted: served; held: beyond a limit, unread, waiting for a place; refused: answering their one request with a 429, or a probe)."
     );
     describe_counter!(
         "kubecache_connections_refused_total",

@@ -158,10 +158,17 @@ impl PassThrough {
         credential: &Credential,
         path: &str,
     ) -> Result<Response, Status> {
-        // First, so that a body refused below is read and dropped (see
-        // `Upload`'s `Drop`), as kube-apiserver reads an oversized body up
-        // to its limit before it answers 413; unless it waits for a `100
-        // Continue`, which is then not sent.
+        // A body declared beyond the limit is let go unread: its
+        // connection closes after the answer, lingering (see
+        // `transport`), as Go's server closes a connection whose unread
+        // body is that large after kube-apiserver's 413.
+        if declared_length(&parts.headers).is_some_and(|length| length > MAX_BODY as u64) {
+            drop(body);
+            return Err(upload::too_large());
+        }
+        // Then, so that a body refused below is read and dropped (see
+        // `Upload`'s `Drop`); unless it waits for a `100 Continue`, which
+        // is then not sent.
         let expecting =
             expects_continue(&parts.headers) && !hyper::body::Body::is_end_stream(&body);
         let (body, cut, expecting) = if expecting {
@@ -173,9 +180,6 @@ impl PassThrough {
         };
         if is_upgrade(&parts.headers) {
             return Err(upgrade_refused());
-        }
-        if declared_length(&parts.headers).is_some_and(|length| length > MAX_BODY as u64) {
-            return Err(upload::too_large());
         }
         let (headers, sender) = upstream_headers(&parts.headers, credential)?;
         let uri = upstream_uri(path)?;

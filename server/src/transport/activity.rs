@@ -63,14 +63,15 @@ pub(super) enum Phase {
 }
 
 impl Activity {
-    /// A new connection: its first request's head is awaited.
-    pub(super) fn new() -> Arc<Activity> {
+    /// A new connection: its first request's head is awaited, timed
+    /// `since` then.
+    pub(super) fn new(since: Instant) -> Arc<Activity> {
         Arc::new(Activity(watch::Sender::new(State {
             phase: Phase::ReadingHead,
             in_flight: 0,
             awaiting: 0,
             bodies_expired: false,
-            since: Instant::now(),
+            since,
         })))
     }
 
@@ -322,24 +323,24 @@ mod tests {
     async fn a_head_is_timed_from_its_first_byte_an_idle_wait_by_the_idle_timeout_and_requests_not_at_all()
      {
         // A new connection awaits its first head.
-        let activity = Activity::new();
+        let activity = Activity::new(Instant::now());
         assert_eq!(
             expires_within(&activity, HEADER).await,
             Some(Phase::ReadingHead)
         );
         // In flight (a watch): never, however long.
-        let activity = Activity::new();
+        let activity = Activity::new(Instant::now());
         let request = activity.start();
         assert_eq!(expires_within(&activity, IDLE * 100).await, None);
         // Done: idle, for the idle timeout, not the header-read one.
         drop(request);
         assert_eq!(expires_within(&activity, HEADER * 2).await, None);
-        let activity = Activity::new();
+        let activity = Activity::new(Instant::now());
         drop(activity.start());
         assert_eq!(expires_within(&activity, IDLE).await, Some(Phase::Idle));
         // A byte of a next request: its head has the header-read timeout
         // from then.
-        let activity = Activity::new();
+        let activity = Activity::new(Instant::now());
         drop(activity.start());
         tokio::time::advance(IDLE / 2).await;
         activity.read();
@@ -352,7 +353,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_request_waiting_for_its_body_is_timed_as_a_head_from_its_last_byte() {
-        let activity = Activity::new();
+        let activity = Activity::new(Instant::now());
         let request = activity.start();
         let waiting = activity.awaiting();
         tokio::time::advance(HEADER / 2).await;

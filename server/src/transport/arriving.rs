@@ -2,10 +2,12 @@
 //! it holds its address's upload place (see `limits`) until it has all
 //! arrived or is dropped, and while its reader waits for the client's next
 //! bytes it tells the connection's activity, which then times the wait as
-//! it times a request head (see `activity`).
+//! it times a request head (see `activity`). Dropped before its end, it
+//! says so: its rest unread, the connection closes after the answer.
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -26,15 +28,22 @@ pub(super) struct Arriving {
     waiting: Option<(Awaiting, Expiry)>,
     /// Until its last byte (none for a request without a body).
     place: Option<UploadPlace>,
+    /// Its end was read.
+    ended: bool,
+    /// Set if it is dropped before its end.
+    let_go: Arc<AtomicBool>,
 }
 
 impl Arriving {
-    pub(super) fn new(body: Incoming, activity: Arc<Activity>) -> Self {
+    /// `body`, which sets `let_go` if it is dropped before its end.
+    pub(super) fn new(body: Incoming, activity: Arc<Activity>, let_go: Arc<AtomicBool>) -> Self {
         Arriving {
             body,
             activity,
             waiting: None,
             place: None,
+            ended: false,
+            let_go,
         }
     }
 
@@ -69,6 +78,7 @@ impl Body for Arriving {
         this.waiting = None;
         if !matches!(polled, Poll::Ready(Some(Ok(_)))) || this.body.is_end_stream() {
             this.place = None;
+            this.ended = true;
         }
         polled.map(|frame| frame.map(|frame| frame.map_err(Into::into)))
     }
@@ -79,5 +89,13 @@ impl Body for Arriving {
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
+    }
+}
+
+impl Drop for Arriving {
+    fn drop(&mut self) {
+        if !self.ended && !self.body.is_end_stream() {
+            self.let_go.store(true, Ordering::Relaxed);
+        }
     }
 }

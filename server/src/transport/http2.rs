@@ -213,9 +213,9 @@ mod tests {
     use hyper_util::rt::{TokioExecutor, TokioIo};
     use tokio::sync::{mpsc, oneshot, watch};
 
-    use super::super::limits::{Entering, Gate};
+    use super::super::limits::Gate;
     use super::super::stall::GRACE;
-    use super::super::{Accepted, AnswerDeadline, Connection, Protocol};
+    use super::super::{AnswerDeadline, Protocol};
     use super::*;
 
     const BUDGET: Duration = Duration::from_secs(10);
@@ -291,27 +291,13 @@ mod tests {
         // Popped from the end: `/endless` first.
         let router = router(vec![until_dropped, endless_dropped], ticks);
         let limits = Limits::default();
-        let connection = Arc::new(Connection {
-            router,
-            tls: None,
-            handshake_timeout: Duration::from_secs(10),
-            limits,
-            write_stall: BUDGET,
-            linger: Duration::from_secs(2),
-        });
+        let connection = super::super::tests::connection(router, limits, BUDGET);
         let gate = Gate::new(limits);
         let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let Entering::Now(Some((ticket, refusal))) = gate.enter(gate.socket().await, peer.ip())
-        else {
-            panic!("admitted");
-        };
-        let accepted = Accepted {
-            peer,
-            refusal,
-            ticket: Arc::new(ticket),
-        };
-        let (server_io, client_io) = tokio::io::duplex(1 << 20);
+        let entering = gate.enter(gate.socket().await, peer.ip());
         let (_stop, mut stop) = watch::channel(false);
+        let accepted = (connection.admission(peer, entering, &mut stop).await).expect("admitted");
+        let (server_io, client_io) = tokio::io::duplex(1 << 20);
         let served = tokio::spawn(async move {
             connection
                 .http(server_io, None, Protocol::Http2, &accepted, &mut stop)

@@ -14,15 +14,16 @@
 //! unread, one of at most [`Limits::max_held`] (a quarter of those of one
 //! address),
 //! and admitted when a place frees, for as long as a head may take (the
-//! header-read timeout): refusing at once made a client that holds its
-//! connections (300 slow uploads, a burst of 100 watches from one
-//! informer process) reconnect in a loop, thousands of handshakes instead
-//! of one wait. Held too long, or beyond the holding, it is
+//! header-read timeout, which the wait counts toward): refusing at once
+//! made a client that holds its connections (300 slow uploads, a burst of
+//! 100 watches from one informer process) reconnect in a loop, thousands
+//! of handshakes instead of one wait. Held too long, or beyond the holding, it is
 //! *refused*: one of at most [`REFUSALS`] at a time, its request answered
 //! with a 429 `Status` (`Retry-After: 1`) and the connection closed;
 //! but the kubelet's probes ([`PROBES`]) are answered as usual, so that a
 //! full kubecache is not restarted for it. Beyond [`REFUSALS`], a refused
-//! connection is closed unanswered.
+//! connection is closed unanswered. `kubecache_connections` counts them by
+//! state: admitted, held and refused.
 //!
 //! A request with a body holds an *upload* place of its address until
 //! its body has all arrived (or is dropped); beyond
@@ -259,35 +260,54 @@ impl Counts {
 /// why. `None`: closed unanswered.
 pub(super) type Entry = Option<(Ticket, Option<Refusal>)>;
 
-/// A connection beyond the limits, held unread until a place frees.
+/// A connection beyond the limits, held unread until a place frees (or
+/// dropped).
 pub(super) struct Waiting {
     gate: Arc<Gate>,
     address: IpAddr,
-    permit: OwnedSemaphorePermit,
+    /// Until it is admitted or refused.
+    permit: Option<OwnedSemaphorePermit>,
 }
 
 impl Waiting {
     /// Admitted once a place frees; refused (or closed unanswered, beyond
     /// [`REFUSALS`]) if none has by `until`.
-    pub(super) async fn entry(self, until: Instant) -> Entry {
-        let Waiting {
-            gate,
-            address,
-            permit,
-        } = self;
+    pub(super) async fn entry(mut self, until: Instant) -> Entry {
+        let (gate, address) = (self.gate.clone(), self.address);
         let refusal = gate
             .when_freed(until, |counts| {
                 gate.refusal(counts, address).map_or(Ok(()), Err)
             })
             .await;
         let mut counts = gate.counts.lock();
-        counts.holding -= 1;
-        counts.held(address, |held| held.waiting -= 1);
+        let permit = self.leave(&mut counts);
         match refusal {
             Ok(()) => Some(gate.admit(&mut counts, permit, address)),
             Err(refusal) => gate.refuse(&mut counts, permit, address, refusal),
         }
     }
+
+    /// No longer held: its socket's permit.
+    fn leave(&mut self, counts: &mut Counts) -> OwnedSemaphorePermit {
+        counts.holding -= 1;
+        counts.held(self.address, |held| held.waiting -= 1);
+        count_held(-1.0);
+        self.permit.take().expect("left once")
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if self.permit.is_some() {
+            let gate = self.gate.clone();
+            drop(self.leave(&mut gate.counts.lock()));
+        }
+    }
+}
+
+/// Changes the gauge of the connections held.
+fn count_held(by: f64) {
+    metrics::gauge!("kubecache_connections", "state" => "held").increment(by);
 }
 
 /// How the accept loop is to go on with a connection.
@@ -340,10 +360,11 @@ impl Gate {
         if counts.holding < limits.max_held() && waiting < limits.max_held_per_address() {
             counts.holding += 1;
             counts.held(address, |held| held.waiting += 1);
+            count_held(1.0);
             return Entering::Held(Waiting {
                 gate: self.clone(),
                 address,
-                permit,
+                permit: Some(permit),
             });
         }
         Entering::Now(self.refuse(&mut counts, permit, address, refusal))
@@ -519,7 +540,7 @@ impl Drop for Ticket {
 
 /// Creates the series at zero.
 fn register() {
-    for state in ["admitted", "refused"] {
+    for state in ["admitted", "held", "refused"] {
         metrics::gauge!("kubecache_connections", "state" => state).increment(0.0);
     }
     for refusal in Refusal::ALL {
@@ -598,6 +619,43 @@ mod tests {
         // A place frees: the one held is admitted.
         drop(first);
         assert_eq!(third.await.unwrap().unwrap().1, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_connections_gauge_counts_those_held_until_they_are_admitted_or_let_go() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let metrics = recorder.handle();
+        let _local = metrics::set_default_local_recorder(&recorder);
+        let gauges = || {
+            let text = metrics.render();
+            ["admitted", "held", "refused"].map(|state| {
+                let series = format!("kubecache_connections{{state=\"{state}\"}}");
+                kubecache_testkit::scrape::value(&text, &series).unwrap()
+            })
+        };
+        let gate = Gate::new(Limits {
+            max_connections: 64,
+            max_connections_per_address: 1,
+            ..Limits::default()
+        });
+        assert_eq!(gauges(), [0.0; 3]);
+        let (first, _) = enter(&gate, A).await.now().unwrap();
+        let admitted = enter(&gate, A).await.held();
+        let let_go = enter(&gate, A).await.held();
+        let refused = enter(&gate, A).await.held();
+        assert_eq!(gauges(), [1.0, 3.0, 0.0]);
+        // A place frees: one held is admitted.
+        let admitted = tokio::spawn(admitted.entry(later()));
+        tokio::task::yield_now().await;
+        drop(first);
+        let (second, _) = admitted.await.unwrap().unwrap();
+        assert_eq!(gauges(), [1.0, 2.0, 0.0]);
+        // Its wait over, one is refused; another's ends with the server.
+        let (refused, _) = refused.entry(Instant::now()).await.unwrap();
+        drop(let_go);
+        assert_eq!(gauges(), [1.0, 0.0, 1.0]);
+        drop((second, refused));
+        assert_eq!(gauges(), [0.0; 3]);
     }
 
     #[tokio::test(start_paused = true)]

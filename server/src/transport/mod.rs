@@ -37,7 +37,9 @@
 //! its write side shut down first, what the client still sends is read and
 //! discarded for a bounded time and number of bytes, so that an answer
 //! given before a request's body was read (a 413, a 429) reaches a client
-//! still sending it instead of being lost to a reset.
+//! still sending it instead of being lost to a reset. A request whose body
+//! is let go unread is such an answer: its connection is closed after it
+//! (by hyper), and under HTTP/1 the answer says `Connection: close`.
 //!
 //! Every write to a client is bounded in time: one that makes no progress
 //! for the write-stall budget ([`Server::write_stall`]), or past the
@@ -62,10 +64,12 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::ConnectInfo;
+use axum::http::HeaderValue;
 use axum::response::IntoResponse;
 use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::TokioIo;
@@ -274,11 +278,13 @@ struct Accepted {
     /// Its place among the connections, until its task and its requests
     /// end.
     ticket: Arc<Ticket>,
+    /// How long it was held before it was admitted: spent of its first
+    /// head's header-read timeout.
+    held: Duration,
 }
 
 impl Connection {
-    /// Serves a connection once it has a place (held unread until one
-    /// frees, for as long as a head may take), or its refusal.
+    /// Serves a connection once it has a place, or its refusal.
     async fn enter(
         self: Arc<Self>,
         stream: TcpStream,
@@ -286,26 +292,46 @@ impl Connection {
         entering: Entering,
         mut stop: watch::Receiver<bool>,
     ) {
+        if let Some(accepted) = self.admission(peer, entering, &mut stop).await {
+            self.run(stream, accepted, stop).await;
+        }
+    }
+
+    /// The connection admitted or refused, held unread until a place
+    /// frees for as long as a head may take (the time held counts toward
+    /// its first head's; one refused at the end of the wait has a head's
+    /// time of its own to send the request its 429 answers); `None` if it
+    /// is closed unanswered, or the server stops first.
+    async fn admission(
+        &self,
+        peer: SocketAddr,
+        entering: Entering,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Option<Accepted> {
+        let since = tokio::time::Instant::now();
         let entry = match entering {
             Entering::Now(entry) => entry,
             Entering::Held(waiting) => {
-                let until = tokio::time::Instant::now() + self.limits.header_read_timeout;
+                let until = since + self.limits.header_read_timeout;
                 tokio::select! {
                     entry = waiting.entry(until) => entry,
-                    () = stopped(&mut stop) => return,
+                    () = stopped(stop) => return None,
                 }
             }
         };
         let Some((ticket, refusal)) = entry else {
             tracing::debug!(%peer, "too many connections refused at once: closed");
-            return;
+            return None;
         };
-        let accepted = Accepted {
+        Some(Accepted {
             peer,
             refusal,
             ticket: Arc::new(ticket),
-        };
-        self.run(stream, accepted, stop).await;
+            held: match refusal {
+                None => since.elapsed(),
+                Some(_) => Duration::ZERO,
+            },
+        })
     }
 
     /// Serves one accepted connection until it closes or, once `stop`
@@ -359,11 +385,17 @@ impl Connection {
     ) where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
     {
-        let Accepted { peer, refusal, .. } = *accepted;
+        let Accepted {
+            peer,
+            refusal,
+            held,
+            ..
+        } = *accepted;
         let stream = Lingering::new(stream, self.linger);
         let ticket = accepted.ticket.clone();
         let limits = self.limits;
-        let activity = Activity::new();
+        let now = tokio::time::Instant::now();
+        let activity = Activity::new(now.checked_sub(held).unwrap_or(now));
         let deadline = Deadline::default();
         let router = self.router.clone();
         let requests = activity.clone();
@@ -371,7 +403,9 @@ impl Connection {
         let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             let in_flight = requests.start();
             ticket.first_request();
-            let mut request = request.map(|body| Arriving::new(body, requests.clone()));
+            let let_go = Arc::new(AtomicBool::new(false));
+            let mut request =
+                request.map(|body| Arriving::new(body, requests.clone(), let_go.clone()));
             request.extensions_mut().insert(ConnectInfo(peer));
             if let Some(proved) = certificate.as_ref().and_then(ClientCertificate::proves) {
                 request.extensions_mut().insert(proved);
@@ -405,10 +439,17 @@ impl Connection {
                 // Polled in its stream's task under HTTP/2, whose deadline
                 // it sets; in the connection's under HTTP/1.
                 let stream = Stream::current();
-                let response = match refused {
+                let mut response = match refused {
                     Some(response) => response,
                     None => tower::ServiceExt::oneshot(router, request).await?,
                 };
+                // Its body let go unread: hyper closes the connection after
+                // the answer (a lingering close), which says so, as Go's
+                // server says it (HTTP/2 resets the stream alone).
+                if protocol == Protocol::Http1 && let_go.load(Ordering::Relaxed) {
+                    (response.headers_mut())
+                        .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+                }
                 // In flight until its body is done (a watch: until it ends),
                 // its writes bounded by its deadline until then.
                 let deadline = stream.as_ref().map_or(&answer_deadline, Stream::deadline);
@@ -563,5 +604,90 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::time::Instant;
+
+    const HEAD: Duration = Duration::from_secs(32);
+
+    /// Plain HTTP connections serving `router` within `limits` and
+    /// `write_stall`, the other settings the defaults.
+    pub(super) fn connection(
+        router: Router,
+        limits: Limits,
+        write_stall: Duration,
+    ) -> Arc<Connection> {
+        Arc::new(Connection {
+            router,
+            tls: None,
+            handshake_timeout: Server::HANDSHAKE_TIMEOUT,
+            limits,
+            write_stall,
+            linger: Server::LINGER,
+        })
+    }
+
+    /// A connection held behind its address's one place, which sends
+    /// `request` at once and whose place frees after `freed` (never:
+    /// `None`): how long after its accept it was closed, and what it was
+    /// answered.
+    async fn held(request: &str, freed: Option<Duration>) -> (Duration, String) {
+        let limits = Limits {
+            header_read_timeout: HEAD,
+            max_connections: 64,
+            max_connections_per_address: 1,
+            ..Limits::default()
+        };
+        let router = Router::new().route("/", axum::routing::get(|| async { "ok" }));
+        let connection = connection(router, limits, Server::WRITE_STALL);
+        let gate = Gate::new(limits);
+        let peer = SocketAddr::from(([10, 0, 0, 1], 1));
+        let Entering::Now(first) = gate.enter(gate.socket().await, peer.ip()) else {
+            panic!("the first is admitted");
+        };
+        let entering = gate.enter(gate.socket().await, peer.ip());
+        assert!(matches!(entering, Entering::Held(_)));
+        let accepted = Instant::now();
+        let (mut client, stream) = tokio::io::duplex(64 * 1024);
+        let (_stop, mut stop) = watch::channel(false);
+        tokio::spawn(async move {
+            if let Some(accepted) = connection.admission(peer, entering, &mut stop).await {
+                (connection.http(stream, None, Protocol::Http1, &accepted, &mut stop)).await;
+            }
+        });
+        client.write_all(request.as_bytes()).await.unwrap();
+        if let Some(freed) = freed {
+            tokio::time::sleep(freed).await;
+            drop(first);
+        }
+        let mut answer = Vec::new();
+        client.read_to_end(&mut answer).await.unwrap();
+        (accepted.elapsed(), String::from_utf8(answer).unwrap())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_connection_s_wait_counts_toward_its_first_head_s_time() {
+        let request = "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        // Admitted after three quarters of a head's time: its head, sent
+        // while it was held, is served ...
+        let (closed, answer) = held(request, Some(HEAD * 3 / 4)).await;
+        assert_eq!(closed, HEAD * 3 / 4);
+        assert!(
+            answer.starts_with("HTTP/1.1 200 ") && answer.ends_with("ok"),
+            "{answer}"
+        );
+        // ... and one that sends nothing is cut a head's time after its
+        // accept, not a head's time after its admission.
+        let (closed, answer) = held("", Some(HEAD * 3 / 4)).await;
+        assert_eq!((closed.as_secs(), answer.as_str()), (HEAD.as_secs(), ""));
+        // Refused at the end of its wait: its request is still answered.
+        let (closed, answer) = held(request, None).await;
+        assert_eq!(closed, HEAD);
+        assert!(answer.starts_with("HTTP/1.1 429 "), "{answer}");
     }
 }

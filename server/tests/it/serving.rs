@@ -1011,39 +1011,70 @@ async fn rest(stream: &mut TcpStream) -> String {
     String::from_utf8_lossy(&rest).into_owned()
 }
 
-/// Sends `head` and then `body` in full, reading nothing meanwhile, as a
-/// client that writes its whole request before it reads does; then reads
-/// the answer until the server closes: the code and the body.
-async fn send_whole_then_read(stream: &mut TcpStream, head: &str, body: &[u8]) -> (u16, String) {
-    stream.write_all(head.as_bytes()).await.unwrap();
-    let sent = stream.write_all(body).await;
-    sent.unwrap_or_else(|e| panic!("the body could not be sent whole: {e}"));
-    let answer = rest(stream).await;
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-    let code = head.split(' ').nth(1).and_then(|c| c.parse().ok());
-    (
-        code.unwrap_or_else(|| panic!("no answer: {answer:?}")),
-        body.into(),
+/// Answers a line and holds the request's body, unread, for as long as
+/// its answer is read: its upload place is not given back.
+fn holding() -> Router {
+    use futures::StreamExt;
+    Router::new().route(
+        "/hold",
+        axum::routing::post(|request: Request| async move {
+            let body = request.into_body();
+            let holding = futures::stream::once(async { Bytes::from("holding\n") })
+                .chain(futures::stream::pending())
+                .map(move |line| {
+                    let _held = &body;
+                    Ok::<_, std::convert::Infallible>(line)
+                });
+            axum::body::Body::from_stream(holding)
+        }),
     )
 }
 
 #[tokio::test]
-async fn an_answer_before_the_body_is_read_reaches_a_client_still_sending_it() {
-    let running = start(uploads(), |s| s).await;
-    let addr = running.addr;
-    // A body beyond the limit, declared: a 413 before a byte of it is read
-    // (kubecache reads up to the limit of it, as kube-apiserver does, and
-    // not more).
-    let big = vec![b' '; kubecache_server::transport::MAX_BODY + 512 * 1024];
+async fn an_answer_before_the_body_is_read_closes_and_reaches_a_client_still_sending_it() {
+    use kubecache_server::transport::MAX_BODY;
+    let (first, rest) = (vec![b' '; 8 * 1024], vec![b' '; 1024 * 1024]);
+    // A body declared beyond the limit: a 413 at once, the body unread,
+    // and the connection closed (heads and idle waits may take an hour),
+    // lingering: the rest of the body, sent after the close, is taken.
+    let running = start(uploads(), |s| s.limits(timeouts(LONG, LONG)).linger(LONG)).await;
     let head = format!(
         "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        big.len()
+        MAX_BODY + 1024 * 1024
     );
-    let mut stream = connect_from([127, 0, 0, 1], addr).await;
-    let (code, body) = send_whole_then_read(&mut stream, &head, &big).await;
+    let addr = running.addr.to_string();
+    let (code, head, body) = common::answered_early(&addr, &head, &first, &rest).await;
     assert_eq!(code, 413, "{body}");
+    assert!(head.contains("\r\nconnection: close"), "{head}");
     assert_eq!(status(&body)["reason"], "RequestEntityTooLarge");
+
+    // A body beyond its address's uploads, refused unread once a head's
+    // time is up: the same.
+    let running = start(holding(), |s| {
+        s.limits(Limits {
+            max_uploads_per_address: 1,
+            ..timeouts(SHORT, LONG)
+        })
+        .linger(LONG)
+    })
+    .await;
+    let mut holder = TcpStream::connect(running.addr).await.unwrap();
+    let request = "POST /hold HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n";
+    holder.write_all(request.as_bytes()).await.unwrap();
+    read_until(&mut holder, "holding").await;
+    let head = "POST /hold HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n";
+    let addr = running.addr.to_string();
+    let (code, head, body) = common::answered_early(&addr, head, &first, &rest).await;
+    assert_eq!(code, 429, "{body}");
+    assert!(head.contains("\r\nconnection: close"), "{head}");
+    assert!(
+        status(&body)["message"]
+            .as_str()
+            .unwrap()
+            .contains("sending a body"),
+        "{body}"
+    );
 }
 
 #[tokio::test]

@@ -68,6 +68,8 @@ pub struct Setup {
     pub auth: Option<AuthSettings>,
     /// The server's write-stall budget.
     pub write_stall: std::time::Duration,
+    /// The longest the server lingers when it closes a connection.
+    pub linger: std::time::Duration,
     /// The test asserts exact values of process-wide metrics: its kubecache
     /// runs while no other test's does (see `metrics_turn`).
     pub metrics_alone: bool,
@@ -90,6 +92,7 @@ impl Default for Setup {
             tls: None,
             auth: None,
             write_stall: Server::WRITE_STALL,
+            linger: Server::LINGER,
             metrics_alone: false,
         }
     }
@@ -193,7 +196,8 @@ pub async fn front(upstream: kube::Config, setup: Setup) -> Front {
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("{scheme}://{}", listener.local_addr().unwrap());
-    let server = tokio::spawn(app.server(listener).serve(std::future::pending()));
+    let server = app.server(listener).linger(setup.linger);
+    let server = tokio::spawn(server.serve(std::future::pending()));
     Front {
         url,
         caches,
@@ -427,6 +431,42 @@ where
             .unwrap();
     tokio::spawn(connection);
     sender
+}
+
+/// A request answered before its body was read, as a client still sending
+/// the body meets it: sends `head` and `first`, the start of the body, on a
+/// new connection to `addr`, reads the answer until the server closes its
+/// side, and only then sends `rest`, which must all be taken (as it is
+/// when the server lingers: with a plain close, bytes that come after it
+/// reset the connection, and the write fails, as a client that sends its
+/// whole body before it reads finds). Its send buffer is small, so the
+/// write completes only once the server has taken most of `rest`. The
+/// answer's code, head and body.
+pub async fn answered_early(
+    addr: &str,
+    head: &str,
+    first: &[u8],
+    rest: &[u8],
+) -> (u16, String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_send_buffer_size(16 * 1024).unwrap();
+    let mut stream = socket.connect(addr.parse().unwrap()).await.unwrap();
+    let sent = stream.write_all(head.as_bytes()).await;
+    sent.and(stream.write_all(first).await)
+        .unwrap_or_else(|e| panic!("the head and the start of the body: {e}"));
+    let mut answer = Vec::new();
+    let read = stream.read_to_end(&mut answer);
+    kubecache_testkit::wait::within("the answer and the server's close", read)
+        .await
+        .unwrap();
+    let sent = stream.write_all(rest).await;
+    sent.unwrap_or_else(|e| panic!("the rest of the body, sent after the answer: {e}"));
+    let answer = String::from_utf8(answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let code = head.split(' ').nth(1).and_then(|c| c.parse().ok());
+    let code = code.unwrap_or_else(|| panic!("no answer: {answer:?}"));
+    (code, head.to_string(), body.to_string())
 }
 
 /// The lines of a watch response, read as they arrive.
