@@ -717,10 +717,13 @@ impl AuthConfig {
                     .invalid(format!("{other:?} is neither kubernetes nor none")));
             }
         };
+        let allowed_ttl = s.auth_allowed_ttl_seconds.seconds()?;
         let settings = AuthSettings {
-            allowed_ttl: s.auth_allowed_ttl_seconds.seconds()?,
+            allowed_ttl,
             denied_ttl: s.auth_denied_ttl_seconds.seconds()?,
-            revocable_ttl: s.auth_revocable_ttl_seconds.seconds()?,
+            // An answer a watched change revokes is kept at least as long
+            // as one nothing revokes: a longer allowed TTL raises it.
+            revocable_ttl: s.auth_revocable_ttl_seconds.seconds()?.max(allowed_ttl),
             cache_entries: s.auth_cache_entries.at_least_one()?,
             token_reviews_per_second: s.auth_token_reviews_per_second.positive()?,
             user_reviews_per_second: s.auth_user_reviews_per_second.positive()?,
@@ -1158,6 +1161,20 @@ mod tests {
         assert_eq!(config.auth.settings.allowed_ttl, Duration::from_secs(5));
         let config = resolve("auth: {mode: none}", &["--auth", "kubernetes"]).unwrap();
         assert!(config.auth.enabled);
+    }
+
+    #[test]
+    fn revocable_answers_are_kept_at_least_as_long_as_allowed_ones() {
+        let settings = resolve("", &[]).unwrap().auth.settings;
+        assert_eq!(settings.revocable_ttl, AuthSettings::DEFAULT_REVOCABLE_TTL);
+        let settings = resolve("", &["--auth-allowed-ttl-seconds", "3600"])
+            .unwrap()
+            .auth
+            .settings;
+        assert_eq!(settings.revocable_ttl, Duration::from_secs(3600));
+        let yaml = "auth: {allowedTtlSeconds: 5, revocableTtlSeconds: 30}";
+        let settings = resolve(yaml, &[]).unwrap().auth.settings;
+        assert_eq!(settings.revocable_ttl, Duration::from_secs(30));
     }
 
     #[test]

@@ -326,7 +326,8 @@ pub struct AuthSettings {
     /// change of RBAC revokes denied requests sooner).
     pub denied_ttl: Duration,
     /// How long an answer a watched change revokes is kept at most: RBAC's
-    /// allowances while kubecache follows RBAC, and `system:masters`'.
+    /// allowances while kubecache follows RBAC, and `system:masters`'; at
+    /// least `allowed_ttl` (the configuration sees to it).
     pub revocable_ttl: Duration,
     /// Most answers kept of each kind (tokens, access decisions).
     pub cache_entries: usize,
