@@ -46,6 +46,14 @@ pub struct Keep<S> {
     pub scope: Option<S>,
 }
 
+impl<S> Keep<S> {
+    /// How long after its review it may be served at all: fresh, then
+    /// stale.
+    fn served_for(&self) -> Duration {
+        self.stale_ttl.max(self.ttl)
+    }
+}
+
 /// An answer and when it expires, by the tokio clock (paused in tests;
 /// moka's own clock only reclaims the memory of expired answers).
 #[derive(Debug, Clone)]
@@ -123,7 +131,7 @@ impl<K, V, S> moka::Expiry<K, Kept<V, S>> for ByTtl {
         kept: &Kept<V, S>,
         _: std::time::Instant,
     ) -> Option<Duration> {
-        Some(kept.keep.stale_ttl.max(kept.keep.ttl))
+        Some(kept.keep.served_for())
     }
 
     /// A refreshed answer lives as long as its own review says (moka
@@ -246,7 +254,7 @@ where
                 }
                 Kept {
                     expires: now + keep.ttl,
-                    stale_until: now + keep.stale_ttl.max(keep.ttl),
+                    stale_until: now + keep.served_for(),
                     answer,
                     keep,
                     epoch,
