@@ -19,8 +19,9 @@ use kubecache_wire::WatchEventType;
 /// event; an event or a bookmark confirms the watch sooner.
 const WATCH_CONFIRMATION: Duration = Duration::from_secs(1);
 
-/// A watch that ends sooner than this after it opened is reopened after a
-/// backoff: a server that ends watches at once must not make us spin.
+/// A watch that ends sooner than this after it opened, having delivered
+/// nothing, is reopened after a backoff: a server that ends watches at once
+/// must not make us spin.
 const SHORTEST_WATCH: Duration = Duration::from_secs(1);
 
 impl Reflector {
@@ -55,10 +56,12 @@ impl Reflector {
             events: None,
             confirm,
         };
+        // The watch made progress before it ended: not a failing streak.
+        let progressed = rv > from;
         let error = match ended {
             Ok(()) => {
                 self.restarted("timeout");
-                return if opened.elapsed() < SHORTEST_WATCH {
+                return if opened.elapsed() < SHORTEST_WATCH && !progressed {
                     self.backing_off(None, again)
                 } else {
                     again
@@ -66,8 +69,7 @@ impl Reflector {
             }
             Err(error) => error,
         };
-        if rv > from {
-            // The watch made progress before it failed: not a failing streak.
+        if progressed {
             self.backoff.reset();
         }
         match self.failed(&error, Phase::Watch) {
@@ -80,6 +82,14 @@ impl Reflector {
                 State::Listing {
                     reason: ListReason::Relist(reason),
                 }
+            }
+            // A watch that delivered, then broke (an API server closing its
+            // connections, a proxy's cut), is reopened at once: consistent
+            // reads wait on this store meanwhile. Reopening it again
+            // without an event in between backs off.
+            Recovery::Resume if progressed => {
+                self.restarted(error.reason());
+                again
             }
             Recovery::Resume => {
                 self.restarted(error.reason());

@@ -226,3 +226,33 @@ async fn a_panicking_filter_fails_the_store_with_the_panic_message_and_recovers_
     holds_the_sims_state(&sim, &running).await;
     assert!(!running.task.is_finished(), "the reflector lives on");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_cut_after_it_delivered_is_reopened_without_backing_off() {
+    let sim = sim(300).await;
+    let running = start(sim.url(), Strategy::Parallel, RequestEncoding::Json, 100);
+    listed(&running).await;
+    let watches = || sim.counters()["pods"].watches;
+    for round in 0..3 {
+        // An event, so that the watch has delivered before it is cut.
+        sim.create_pods(1).unwrap();
+        holds_the_sims_state(&sim, &running).await;
+        let opened = watches();
+        sim.cut_watches();
+        // Looked at every (paused) millisecond: a backoff lasts 400 or more.
+        let mut phases = std::collections::BTreeSet::new();
+        let reopened = async {
+            while watches() == opened {
+                phases.insert(running.status.borrow().phase);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        };
+        unless_failing(&running, "reopened", reopened).await;
+        assert!(
+            !phases.contains("backing_off"),
+            "round {round}: backed off before reopening: {phases:?}"
+        );
+    }
+    sim.create_pods(1).unwrap();
+    holds_the_sims_state(&sim, &running).await;
+}
