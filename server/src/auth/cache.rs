@@ -216,10 +216,14 @@ where
         self.revoked.revoke(Some(scope), self.longest_ttl);
     }
 
-    /// The answer for `key`: kept, or asked of `review` and kept as
+    /// The answer for `key`: kept, or asked of `review()` and kept as
     /// `keep(answer)` says. An expired answer within its stale TTL is asked
     /// again by one request at a time, the others served it meanwhile; if
     /// that review fails, it is served too ([`Source::Stale`]).
+    ///
+    /// The hit path is every request's: the review is made only when
+    /// asked, and what only a miss awaits is boxed, so that the future a
+    /// request moves through its handlers stays small.
     ///
     /// # Errors
     ///
@@ -228,7 +232,7 @@ where
         &self,
         key: &K,
         keep: impl Fn(&V) -> Keep<S>,
-        review: F,
+        review: impl FnOnce() -> F,
     ) -> Result<(V, Source), E>
     where
         E: Clone + Send + Sync + 'static,
@@ -270,36 +274,36 @@ where
                     }
                     let _refreshing = Refreshing(&self.refreshing, key);
                     let review = review.take().expect("asked once: the loop ends after it");
-                    return match review.await {
+                    return match Box::pin(review()).await {
                         Ok(answer) => {
                             let fresh = kept_answer(answer);
                             let answer = fresh.answer.clone();
-                            self.entries.insert(key.clone(), fresh).await;
+                            Box::pin(self.entries.insert(key.clone(), fresh)).await;
                             Ok((answer, Source::Reviewed))
                         }
                         Err(_) => Ok((kept.answer, Source::Stale)),
                     };
                 }
                 // Stale: removed unless another request has just replaced it.
-                self.entries
-                    .entry_by_ref(key)
-                    .and_compute_with(|entry| async move {
-                        match entry {
-                            Some(entry) if !fresh(entry.value()) => Op::Remove,
-                            _ => Op::Nop,
-                        }
-                    })
-                    .await;
+                Box::pin(
+                    self.entries
+                        .entry_by_ref(key)
+                        .and_compute_with(|entry| async move {
+                            match entry {
+                                Some(entry) if !fresh(entry.value()) => Op::Remove,
+                                _ => Op::Nop,
+                            }
+                        }),
+                )
+                .await;
             }
             let review = &mut review;
-            let kept = self
-                .entries
-                .try_get_with_by_ref(key, async {
-                    let review = review.take().expect("asked once: the loop ends after it");
-                    Ok(kept_answer(review.await?))
-                })
-                .await
-                .map_err(|error: Arc<E>| E::clone(&error))?;
+            let kept = Box::pin(self.entries.try_get_with_by_ref(key, async {
+                let review = review.take().expect("asked once: the loop ends after it");
+                Ok(kept_answer(review().await?))
+            }))
+            .await
+            .map_err(|error: Arc<E>| E::clone(&error))?;
             match review {
                 None => return Ok((kept.answer, Source::Reviewed)),
                 // Shared with a request that asked before a revocation
@@ -344,7 +348,7 @@ mod tests {
 
     async fn ask(cache: &Test, key: u32, reviews: &AtomicUsize) -> Source {
         let (answer, source) = cache
-            .get_or_review(&key, keep, async {
+            .get_or_review(&key, keep, || async move {
                 reviews.fetch_add(1, Ordering::SeqCst);
                 Ok::<_, ()>(key * 2)
             })
@@ -374,7 +378,7 @@ mod tests {
             let (cache, reviews) = (&cache, &reviews);
             async move {
                 cache
-                    .get_or_review(&key, for_ttl, async {
+                    .get_or_review(&key, for_ttl, || async move {
                         reviews.fetch_add(1, Ordering::SeqCst);
                         tokio::time::sleep(Duration::from_secs(1)).await;
                         Ok::<_, ()>(key)
@@ -395,7 +399,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_failed_review_is_not_kept() {
         let cache = new(10);
-        let failed = cache.get_or_review(&1, for_ttl, async { Err(()) }).await;
+        let failed = cache
+            .get_or_review(&1, for_ttl, || async move { Err(()) })
+            .await;
         assert_eq!(failed, Err(()));
         let reviews = AtomicUsize::new(0);
         assert_eq!(ask(&cache, 1, &reviews).await, Source::Reviewed);
@@ -404,10 +410,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_slow_failing_review_fails_every_waiter_at_once() {
         let cache = new(10);
-        let reviews = AtomicUsize::new(0);
+        let reviews = &AtomicUsize::new(0);
         let started = Instant::now();
         let waiters = (0..200).map(|_| {
-            cache.get_or_review(&1, for_ttl, async {
+            cache.get_or_review(&1, for_ttl, || async move {
                 reviews.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_secs(10)).await;
                 Err("timed out")
@@ -452,8 +458,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_answer_of_a_review_in_flight_when_all_is_revoked_is_not_kept() {
         let cache = new(10);
-        let reviews = AtomicUsize::new(0);
-        let in_flight = cache.get_or_review(&1, for_ttl, async {
+        let reviews = &AtomicUsize::new(0);
+        let in_flight = cache.get_or_review(&1, for_ttl, || async move {
             reviews.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(Duration::from_secs(1)).await;
             Ok::<_, ()>(2)
@@ -464,7 +470,7 @@ mod tests {
         };
         let (answer, ()) = tokio::join!(in_flight, clear);
         assert_eq!(answer, Ok((2, Source::Reviewed)), "its own request served");
-        assert_eq!(ask(&cache, 1, &reviews).await, Source::Reviewed);
+        assert_eq!(ask(&cache, 1, reviews).await, Source::Reviewed);
         assert_eq!(reviews.load(Ordering::SeqCst), 2);
     }
 
@@ -494,7 +500,7 @@ mod tests {
             let (cache, reviews) = (&cache, &reviews);
             async move {
                 cache
-                    .get_or_review(&1, keep, async {
+                    .get_or_review(&1, keep, || async move {
                         reviews.fetch_add(1, Ordering::SeqCst);
                         tokio::time::sleep(Duration::from_secs(1)).await;
                         Ok::<_, ()>(2)
@@ -538,7 +544,7 @@ mod tests {
             let cache = &cache;
             async move {
                 cache
-                    .get_or_review(&1, stale, async {
+                    .get_or_review(&1, stale, || async move {
                         tokio::time::sleep(stall).await;
                         answer
                     })

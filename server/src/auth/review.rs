@@ -174,7 +174,7 @@ impl Reviewer {
                 .as_ref()
                 .and_then(|user| impersonation::service_account(&user.info().username)),
         };
-        let review = async {
+        let review = move || async move {
             self.within_budget(peer.map_or(Payer::Nobody, Payer::Address))
                 .await?;
             timed(Review::Token, self.token_review(token.secret())).await
@@ -215,7 +215,7 @@ impl Reviewer {
             stale_ttl: self.stale_ttl(matches!(decision, Decision::Allowed { .. })),
             scope: request.attributes().namespace().map(str::to_string),
         };
-        let review = async {
+        let review = move || async move {
             self.within_budget(payer).await?;
             timed(
                 Review::Access,

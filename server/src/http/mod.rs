@@ -179,7 +179,9 @@ async fn query_api(
     (Extension(Endpoint("query")), answer.await)
 }
 
-/// The Kubernetes API: a read a cache answers, or a pass-through.
+/// The Kubernetes API: a read a cache answers, or a pass-through. What
+/// a GET from a cache does not await is boxed: axum moves every request's
+/// handler future, as large as its largest branch.
 async fn kubernetes(
     State(shared): State<Arc<Shared>>,
     Extension(caller): Extension<Arc<Caller>>,
@@ -187,13 +189,14 @@ async fn kubernetes(
 ) -> Response {
     let (parts, body) = request.into_parts();
     if discovery::is_document(&parts.method, parts.uri.path()) {
-        let answer = document(&shared, &parts, &caller).await;
+        let answer = Box::pin(document(&shared, &parts, &caller)).await;
         return (Extension(Endpoint("discovery")), answer).into_response();
     }
     let read = match route::decide(&shared.caches, &parts) {
         Ok(Route::Cache(read)) => read,
         Ok(Route::PassThrough { path, written }) => {
-            let answer = pass_through(&shared, parts, body, &caller, &path, written).await;
+            let answer =
+                Box::pin(pass_through(&shared, parts, body, &caller, &path, written)).await;
             return passed_through(answer.into_response());
         }
         Err(status) => return ApiError::Status(status).into_response(),
@@ -212,7 +215,15 @@ async fn kubernetes(
             let answer = match shared.auth.forwarded(&caller).await {
                 Ok(credential) => {
                     let upstream = &shared.upstream;
-                    get::from_upstream(upstream, &cache, parts, &credential, &path, rendering).await
+                    Box::pin(get::from_upstream(
+                        upstream,
+                        &cache,
+                        parts,
+                        &credential,
+                        &path,
+                        rendering,
+                    ))
+                    .await
                 }
                 Err(error) => Err(error),
             };
@@ -343,9 +354,15 @@ async fn from_cache(
             )
             .with_shards(params.shards.take());
             let answer = if params.watch {
-                watch::serve(caches, &cache, filter, params, predicates, rendering, flow).await
+                Box::pin(watch::serve(
+                    caches, &cache, filter, params, predicates, rendering, flow,
+                ))
+                .await
             } else {
-                list::serve(caches, &cache, &filter, &params, rendering, flow, own_write).await
+                Box::pin(list::serve(
+                    caches, &cache, &filter, &params, rendering, flow, own_write,
+                ))
+                .await
             };
             answer.map(Answer::Served)
         }
