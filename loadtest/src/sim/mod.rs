@@ -601,15 +601,20 @@ fn status_error(status: kubecache_wire::Status) -> anyhow::Error {
     anyhow::anyhow!("{} ({})", status.message, status.code)
 }
 
-/// The generator of `config`'s objects.
+/// The generator of `config`'s objects. Its objects' times count back from
+/// one instant per process, so that every sim of a process with the same
+/// seed makes the same objects (a shared population is the one a sim would
+/// build), whenever it starts.
 fn generator(config: &SimConfig) -> Generator {
+    static ANCHOR: std::sync::LazyLock<chrono::DateTime<chrono::Utc>> =
+        std::sync::LazyLock::new(chrono::Utc::now);
     Generator::new(
         GeneratorConfig {
             seed: config.seed,
             namespaces: config.namespaces,
             nodes: config.nodes,
         },
-        chrono::Utc::now(),
+        *ANCHOR,
     )
 }
 
