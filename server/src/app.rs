@@ -266,7 +266,12 @@ fn start_resource(
         label_selector: resource.label_selector,
         field_selector: resource.field_selector,
     };
-    let upstream = Upstream::new(client, spec).with_version(version);
+    // The cache's own requests (a cold GET's fetch, the clock's) ask in
+    // the reflector's encoding too: an object fetched in JSON would lose
+    // the bytes of its strings that are not UTF-8.
+    let upstream = Upstream::new(client, spec)
+        .with_version(version)
+        .with_wire(reflector.wire);
     let (writer, reader) = store(resource.store);
     let transform = reflector.transform.clone();
     let mut reflector = Reflector::new(upstream.clone(), reflector, writer);

@@ -16,8 +16,11 @@
 //!   which is no resourceVersion);
 //! - protobuf bodies of successes are not compared (their resourceVersions
 //!   cannot be told apart from the rest without decoding), but for
-//!   reviews; protobuf errors and reviews are, byte for byte but the times
-//!   the server stamps ([`with_recorded_times`]).
+//!   reviews, and but when the replay is given a way to read them
+//!   ([`replay_reading_protobuf`]: as JSON, loosened as above, and the
+//!   bytes of the strings that are not UTF-8, which JSON cannot carry);
+//!   protobuf errors and reviews are, byte for byte but the times the
+//!   server stamps ([`with_recorded_times`]).
 //!
 //! A page's request carries the continue token the recorded server gave
 //! an earlier case; the replay sends the token the server under test gave
@@ -58,6 +61,20 @@ pub fn objects() -> (Vec<Value>, Vec<Value>) {
     (items("pods"), items("configmaps"))
 }
 
+/// A protobuf body (`k8s\0` + `runtime.Unknown`) as it is compared.
+pub struct ReadProtobuf {
+    /// Its object's JSON.
+    pub json: Vec<u8>,
+    /// The bytes of each of its strings that are not UTF-8 (which the JSON
+    /// holds a replacement of), named by where they are.
+    pub strings: Vec<(String, Vec<u8>)>,
+}
+
+/// How a protobuf body is read to be compared; `None` for a body it
+/// cannot read. The caller's: this crate depends on no crate of the
+/// workspace, the transcoder included.
+pub type ProtobufReader = fn(&[u8]) -> Option<ReadProtobuf>;
+
 /// Replays `cases` in order against the server at `addr`: how each that
 /// differs does, by id. The cases of `verbatim` send their recorded
 /// continue token as it is.
@@ -65,6 +82,26 @@ pub async fn replay(
     addr: SocketAddr,
     cases: &[Value],
     verbatim: &[&str],
+) -> BTreeMap<String, String> {
+    replay_with(addr, cases, verbatim, None).await
+}
+
+/// [`replay`], comparing the protobuf bodies of successes too, as `read`
+/// reads them (see the module doc).
+pub async fn replay_reading_protobuf(
+    addr: SocketAddr,
+    cases: &[Value],
+    verbatim: &[&str],
+    read: ProtobufReader,
+) -> BTreeMap<String, String> {
+    replay_with(addr, cases, verbatim, Some(read)).await
+}
+
+async fn replay_with(
+    addr: SocketAddr,
+    cases: &[Value],
+    verbatim: &[&str],
+    read: Option<ProtobufReader>,
 ) -> BTreeMap<String, String> {
     // Recorded token -> the token the server under test gave for it.
     let mut tokens: BTreeMap<String, String> = BTreeMap::new();
@@ -83,7 +120,7 @@ pub async fn replay(
         ) {
             tokens.insert(recorded, given);
         }
-        if let Some(difference) = difference(&case, &answer) {
+        if let Some(difference) = difference_reading(&case, &answer, read) {
             differing.insert(id.to_string(), difference);
         }
     }
@@ -121,6 +158,16 @@ fn substitute_token(case: &mut Value, tokens: &BTreeMap<String, String>) {
 
 /// How the answer differs from the recorded one, if it does.
 pub fn difference(case: &Value, answer: &Answer) -> Option<String> {
+    difference_reading(case, answer, None)
+}
+
+/// [`difference`], reading protobuf bodies of successes with `read` when
+/// given.
+fn difference_reading(
+    case: &Value,
+    answer: &Answer,
+    read: Option<ProtobufReader>,
+) -> Option<String> {
     let status = case["status"].as_u64().expect("a recorded status");
     let recorded = golden::read(&body_file(case));
     let shown = |body: &[u8]| {
@@ -150,7 +197,12 @@ pub fn difference(case: &Value, answer: &Answer) -> Option<String> {
         // A review carries no resourceVersion: it is compared, but for the
         // times the server stamps, as errors are.
         "application/vnd.kubernetes.protobuf" if status < 400 && !is_review(case) => {
-            return None;
+            let read = read?;
+            let view = |body: &[u8]| match read(body) {
+                Some(body) => loosen_json(&protobuf_view(&body.json, body.strings)),
+                None => format!("unreadable protobuf: {}", shown(body)).into_bytes(),
+            };
+            (view(&recorded), view(&answer.body))
         }
         "application/vnd.kubernetes.protobuf" => {
             let answered = with_recorded_times(&answer.body, &recorded);
@@ -173,6 +225,25 @@ pub fn difference(case: &Value, answer: &Answer) -> Option<String> {
             shown(&recorded[from.min(recorded.len())..])
         )
     })
+}
+
+/// A protobuf body read as JSON text: `{"object":<its JSON>,"notUtf8":{
+/// <where>:"<its bytes in hex>",...}}`, the strings sorted by where.
+fn protobuf_view(json: &[u8], mut strings: Vec<(String, Vec<u8>)>) -> Vec<u8> {
+    strings.sort();
+    let strings: serde_json::Map<String, Value> = strings
+        .into_iter()
+        .map(|(at, bytes)| {
+            let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            (at, Value::from(hex.join(" ")))
+        })
+        .collect();
+    let mut out = br#"{"object":"#.to_vec();
+    out.extend_from_slice(json);
+    out.extend_from_slice(br#","notUtf8":"#);
+    out.extend_from_slice(&serde_json::to_vec(&strings).expect("a map of strings"));
+    out.push(b'}');
+    out
 }
 
 /// Whether `case` posts a review (`kubectl auth`'s SelfSubjectReview,

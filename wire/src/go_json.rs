@@ -36,16 +36,32 @@ static PLAIN: [bool; 256] = {
 };
 
 /// Appends `s` as a quoted JSON string.
+#[inline]
 pub fn write_string(out: &mut Vec<u8>, s: &[u8]) {
+    write_string_replacing(out, s);
+}
+
+/// Appends `s` as a quoted JSON string, as [`write_string`]; whether a
+/// byte of it started no UTF-8 sequence (and was written as `\ufffd`).
+/// Found on the way: plain bytes cost nothing more.
+#[inline]
+pub(crate) fn write_string_replacing(out: &mut Vec<u8>, s: &[u8]) -> bool {
     out.reserve(s.len() + 2);
     out.push(b'"');
-    escape(out, s);
+    let replaced = escape_replacing(out, s);
     out.push(b'"');
+    replaced
 }
 
 /// Appends the escaped contents of `s`, without quotes. Runs of plain
 /// bytes are copied whole.
 pub fn escape(out: &mut Vec<u8>, s: &[u8]) {
+    escape_replacing(out, s);
+}
+
+/// [`escape`]; whether a byte was replaced.
+fn escape_replacing(out: &mut Vec<u8>, s: &[u8]) -> bool {
+    let mut replaced = false;
     let mut start = 0;
     let mut i = 0;
     while i < s.len() {
@@ -70,7 +86,10 @@ pub fn escape(out: &mut Vec<u8>, s: &[u8]) {
             b'\t' => (br"\t", 1),
             0..0x80 => (&control, 1),
             _ => match utf8_len(&s[i..]) {
-                0 => (br"\ufffd", 1),
+                0 => {
+                    replaced = true;
+                    (br"\ufffd", 1)
+                }
                 3 if s[i..i + 3] == *"\u{2028}".as_bytes() => (br"\u2028", 3),
                 3 if s[i..i + 3] == *"\u{2029}".as_bytes() => (br"\u2029", 3),
                 n => {
@@ -85,6 +104,30 @@ pub fn escape(out: &mut Vec<u8>, s: &[u8]) {
         start = i;
     }
     out.extend_from_slice(&s[start..]);
+    replaced
+}
+
+/// The string Go's `encoding/json` writes for the bytes `s` (unescaped):
+/// each byte that starts no UTF-8 sequence replaced by U+FFFD, one per
+/// byte as Go's `utf8.DecodeRune` reads them (not one per maximal invalid
+/// run, as [`String::from_utf8_lossy`] does: `E2 82` is two).
+pub fn replaced(s: &[u8]) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    let mut i = 0;
+    while i < s.len() {
+        match utf8_len(&s[i..]) {
+            0 => {
+                out.push(char::REPLACEMENT_CHARACTER);
+                i += 1;
+            }
+            n => {
+                // `utf8_len` read a whole valid sequence of `n` bytes.
+                out.push_str(std::str::from_utf8(&s[i..i + n]).unwrap_or_default());
+                i += n;
+            }
+        }
+    }
+    out
 }
 
 /// The length of the UTF-8 sequence `s` starts with; 0 when it starts with
@@ -236,6 +279,30 @@ mod tests {
         assert_eq!(go(b"\xed\xa0\x80"), r#""\ufffd\ufffd\ufffd""#);
         assert_eq!(go(b"\xc0\xaf"), r#""\ufffd\ufffd""#);
         assert_eq!(go(b"ok\xf0\x9f"), r#""ok\ufffd\ufffd""#);
+    }
+
+    #[test]
+    fn replaced_strings_are_what_go_writes_unescaped() {
+        let unescaped =
+            |s: &[u8]| serde_json::from_str::<String>(&go(s)).expect("Go's JSON string parses");
+        for s in [
+            &b"A\xff\xfeB"[..],
+            b"x\x80y",
+            b"\xe2\x82z",
+            b"end\xe2\x82",
+            b"\xed\xa0\x80",
+            "\u{20ac} ok \u{fffd}".as_bytes(),
+            b"",
+        ] {
+            assert_eq!(replaced(s), unescaped(s), "{s:?}");
+        }
+        assert_eq!(replaced(b"\xe2\x82z"), "\u{fffd}\u{fffd}z");
+        let mut out = Vec::new();
+        assert!(write_string_replacing(&mut out, b"a\x80"));
+        assert!(!write_string_replacing(
+            &mut out,
+            "\u{fffd}<\u{2028}".as_bytes()
+        ));
     }
 
     #[test]

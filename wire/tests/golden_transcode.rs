@@ -18,7 +18,8 @@ use std::collections::HashMap;
 use kubecache_testkit::golden::{self, read};
 use kubecache_wire::protobuf::{
     KubeVersion, TypeMeta, WatchFrameDecoder, decode_unknown, encode_unknown, encode_watch_event,
-    json_to_proto, message_type, proto_to_json_into,
+    json_to_proto, json_to_proto_with_strings, message_type, proto_to_json_into,
+    proto_to_json_with_strings,
 };
 use kubecache_wire::{Transform, decode_object};
 use serde_json::Value;
@@ -341,4 +342,63 @@ fn raw_json_comes_out_compacted_and_escaped_as_go_writes_a_marshalers_output() {
     )
     .unwrap();
     assert_eq!(stored.json, want.trim_end().as_bytes());
+}
+
+/// The `versions/` corpus's ConfigMaps created over protobuf with strings
+/// that are not UTF-8 (issue 41, section 3; the corpus's README, group
+/// `invalid-utf8`), each read back in protobuf and in JSON, and their list.
+const INVALID_UTF8: [(&str, &str); 4] = [
+    (
+        "versions/bodies/utf8-get-bad-utf8-fffe-pb.pb",
+        "versions/bodies/utf8-create-bad-utf8-fffe.json",
+    ),
+    (
+        "versions/bodies/utf8-get-bad-utf8-lone-continuation-pb.pb",
+        "versions/bodies/utf8-create-bad-utf8-lone-continuation.json",
+    ),
+    (
+        "versions/bodies/utf8-get-bad-utf8-truncated-pb.pb",
+        "versions/bodies/utf8-create-bad-utf8-truncated.json",
+    ),
+    (
+        "versions/bodies/utf8-list-pb.pb",
+        "versions/bodies/utf8-list-json.json",
+    ),
+];
+
+#[test]
+fn strings_that_are_not_utf8_are_go_s_replacement_in_json_and_their_bytes_back_in_protobuf() {
+    for (pb_file, json_file) in INVALID_UTF8 {
+        let pb = read(pb_file);
+        let unknown = decode_unknown(&pb).expect("the envelope decodes");
+        let ty = message_type(unknown.api_version, unknown.kind)
+            .expect("a schema")
+            .as_of(corpus_version());
+        let type_meta = TypeMeta {
+            api_version: unknown.api_version,
+            kind: unknown.kind,
+        };
+        let mut json = Vec::new();
+        let strings = proto_to_json_with_strings(ty, unknown.raw, Some(type_meta), &mut json)
+            .expect("transcodes");
+        json.push(b'\n');
+        let recorded = read(json_file);
+        assert!(
+            json == recorded,
+            "{pb_file}: {}",
+            difference(&json, &recorded)
+        );
+        let strings = strings.unwrap_or_else(|| panic!("{pb_file} has strings that are not UTF-8"));
+        for string in strings.iter() {
+            assert!(std::str::from_utf8(string.bytes()).is_err(), "{string:?}");
+        }
+        // The recorded JSON and the strings give the recorded bytes back;
+        // the JSON alone gives U+FFFD for each replaced byte.
+        let mut raw = Vec::new();
+        json_to_proto_with_strings(ty, &recorded, Some(&strings), &mut raw).expect("encodes");
+        let body = encode_unknown(unknown.api_version, unknown.kind, &raw);
+        assert!(body == pb, "{json_file}: {}", difference(&body, &pb));
+        let without = json_to_proto(ty, &recorded).expect("encodes");
+        assert!(without != unknown.raw, "{json_file}");
+    }
 }

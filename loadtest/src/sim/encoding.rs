@@ -179,12 +179,18 @@ pub fn for_status(accept: Option<&str>) -> ErrorForm {
     ErrorForm::Indented
 }
 
-/// The protobuf message of a stored JSON object.
-pub fn object_to_proto(resource: &Resource, json: &[u8]) -> Result<Bytes, String> {
+/// The protobuf message of a stored JSON object, with the bytes of its
+/// strings that are not UTF-8.
+pub fn object_to_proto(
+    resource: &Resource,
+    json: &[u8],
+    raw_strings: Option<&protobuf::RawStrings>,
+) -> Result<Bytes, String> {
     let ty = protobuf::message_type(resource.api_version(), resource.kind)
         .ok_or_else(|| format!("no protobuf type for {}", resource.kind))?;
-    protobuf::json_to_proto(ty, json)
-        .map(|mut proto| {
+    let mut proto = Vec::with_capacity(json.len() / 2);
+    protobuf::json_to_proto_with_strings(ty, json, raw_strings, &mut proto)
+        .map(|()| {
             // Kept for the object's life: no spare capacity.
             proto.shrink_to_fit();
             Bytes::from(proto)

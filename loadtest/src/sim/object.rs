@@ -1,12 +1,18 @@
 //! One stored object version: its JSON pre-serialized once at write time, so
 //! that lists and watches only copy bytes.
+//!
+//! A Go string holds any bytes, and the API server stores them: a string
+//! that is not UTF-8 (written over protobuf) is kept as its bytes beside
+//! the JSON ([`RawStrings`], as kubecache keeps them, through the wire
+//! crate), which holds Go's replacement of it: its protobuf is the bytes,
+//! its JSON `\ufffd` for each byte that starts no UTF-8 sequence.
 
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
-use kubecache_wire::protobuf;
+use kubecache_wire::protobuf::{self, RawStrings};
 
 use super::resources::Resource;
 
@@ -37,6 +43,9 @@ pub struct StoredObject {
     /// Values of the resource's extra field-selector labels, in the order of
     /// [`Resource::extra_fields`].
     pub fields: Vec<String>,
+    /// The bytes of its strings that are not UTF-8, which its JSON holds
+    /// Go's replacement of; `None` for almost every object.
+    raw_strings: Option<Arc<RawStrings>>,
     /// The protobuf message, encoded with the JSON (or on first use) and kept.
     proto: OnceLock<Bytes>,
     /// The `PartialObjectMetadata` JSON and protobuf message, likewise.
@@ -47,7 +56,19 @@ pub struct StoredObject {
 impl StoredObject {
     /// Builds the stored form of `object`, whose metadata must already hold
     /// name, namespace and resourceVersion.
-    pub fn new(resource: &Resource, mut object: Value, revision: u64) -> Arc<Self> {
+    pub fn new(resource: &Resource, object: Value, revision: u64) -> Arc<Self> {
+        Self::with_strings(resource, object, revision, None)
+    }
+
+    /// [`StoredObject::new`], with the bytes of the strings of `object`
+    /// that are not UTF-8 (`object` holds a replacement of each: U+FFFD
+    /// for each byte that starts no UTF-8 sequence).
+    pub fn with_strings(
+        resource: &Resource,
+        mut object: Value,
+        revision: u64,
+        raw_strings: Option<Arc<RawStrings>>,
+    ) -> Arc<Self> {
         let map = object.as_object_mut().expect("objects are JSON objects");
         let meta = map
             .get("metadata")
@@ -73,7 +94,7 @@ impl StoredObject {
             .iter()
             .map(|label| field_value(&object, label))
             .collect();
-        let (json, type_meta_len) = serialize(resource, object);
+        let (json, type_meta_len) = serialize(resource, object, raw_strings.as_deref());
         let key = if namespace.is_empty() {
             name.clone()
         } else {
@@ -90,15 +111,23 @@ impl StoredObject {
             type_meta_len,
             labels,
             fields,
+            raw_strings,
             proto: OnceLock::new(),
             metadata_json: OnceLock::new(),
             metadata_proto: OnceLock::new(),
         })
     }
 
-    /// The object as a JSON value (for writes, which are rare).
+    /// The object as a JSON value (for writes, which are rare). A string
+    /// that is not UTF-8 is Go's replacement of it: its bytes are
+    /// [`raw_strings`](Self::raw_strings).
     pub fn to_value(&self) -> Value {
         serde_json::from_slice(&self.json).expect("stored JSON parses")
+    }
+
+    /// The bytes of its strings that are not UTF-8.
+    pub fn raw_strings(&self) -> Option<&Arc<RawStrings>> {
+        self.raw_strings.as_ref()
     }
 
     /// The object as a list item: without `kind`/`apiVersion` for built-in
@@ -117,7 +146,8 @@ impl StoredObject {
         if let Some(bytes) = self.proto.get() {
             return Ok(bytes.clone());
         }
-        let encoded = super::encoding::object_to_proto(resource, &self.json)?;
+        let encoded =
+            super::encoding::object_to_proto(resource, &self.json, self.raw_strings.as_deref())?;
         Ok(self.proto.get_or_init(|| encoded).clone())
     }
 
@@ -134,11 +164,17 @@ impl StoredObject {
         }
         let object: Metadata<'_> =
             serde_json::from_slice(&self.json).expect("stored objects have metadata");
+        // Under `/metadata`, as in the object: its strings' places hold.
         let json = format!(r#"{{"metadata":{}}}"#, object.metadata.get());
-        let encoded =
-            protobuf::json_to_proto(kubecache_wire::partial_object_metadata(), json.as_bytes())
-                .map(Bytes::from)
-                .map_err(|e| format!("{} metadata does not encode as protobuf: {e}", self.key))?;
+        let mut encoded = Vec::new();
+        protobuf::json_to_proto_with_strings(
+            kubecache_wire::partial_object_metadata(),
+            json.as_bytes(),
+            self.raw_strings.as_deref(),
+            &mut encoded,
+        )
+        .map_err(|e| format!("{} metadata does not encode as protobuf: {e}", self.key))?;
+        let encoded = Bytes::from(encoded);
         Ok(self.metadata_proto.get_or_init(|| encoded).clone())
     }
 
@@ -218,7 +254,15 @@ fn field_value(object: &Value, label: &str) -> String {
 /// refuses keeps the plain form, and fails when asked for in protobuf). A
 /// custom resource is an unstructured map in the API server, whose JSON has
 /// its keys sorted at every level.
-fn serialize(resource: &Resource, object: Value) -> (Bytes, usize) {
+///
+/// A built-in kind's `raw_strings` are written as their bytes in the
+/// protobuf, so that its JSON holds Go's replacement of them (`\ufffd`),
+/// where `object`, a serde value, holds U+FFFD, which Go writes as it is.
+fn serialize(
+    resource: &Resource,
+    object: Value,
+    raw_strings: Option<&RawStrings>,
+) -> (Bytes, usize) {
     let Value::Object(mut map) = object else {
         unreachable!("objects are JSON objects")
     };
@@ -241,7 +285,7 @@ fn serialize(resource: &Resource, object: Value) -> (Bytes, usize) {
     // `{"kind":"Pod","apiVersion":"v1",` — the strings need no escaping.
     let type_meta_len =
         r#"{"kind":"","apiVersion":"","#.len() + resource.kind.len() + resource.api_version().len();
-    let Ok(proto) = super::encoding::object_to_proto(resource, &json) else {
+    let Ok(proto) = super::encoding::object_to_proto(resource, &json, raw_strings) else {
         return (Bytes::from(json), type_meta_len);
     };
     let ty = protobuf::message_type(resource.api_version(), resource.kind);
@@ -298,7 +342,7 @@ mod tests {
         for _ in 0..200 {
             let pod = generator.pod();
             let original = serde_json::to_vec(&pod).unwrap();
-            let message = crate::sim::encoding::object_to_proto(resource, &original).unwrap();
+            let message = crate::sim::encoding::object_to_proto(resource, &original, None).unwrap();
             let stored = StoredObject::new(resource, pod, 7);
             assert_eq!(stored.proto(resource).unwrap(), message, "{}", stored.key);
         }

@@ -30,6 +30,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kubecache_wire::protobuf::RawStrings;
 use kubecache_wire::{ChangeType, Status};
 use parking_lot::RwLock;
 use serde_json::{Value, json};
@@ -57,6 +58,25 @@ impl Event {
     pub fn revision(&self) -> u64 {
         self.object.revision
     }
+}
+
+/// What a [`Store::modify`] keeps of the current object's strings that are
+/// not UTF-8 ([`StoredObject::raw_strings`]): what Go keeps of a string's
+/// bytes, by how the written object reaches its Go struct.
+#[derive(Debug, Clone)]
+pub enum Strings {
+    /// None: the object passed through JSON, which Go decodes again (a
+    /// JSON or merge patch: `runtime.Encode`, patch, `runtime.Decode`),
+    /// so a replaced string is now U+FFFD itself.
+    Dropped,
+    /// The current object's (a strategic merge patch or an apply, which Go
+    /// makes on the object's strings as they are,
+    /// `DefaultUnstructuredConverter`), where the result still holds their
+    /// replacement.
+    Current,
+    /// These, then the current object's at other places (a status written
+    /// over the object, which keeps the rest of it).
+    Over(Arc<RawStrings>),
 }
 
 /// How much history is kept before it is compacted.
@@ -374,7 +394,18 @@ impl Store {
     /// Creates an object. Sets uid, creationTimestamp, resourceVersion and
     /// (for resources that keep one) generation 1.
     pub fn create(&self, resource: ResourceId, object: Value) -> Result<Arc<StoredObject>, Status> {
-        self.insert(resource, object, None)
+        self.insert(resource, object, None, None)
+    }
+
+    /// [`Store::create`], with the bytes of the object's strings that are
+    /// not UTF-8 (a protobuf body's).
+    pub fn create_with_strings(
+        &self,
+        resource: ResourceId,
+        object: Value,
+        strings: Option<Arc<RawStrings>>,
+    ) -> Result<Arc<StoredObject>, Status> {
+        self.insert(resource, object, None, strings)
     }
 
     /// Creates an object with this uid, as [`Store::create`] otherwise:
@@ -386,7 +417,7 @@ impl Store {
         object: Value,
         uid: &str,
     ) -> Result<Arc<StoredObject>, Status> {
-        self.insert(resource, object, Some(uid))
+        self.insert(resource, object, Some(uid), None)
     }
 
     fn insert(
@@ -394,6 +425,7 @@ impl Store {
         resource: ResourceId,
         mut object: Value,
         uid: Option<&str>,
+        strings: Option<Arc<RawStrings>>,
     ) -> Result<Arc<StoredObject>, Status> {
         let res = &RESOURCES[resource];
         let (namespace, name) = identity(res, &object)?;
@@ -432,7 +464,7 @@ impl Store {
             meta.shift_remove("generation");
         }
         meta.insert("creationTimestamp".into(), now_rfc3339().into());
-        let stored = StoredObject::new(res, object, revision);
+        let stored = StoredObject::with_strings(res, object, revision, strings);
         self.commit_added(&mut inner, resource, key, stored.clone());
         Ok(stored)
     }
@@ -474,10 +506,18 @@ impl Store {
     /// current one (409 otherwise). uid and creationTimestamp are kept;
     /// generation is bumped when `spec` changed. A write that changes
     /// nothing takes no revision, as in Kubernetes.
-    pub fn update(
+    pub fn update(&self, resource: ResourceId, object: Value) -> Result<Arc<StoredObject>, Status> {
+        self.update_with_strings(resource, object, None)
+    }
+
+    /// [`Store::update`], with the bytes of the object's strings that are
+    /// not UTF-8 (a protobuf body's): a write that changes only those
+    /// bytes changes the object.
+    pub fn update_with_strings(
         &self,
         resource: ResourceId,
         mut object: Value,
+        strings: Option<Arc<RawStrings>>,
     ) -> Result<Arc<StoredObject>, Status> {
         let res = &RESOURCES[resource];
         let (namespace, name) = identity(res, &object)?;
@@ -520,11 +560,13 @@ impl Store {
             "resourceVersion".into(),
             current.revision.to_string().into(),
         );
-        if object_eq_ignoring_type_meta(&object, &current_value) {
+        if object_eq_ignoring_type_meta(&object, &current_value)
+            && strings.as_deref() == current.raw_strings().map(|s| &**s)
+        {
             return Ok(current);
         }
         metadata_mut(&mut object).insert("resourceVersion".into(), revision.to_string().into());
-        let stored = StoredObject::new(res, object, revision);
+        let stored = StoredObject::with_strings(res, object, revision, strings);
         let event = Event {
             kind: ChangeType::Modified,
             object: stored.clone(),
@@ -543,7 +585,7 @@ impl Store {
         name: &str,
         patch: &Value,
     ) -> Result<Arc<StoredObject>, Status> {
-        self.modify(resource, namespace, name, |mut object| {
+        self.modify(resource, namespace, name, Strings::Dropped, |mut object| {
             super::patch::merge(&mut object, patch);
             Ok(object)
         })
@@ -554,12 +596,15 @@ impl Store {
     /// in between, `change` runs again on the newer state. A
     /// `metadata.resourceVersion` that `change` sets to another revision
     /// is the client's precondition (409 when stale); one it removes
-    /// means none. The result must keep the object's name and namespace.
+    /// means none. The result must keep the object's name and namespace;
+    /// it keeps the current object's strings that are not UTF-8 as
+    /// `strings` says.
     pub fn modify(
         &self,
         resource: ResourceId,
         namespace: &str,
         name: &str,
+        strings: Strings,
         mut change: impl FnMut(Value) -> Result<Value, Status>,
     ) -> Result<Arc<StoredObject>, Status> {
         let res = &RESOURCES[resource];
@@ -597,7 +642,16 @@ impl Store {
             if ours {
                 meta.insert("resourceVersion".into(), current_rv.into());
             }
-            match self.update(resource, object) {
+            let current_strings = current.raw_strings();
+            let kept = match &strings {
+                Strings::Dropped => None,
+                Strings::Current => current_strings.cloned(),
+                Strings::Over(written) => Some(match current_strings {
+                    Some(current) => Arc::new(written.or(current)),
+                    None => written.clone(),
+                }),
+            };
+            match self.update_with_strings(resource, object, kept) {
                 Err(status) if ours && status.reason == "Conflict" => continue,
                 result => return result,
             }
@@ -620,7 +674,8 @@ impl Store {
         let revision = inner.revision + 1;
         let mut last = current.to_value();
         metadata_mut(&mut last).insert("resourceVersion".into(), revision.to_string().into());
-        let tombstone = StoredObject::new(res, last, revision);
+        let strings = current.raw_strings().cloned();
+        let tombstone = StoredObject::with_strings(res, last, revision, strings);
         let event = Event {
             kind: ChangeType::Deleted,
             object: tombstone.clone(),

@@ -4,7 +4,8 @@
 //! server's version (1.28), with the corpus's identities and RBAC
 //! ([`Policy::edges`]) and holding namespace `golden-v` as recorded after
 //! set-up, and compared as `kubecache_testkit::versions` compares (values a
-//! sim cannot reproduce read loosely). kubecache is held to the same cases
+//! sim cannot reproduce read loosely; protobuf bodies read as JSON and the
+//! bytes of strings that are not UTF-8). kubecache is held to the same cases
 //! in front of it (`server/tests/it/versions.rs`).
 //!
 //! One test a group the sim answers itself; the cases answered otherwise
@@ -15,7 +16,7 @@ use std::net::SocketAddr;
 
 use kubecache_loadtest::sim::{Policy, Sim, SimConfig, ids};
 use kubecache_testkit::{replay, versions};
-use kubecache_wire::protobuf::KubeVersion;
+use kubecache_wire::protobuf::{self, KubeVersion};
 
 /// Why the sim's `/version` differs.
 const OWN_VERSION: &str =
@@ -25,7 +26,9 @@ const OWN_VERSION: &str =
 const NO_TABLE: &str = "the sim serves no Table";
 
 /// Replays the `count` cases of `group` against the sim: those answered
-/// otherwise must be exactly `different`.
+/// otherwise must be exactly `different`. Protobuf bodies of successes are
+/// compared too, read as JSON and the bytes of the strings that are not
+/// UTF-8 ([`read_protobuf`]).
 async fn replay(group: &str, count: usize, different: &[(&str, &str)]) {
     let (url, sim) = Sim::start(SimConfig {
         pods: 0,
@@ -46,8 +49,30 @@ async fn replay(group: &str, count: usize, different: &[(&str, &str)]) {
         .expect("an address");
     let cases = versions::cases(group);
     assert_eq!(cases.len(), count, "every case of {group}");
-    let differing = versions::replay(addr, &cases, &[]).await;
+    let differing = versions::replay_reading_protobuf(addr, &cases, &[], read_protobuf).await;
     replay::assert_differ_exactly(&differing, different);
+}
+
+/// A protobuf body as JSON and the bytes of its strings that are not UTF-8.
+fn read_protobuf(body: &[u8]) -> Option<versions::ReadProtobuf> {
+    let unknown = protobuf::decode_unknown(body).ok()?;
+    let (json, strings) = unknown.to_json_with_strings()?.ok()?;
+    let strings = strings.iter().flat_map(|s| s.iter()).map(|s| {
+        let what = if s.is_key() { "key" } else { "value" };
+        (format!("{what} {}", s.pointer()), s.bytes().to_vec())
+    });
+    Some(versions::ReadProtobuf {
+        json,
+        strings: strings.collect(),
+    })
+}
+
+/// Strings that are not UTF-8, in ConfigMaps created over protobuf (issue
+/// 41, section 3): their bytes in protobuf, Go's `\ufffd` in JSON, U+FFFD
+/// in YAML.
+#[tokio::test]
+async fn the_sim_keeps_strings_that_are_not_utf8_as_go_keeps_them() {
+    replay("invalid-utf8", 13, &[]).await;
 }
 
 /// `?pretty` and curl-like User-Agents (issue 41, section 4).

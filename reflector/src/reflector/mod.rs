@@ -79,6 +79,7 @@ use crate::upstream::{
     WatchEvent, WatchEvents, error_event, undecodable_event,
 };
 use kubecache_wire::CachedObject;
+use kubecache_wire::protobuf::RawStrings;
 
 /// What the reflector reports about itself (for status documents and logs).
 #[derive(Debug, Clone, Default)]
@@ -254,8 +255,14 @@ impl Reflector {
             .is_none_or(|filter| filter(object))
     }
 
-    fn decode(&self, raw: &[u8]) -> Result<Arc<CachedObject>, UpstreamError> {
+    /// `raw` as the store keeps it, with the bytes of its strings that are
+    /// not UTF-8 (a protobuf object's).
+    fn decode(
+        &self,
+        raw: &[u8],
+        strings: Option<RawStrings>,
+    ) -> Result<Arc<CachedObject>, UpstreamError> {
         let resource = &self.upstream.spec().resource;
-        resource.decode(raw, &self.config.transform)
+        resource.decode(raw, strings, &self.config.transform)
     }
 }

@@ -137,7 +137,7 @@ impl Reflector {
         // The rest of page 1's namespace goes on while its pages do.
         let goes_on = match pages {
             Pages::RestOf(namespace) => page
-                .last_json(|item| Ok(self.decode(item)?.key.namespace() == namespace))?
+                .last_json(|item| Ok(self.decode(item, None)?.key.namespace() == namespace))?
                 .unwrap_or(false),
             Pages::All | Pages::Namespace(_) => true,
         };
@@ -151,8 +151,8 @@ impl Reflector {
             tokio::task::yield_now().await;
         }
         let mut last = None;
-        page.for_each_json(|item| {
-            let object = self.decode(item)?;
+        page.for_each_object(|item, strings| {
+            let object = self.decode(item, strings)?;
             if let Pages::RestOf(namespace) = pages
                 && object.key.namespace() != namespace
             {
@@ -398,7 +398,7 @@ impl Reflector {
             let event = raw.line()?;
             match event.event_type {
                 WatchEventType::Added => {
-                    let object = self.decode(event.object)?;
+                    let object = self.decode(event.object, raw.raw_strings().cloned())?;
                     if self.accepts(&object) {
                         listing.add(&self.writer, object);
                     }

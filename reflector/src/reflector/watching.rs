@@ -168,7 +168,7 @@ impl Reflector {
                 return Ok(None);
             }
             WatchEventType::Added | WatchEventType::Modified => {
-                let object = self.decode(event.object)?;
+                let object = self.decode(event.object, raw.raw_strings().cloned())?;
                 if self.accepts(&object) {
                     Pending::Upsert(object)
                 } else {
@@ -176,7 +176,9 @@ impl Reflector {
                     Pending::Delete(object)
                 }
             }
-            WatchEventType::Deleted => Pending::Delete(self.decode(event.object)?),
+            WatchEventType::Deleted => {
+                Pending::Delete(self.decode(event.object, raw.raw_strings().cloned())?)
+            }
         };
         *rv = pending.object().resource_version;
         Ok(Some(pending))

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use kube::discovery::{Discovery, Scope};
+use kubecache_wire::protobuf::RawStrings;
 use kubecache_wire::{CachedObject, Transform};
 
 use super::error::UpstreamError;
@@ -34,7 +35,8 @@ impl ApiResource {
     }
 
     /// `raw`, one object of this resource, in the form the store keeps
-    /// (see [`kubecache_wire::decode_object`]).
+    /// (see [`kubecache_wire::decode_object`]), with `strings`, the bytes
+    /// of its strings that are not UTF-8 (from protobuf).
     ///
     /// # Errors
     ///
@@ -42,10 +44,11 @@ impl ApiResource {
     pub fn decode(
         &self,
         raw: &[u8],
+        strings: Option<RawStrings>,
         transform: &Transform,
     ) -> Result<Arc<CachedObject>, UpstreamError> {
         kubecache_wire::decode_object(raw, &self.kind, &self.api_version(), transform)
-            .map(Arc::new)
+            .map(|object| Arc::new(object.with_raw_strings(strings)))
             .map_err(|e| UpstreamError::Decode {
                 what: format!("{} object", self.kind),
                 error: e.to_string(),

@@ -10,7 +10,10 @@
 //!
 //! The store keeps JSON whatever the wire (it is what kubecache serves), so
 //! protobuf objects are transcoded to JSON once, here, and then take the same
-//! path as JSON objects.
+//! path as JSON objects, but for the bytes of their strings that are not
+//! UTF-8, which JSON cannot carry: the transcoder reports them
+//! ([`RawStrings`]) and they are handed on with the JSON, to be kept beside
+//! it (see [`kubecache_wire::Encodings`]).
 //!
 //! # Failures
 //! Classified as for JSON (see [`UpstreamError::recovery`]):
@@ -30,7 +33,7 @@ use super::error::UpstreamError;
 use super::resource::ApiResource;
 use kubecache_wire::media::JSON;
 use kubecache_wire::protobuf::{
-    self, KubeVersion, MessageType, ProtoError, TypeMeta, WatchFrameDecoder,
+    self, KubeVersion, MessageType, ProtoError, RawStrings, TypeMeta, WatchFrameDecoder,
 };
 use kubecache_wire::{Encoding, WatchEventType, WatchLine};
 
@@ -284,20 +287,31 @@ impl Page<'_> {
     /// Hands each item's JSON to `each`, in list order (protobuf items are
     /// transcoded one at a time into a reused buffer, without `kind` and
     /// `apiVersion`: list items of built-in kinds have none in JSON either).
-    /// Stops at the first error.
+    /// Stops at the first error. What is kept of an item is
+    /// [`for_each_object`](Self::for_each_object)'s.
     pub fn for_each_json(
         &self,
         mut each: impl FnMut(&[u8]) -> Result<(), UpstreamError>,
     ) -> Result<(), UpstreamError> {
+        self.for_each_object(|json, _| each(json))
+    }
+
+    /// [`for_each_json`](Self::for_each_json), with the bytes of the item's
+    /// strings that are not UTF-8 (a protobuf item's; `None` for almost
+    /// every item, and for JSON, which cannot carry them).
+    pub fn for_each_object(
+        &self,
+        mut each: impl FnMut(&[u8], Option<RawStrings>) -> Result<(), UpstreamError>,
+    ) -> Result<(), UpstreamError> {
         match &self.items {
-            Items::Json(items) => items.iter().try_for_each(|item| each(item)),
+            Items::Json(items) => items.iter().try_for_each(|item| each(item, None)),
             Items::Protobuf { ty, items } => {
                 let mut json = Vec::new();
                 for item in items {
                     json.clear();
-                    protobuf::proto_to_json_into(*ty, item, None, &mut json)
+                    let strings = protobuf::proto_to_json_with_strings(*ty, item, None, &mut json)
                         .map_err(|e| decode_error(format!("{ty:?} list item"), e))?;
-                    each(&json)?;
+                    each(&json, strings)?;
                 }
                 Ok(())
             }
@@ -333,10 +347,12 @@ enum Event {
     /// One JSON line, decoded on demand.
     Line(Bytes),
     /// A protobuf event, its object transcoded to JSON (with `kind` and
-    /// `apiVersion` first, as in JSON events).
+    /// `apiVersion` first, as in JSON events), and the bytes of the
+    /// object's strings that are not UTF-8.
     Transcoded {
         event_type: WatchEventType,
         object: Vec<u8>,
+        strings: Option<Box<RawStrings>>,
     },
 }
 
@@ -347,10 +363,21 @@ impl WatchEvent {
             Event::Line(line) => {
                 kubecache_wire::parse_watch_line(line).map_err(|e| decode_error("watch event", e))
             }
-            Event::Transcoded { event_type, object } => Ok(WatchLine {
+            Event::Transcoded {
+                event_type, object, ..
+            } => Ok(WatchLine {
                 event_type: *event_type,
                 object,
             }),
+        }
+    }
+
+    /// The bytes of the object's strings that are not UTF-8 (a protobuf
+    /// event's; `None` for almost every event, and for JSON).
+    pub fn raw_strings(&self) -> Option<&RawStrings> {
+        match &self.0 {
+            Event::Line(_) => None,
+            Event::Transcoded { strings, .. } => strings.as_deref(),
         }
     }
 
@@ -381,9 +408,18 @@ impl WatchEvent {
             kind: unknown.kind,
         };
         let mut object = Vec::with_capacity(unknown.raw.len() * 2);
-        protobuf::proto_to_json_into(ty.as_of(version), unknown.raw, Some(type_meta), &mut object)
-            .map_err(|e| decode_error(what(), e))?;
-        Ok(WatchEvent(Event::Transcoded { event_type, object }))
+        let strings = protobuf::proto_to_json_with_strings(
+            ty.as_of(version),
+            unknown.raw,
+            Some(type_meta),
+            &mut object,
+        )
+        .map_err(|e| decode_error(what(), e))?;
+        Ok(WatchEvent(Event::Transcoded {
+            event_type,
+            object,
+            strings: strings.map(Box::new),
+        }))
     }
 }
 
@@ -601,6 +637,45 @@ mod tests {
         })
         .unwrap();
         assert_eq!(seen, 3);
+    }
+
+    #[test]
+    fn strings_that_are_not_utf8_come_with_list_items_and_watch_events_of_protobuf() {
+        let cm = protobuf::message_type("v1", "ConfigMap").unwrap();
+        let json = br#"{"metadata":{"name":"bad","namespace":"n","resourceVersion":"5"},"data":{"fffe":"AXXB"}}"#;
+        let mut raw = protobuf::json_to_proto(cm, json).unwrap();
+        let at = raw.windows(4).position(|w| w == b"AXXB").unwrap();
+        raw[at..at + 4].copy_from_slice(b"A\xff\xfeB");
+        let expected = r#"Some([value "/data/fffe" = [41, ff, fe, 42]])"#;
+        let meta = protobuf::ListMeta {
+            resource_version: "5",
+            continue_token: None,
+            remaining_item_count: None,
+            shard_selector: None,
+        };
+        let mut body = Vec::new();
+        protobuf::encode_list_unknown("v1", "ConfigMapList", &meta, &[&raw], &mut body);
+        let response = ListResponse::new(body.into(), Encoding::Protobuf, KubeVersion::NEWEST);
+        let page = response.page().unwrap();
+        let mut seen = Vec::new();
+        page.for_each_object(|item, strings| {
+            assert!(item.windows(14).any(|w| w == br"A\ufffd\ufffdB"));
+            seen.push(format!("{strings:?}"));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, [expected]);
+        let mut stream = Vec::new();
+        let envelope = protobuf::encode_unknown("v1", "ConfigMap", &raw);
+        protobuf::encode_watch_event_into("MODIFIED", &envelope, &mut stream);
+        let mut splitter = WatchSplitter::new(Encoding::Protobuf, KubeVersion::NEWEST);
+        splitter.push(&stream);
+        let event = splitter.next_event().unwrap().expect("an event");
+        assert_eq!(format!("{:?}", event.raw_strings()), expected);
+        // A JSON line has none: JSON cannot carry them.
+        let mut lines = WatchSplitter::new(Encoding::Json, KubeVersion::NEWEST);
+        lines.push(b"{\"type\":\"ADDED\",\"object\":{}}\n");
+        assert!(lines.next_event().unwrap().unwrap().raw_strings().is_none());
     }
 
     #[test]

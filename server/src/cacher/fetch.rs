@@ -63,8 +63,8 @@ impl Cache {
                 let list = upstream.list(&query).await.map_err(failure)?;
                 let page = list.page().map_err(failure)?;
                 let mut object = None;
-                page.for_each_json(|item| {
-                    object = Some(cache.resource.decode(item, &cache.transform)?);
+                page.for_each_object(|item, strings| {
+                    object = Some(cache.resource.decode(item, strings, &cache.transform)?);
                     Ok(())
                 })
                 .map_err(failure)?;

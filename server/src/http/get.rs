@@ -22,7 +22,7 @@ use axum::body::Body;
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
-use kubecache_wire::{CachedObject, Encoding, ObjectKey, Status, decode_object, media};
+use kubecache_wire::{CachedObject, Encoding, ObjectKey, Status, decode_object, media, protobuf};
 
 use super::bodies::{self, RESOURCE_VERSION_HEADER, response};
 use super::negotiate::Rendering;
@@ -106,9 +106,11 @@ fn missing(cache: &Cache, name: &str, rendering: Rendering) -> Result<Answer, Ap
 }
 
 /// The GET of `path` by `credential` that the API server answers for
-/// `cache`'s client ([`Answer::Upstream`]): asked for in JSON, shaped by
-/// the cache's transform and rendered as negotiated, so that a client sees
-/// one shape of an object whether the cache or the API server answered
+/// `cache`'s client ([`Answer::Upstream`]): asked for in JSON (in protobuf
+/// when it is answered in protobuf and the kind has it, so that the bytes
+/// of strings that are not UTF-8 are kept), shaped by the cache's
+/// transform and rendered as negotiated, so that a client sees one shape
+/// of an object whether the cache or the API server answered
 /// (`managedFields` are not there, then there). Its errors are the API
 /// server's; an object that does not decode is a 502.
 pub async fn from_upstream(
@@ -119,9 +121,13 @@ pub async fn from_upstream(
     path: &str,
     rendering: Rendering,
 ) -> Result<Response, ApiError> {
-    parts
-        .headers
-        .insert(header::ACCEPT, HeaderValue::from_static(media::JSON));
+    let protobuf = rendering.encoding() == Encoding::Protobuf && cache.protobuf.is_some();
+    let accept = if protobuf {
+        HeaderValue::from_static("application/vnd.kubernetes.protobuf, application/json")
+    } else {
+        HeaderValue::from_static(media::JSON)
+    };
+    parts.headers.insert(header::ACCEPT, accept);
     parts.headers.remove(header::ACCEPT_ENCODING);
     let response = upstream
         .forward(parts, Body::empty(), credential, path)
@@ -130,20 +136,40 @@ pub async fn from_upstream(
     let body = axum::body::to_bytes(body, MAX_OBJECT)
         .await
         .map_err(|error| unreadable(cache, error))?;
+    let encoding = Encoding::of_content_type(
+        head.headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok()),
+    );
+    // The object (or Status) as JSON, and its strings' bytes.
+    let (json, strings) = match encoding {
+        Encoding::Json => (body.to_vec(), None),
+        Encoding::Protobuf => match protobuf::decode_unknown(&body)
+            .ok()
+            .and_then(|unknown| unknown.to_json_with_strings())
+        {
+            Some(Ok(read)) => read,
+            Some(Err(error)) if head.status.is_success() => {
+                return Err(unreadable(cache, error).into());
+            }
+            _ => (body.to_vec(), None),
+        },
+    };
     if !head.status.is_success() {
-        return match serde_json::from_slice::<Status>(&body) {
+        return match serde_json::from_slice::<Status>(&json) {
             Ok(status) => Err(ApiError::Status(status)),
             Err(_) => Ok(Response::from_parts(head, Body::from(body))),
         };
     }
     let resource = &cache.resource;
     let object = decode_object(
-        &body,
+        &json,
         &resource.kind,
         &resource.api_version(),
         &cache.transform,
     )
-    .map_err(|error| unreadable(cache, error))?;
+    .map_err(|error| unreadable(cache, error))?
+    .with_raw_strings(strings);
     let resource_version = object.resource_version;
     let mut response = render(cache, &Arc::new(object), rendering, resource_version)?;
     // Not served at a state of the cache.

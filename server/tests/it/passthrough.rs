@@ -434,6 +434,57 @@ async fn a_restricted_cache_answers_only_what_it_holds() {
     }
 }
 
+/// A protobuf GET of an object outside a restricted cache's selectors is
+/// asked of the API server in protobuf: the bytes of its strings that are
+/// not UTF-8 reach the client (JSON would have lost them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protobuf_get_outside_a_restricted_cache_keeps_strings_that_are_not_utf8() {
+    use kubecache_wire::protobuf;
+    let served = serve(Setup {
+        sim: SimConfig {
+            pods: 0,
+            configmaps: 0,
+            ..SimConfig::default()
+        },
+        resources: vec![common::resource("", "configmaps", "ConfigMap", true)],
+        spec: held,
+        ..Setup::default()
+    })
+    .await;
+    let sim = served.sim.url().to_string();
+    let ty = protobuf::message_type("v1", "ConfigMap").unwrap();
+    let json = format!(
+        r#"{{"metadata":{{"name":"raw","namespace":"{HELD_NAMESPACE}"}},"data":{{"fffe":"AXXB"}}}}"#
+    );
+    let mut raw = protobuf::json_to_proto(ty, json.as_bytes()).unwrap();
+    let at = raw.windows(4).position(|w| w == b"AXXB").unwrap();
+    raw[at..at + 4].copy_from_slice(b"A\xff\xfeB");
+    let request = http::Request::post(format!("/api/v1/namespaces/{HELD_NAMESPACE}/configmaps"))
+        .header("content-type", "application/vnd.kubernetes.protobuf")
+        .body(Full::new(bytes::Bytes::from(protobuf::encode_unknown(
+            "v1",
+            "ConfigMap",
+            &raw,
+        ))))
+        .unwrap();
+    assert_eq!(common::send(&sim, request).await.0, 201);
+    let request = http::Request::get(format!(
+        "/api/v1/namespaces/{HELD_NAMESPACE}/configmaps/raw"
+    ))
+    .header("accept", "application/vnd.kubernetes.protobuf")
+    .body(http_body_util::Empty::<bytes::Bytes>::new())
+    .unwrap();
+    let response = exchange(&served.url, request).await;
+    assert_eq!(response.status(), 200);
+    assert!(!response.headers().contains_key(FROM_CACHE), "not held");
+    let unknown = protobuf::decode_unknown(response.body()).unwrap();
+    let (_, strings) = unknown.to_json_with_strings().unwrap().unwrap();
+    assert_eq!(
+        format!("{strings:?}"),
+        r#"Some([value "/data/fffe" = [41, ff, fe, 42]])"#
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn big_bodies_upgrades_and_an_unreachable_api_server_get_a_status() {
     let served = serve(Setup {

@@ -16,15 +16,26 @@
 //! the object's JSON between a fixed prefix and a `}`, and only the position
 //! of that slice is cached. A custom resource's is kept (see
 //! [`CachedObject::metadata_json`]).
+//!
+//! Beside them, the one thing of the object its JSON cannot hold: the
+//! bytes of its strings that are not UTF-8 ([`RawStrings`], from a
+//! protobuf upstream; see the module doc of [`protobuf`], "Strings that
+//! are not UTF-8"), which the protobuf encodings write back. An
+//! `Option<Arc<RawStrings>>`: 8 bytes in every object (a
+//! [`CachedObject`] is 296 bytes, 288 without it), `None` in every object
+//! whose strings are all UTF-8, which then costs nothing more; kept by a
+//! clone (a restamp is one), as they are the object's, not a cache.
 
 use std::ops::Range;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use crate::CachedObject;
-use crate::protobuf::{self, MessageType, ProtoError};
+use crate::protobuf::{self, MessageType, ProtoError, RawStrings};
 
 /// `apiVersion` of `PartialObjectMetadata` and its list.
 pub const METADATA_API_VERSION: &str = "meta.k8s.io/v1";
@@ -57,9 +68,11 @@ pub fn encoded_bytes() -> EncodedBytes {
     }
 }
 
-/// The encodings of one object version made so far. A clone starts empty
-/// (a clone is a new version, or a copy that makes its own), and two are
-/// always equal (they are a cache of the rest of the object).
+/// The encodings of one object version made so far, and the bytes of its
+/// strings that are not UTF-8. A clone starts without encodings (a clone
+/// is a new version, or a copy that makes its own) and keeps the strings;
+/// two are equal when their strings are (the encodings are a cache of the
+/// rest of the object).
 #[derive(Default)]
 pub struct Encodings {
     protobuf: OnceLock<Bytes>,
@@ -68,17 +81,21 @@ pub struct Encodings {
     metadata: OnceLock<Range<u32>>,
     /// A custom resource's metadata in `ObjectMeta`'s field order.
     ordered_metadata: OnceLock<Bytes>,
+    /// The strings that are not UTF-8, shared by the object's clones.
+    raw_strings: Option<Arc<RawStrings>>,
 }
 
 impl Clone for Encodings {
     fn clone(&self) -> Self {
-        Encodings::default()
+        let mut clone = Encodings::default();
+        clone.raw_strings.clone_from(&self.raw_strings);
+        clone
     }
 }
 
 impl PartialEq for Encodings {
-    fn eq(&self, _: &Self) -> bool {
-        true
+    fn eq(&self, other: &Self) -> bool {
+        self.raw_strings == other.raw_strings
     }
 }
 
@@ -121,15 +138,32 @@ fn get_or_make(
 }
 
 impl CachedObject {
+    /// This object with `strings`, the bytes of its strings that are not
+    /// UTF-8 (as [`protobuf::proto_to_json_with_strings`] reported them for
+    /// its JSON), which its protobuf encodings write.
+    pub fn with_raw_strings(mut self, strings: Option<RawStrings>) -> CachedObject {
+        self.encodings.raw_strings = strings.map(Arc::new);
+        self
+    }
+
+    /// The bytes of its strings that are not UTF-8; `None` for almost
+    /// every object.
+    pub fn raw_strings(&self) -> Option<&RawStrings> {
+        self.encodings.raw_strings.as_deref()
+    }
+
     /// The object's protobuf message of type `ty` (no envelope), encoded
-    /// from its JSON on first use.
+    /// from its JSON (and its [raw strings](Self::raw_strings)) on first
+    /// use.
     ///
     /// # Errors
     ///
     /// What does not encode as `ty` (a field the schema does not know).
     pub fn protobuf(&self, ty: MessageType) -> Result<Bytes, ProtoError> {
         get_or_make(&self.encodings.protobuf, &PROTOBUF_BYTES, || {
-            protobuf::json_to_proto(ty, &self.json)
+            let mut out = Vec::with_capacity(self.json.len() / 2);
+            protobuf::json_to_proto_with_strings(ty, &self.json, self.raw_strings(), &mut out)?;
+            Ok(out)
         })
     }
 
@@ -183,7 +217,14 @@ impl CachedObject {
     /// Metadata the `ObjectMeta` schema does not know.
     pub fn metadata_protobuf(&self) -> Result<Bytes, ProtoError> {
         get_or_make(&self.encodings.metadata_protobuf, &METADATA_BYTES, || {
-            let meta = protobuf::json_to_proto(object_meta(), &self.metadata())?;
+            let strings = self.raw_strings().and_then(|s| s.within("/metadata"));
+            let mut meta = Vec::new();
+            protobuf::json_to_proto_with_strings(
+                object_meta(),
+                &self.metadata(),
+                strings.as_ref(),
+                &mut meta,
+            )?;
             Ok(protobuf::wrap_message(1, &meta))
         })
     }
@@ -240,6 +281,39 @@ mod tests {
             widget.metadata_json(false).concat(),
             br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","namespace":"n","resourceVersion":"7","creationTimestamp":null,"labels":{"x":"y"}}}"#
         );
+    }
+
+    #[test]
+    fn strings_that_are_not_utf8_are_written_back_by_every_protobuf_encoding_and_kept_by_a_restamp()
+    {
+        let ty = protobuf::message_type("v1", "ConfigMap").unwrap();
+        let json = br#"{"metadata":{"name":"a","namespace":"n","resourceVersion":"7","annotations":{"r":"annXval"}},"data":{"fffe":"AXXB"}}"#;
+        let mut proto = protobuf::json_to_proto(ty, json).unwrap();
+        for (from, to) in [
+            (&b"AXXB"[..], &b"A\xff\xfeB"[..]),
+            (b"annXval", b"ann\xffval"),
+        ] {
+            let at = proto.windows(from.len()).position(|w| w == from).unwrap();
+            proto[at..at + from.len()].copy_from_slice(to);
+        }
+        let mut decoded = Vec::new();
+        let strings = protobuf::proto_to_json_with_strings(ty, &proto, None, &mut decoded).unwrap();
+        let plain = decode_object(&decoded, "ConfigMap", "v1", &Transform::default()).unwrap();
+        let object = plain.clone().with_raw_strings(strings);
+        assert!(plain.raw_strings().is_none() && object.raw_strings().is_some());
+        assert!(object != plain, "objects with other strings differ");
+        assert!(object.size() > plain.size());
+        assert_eq!(object.protobuf(ty).unwrap(), proto);
+        assert_ne!(plain.protobuf(ty).unwrap(), proto, "U+FFFD without them");
+        let meta = object.metadata_protobuf().unwrap();
+        assert!(meta.windows(7).any(|w| w == b"ann\xffval"));
+        // A restamp (a DELETED event's last state) keeps them.
+        let restamped = object.at_resource_version(9);
+        assert_eq!(restamped.raw_strings(), object.raw_strings());
+        let again = restamped.protobuf(ty).unwrap();
+        assert!(again.windows(4).any(|w| w == b"A\xff\xfeB"));
+        // Nothing more than the `Option` in an object without them.
+        assert_eq!(std::mem::size_of::<Option<Arc<RawStrings>>>(), 8);
     }
 
     #[test]

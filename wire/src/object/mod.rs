@@ -83,8 +83,10 @@ pub struct CachedObject {
     /// list items can leave it out as the API server does for built-in
     /// kinds (`{` + `json[type_meta_len..]`).
     pub type_meta_len: usize,
-    /// Its other encodings, made on first use (see [`Encodings`]); not in
-    /// [`size`](Self::size): [`encoded_bytes`](crate::encoded_bytes) counts them.
+    /// Its other encodings, made on first use, and the bytes of its strings
+    /// that are not UTF-8 (see [`Encodings`]); the encodings are not in
+    /// [`size`](Self::size) ([`encoded_bytes`](crate::encoded_bytes) counts
+    /// them), the strings are.
     pub encodings: Encodings,
 }
 
@@ -112,6 +114,7 @@ impl CachedObject {
                 .iter()
                 .map(|f| std::mem::size_of::<Option<Box<str>>>() + f.as_deref().map_or(0, boxed))
                 .sum::<usize>()
+            + self.raw_strings().map_or(0, |s| s.size())
     }
 
     /// This object stamped with a later revision `rv`, as a DELETED event

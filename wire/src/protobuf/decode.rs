@@ -21,17 +21,26 @@
 //! repeated occurrences of a singular message merge, repeated fields may be
 //! packed or not, map keys are sorted (as Go's JSON encoder does) and a
 //! duplicate map key keeps its last value.
+//!
+//! A string (a value or a map key) that is not UTF-8 is written as Go
+//! writes it (`\ufffd` for each byte that starts no UTF-8 sequence) and
+//! reported with its bytes ([`RawStrings`]). Its place is not tracked on
+//! the way down: the escaper finds the replacement anyway, the string is
+//! noted without a path, and each level it returns through adds its step
+//! (a field's JSON name, an index, a map key) to what was noted below it.
+//! An object whose strings are UTF-8 costs a length comparison per field.
 
 use base64::Engine as _;
 use serde_json::value::RawValue;
 
 use super::desc::{Field, Go, Kind, Label, Message, Special};
 use super::error::{ProtoError, Seg};
+use super::raw_strings::{RawString, RawStrings, push_token};
 use super::schema::MESSAGES;
 use super::text;
 use super::version::KubeVersion;
 use super::wire::{Fields, WireValue, read_varint};
-use crate::go_json::{write_compact, write_string};
+use crate::go_json::{self, write_compact, write_string, write_string_replacing};
 
 /// Nesting deeper than this is refused (Kubernetes objects nest about 10 deep).
 const MAX_DEPTH: usize = 100;
@@ -43,27 +52,33 @@ pub(crate) struct TypeMetaPrefix<'a> {
     pub kind: &'a str,
 }
 
-/// Appends the JSON form of the protobuf message `data` of type `msg`.
-/// On error, `out` is left as it was.
+/// Appends the JSON form of the protobuf message `data` of type `msg`, and
+/// returns the strings whose bytes it replaced (`None` when all were
+/// UTF-8). On error, `out` is left as it was.
 pub(crate) fn decode(
     msg: &'static Message,
     version: KubeVersion,
     data: &[u8],
     type_meta: Option<TypeMetaPrefix<'_>>,
     out: &mut Vec<u8>,
-) -> Result<(), ProtoError> {
+) -> Result<Option<RawStrings>, ProtoError> {
     let mark = out.len();
     let mut d = Decoder {
         out,
         scratch: Vec::new(),
         depth: 0,
         version,
+        replaced: Vec::new(),
     };
-    let result = d.message(msg, data, type_meta);
-    if result.is_err() {
-        out.truncate(mark);
+    match d.message(msg, data, type_meta) {
+        Ok(()) => Ok(RawStrings::new(
+            d.replaced.into_iter().map(Replaced::finish).collect(),
+        )),
+        Err(e) => {
+            out.truncate(mark);
+            Err(e)
+        }
     }
-    result
 }
 
 struct Decoder<'o, 'a> {
@@ -73,6 +88,50 @@ struct Decoder<'o, 'a> {
     depth: usize,
     /// Whose Go types are written.
     version: KubeVersion,
+    /// The strings written with replacements so far.
+    replaced: Vec<Replaced>,
+}
+
+/// A string written with replacements, and the steps of its path known so
+/// far, innermost first (each level adds its own as it returns).
+struct Replaced {
+    steps: Vec<Step>,
+    key: bool,
+    bytes: Box<[u8]>,
+}
+
+/// One step of a path in the JSON.
+enum Step {
+    Field(&'static str),
+    Index(usize),
+    /// A map key, as the JSON has it.
+    Key(String),
+}
+
+impl Replaced {
+    fn new(bytes: &[u8], key: bool) -> Replaced {
+        Replaced {
+            steps: Vec::new(),
+            key,
+            bytes: bytes.into(),
+        }
+    }
+
+    fn finish(self) -> RawString {
+        let mut pointer = String::new();
+        for step in self.steps.iter().rev() {
+            match step {
+                Step::Field(name) => push_token(&mut pointer, name),
+                Step::Index(i) => push_token(&mut pointer, &i.to_string()),
+                Step::Key(key) => push_token(&mut pointer, key),
+            }
+        }
+        if self.key {
+            RawString::key(pointer, self.bytes)
+        } else {
+            RawString::value(pointer, self.bytes)
+        }
+    }
 }
 
 fn push_int(out: &mut Vec<u8>, v: i64) {
@@ -120,6 +179,24 @@ fn wire_ok(field: &Field, value: &WireValue<'_>) -> bool {
 }
 
 impl<'a> Decoder<'_, 'a> {
+    /// Adds `step` to the path of each string replaced since `mark` (the
+    /// length of `replaced` before the level wrote its value): nothing,
+    /// almost always, at the cost of a comparison.
+    #[inline(always)]
+    fn step(&mut self, mark: usize, step: impl Fn() -> Step) {
+        if self.replaced.len() > mark {
+            self.add_step(mark, step);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn add_step(&mut self, mark: usize, step: impl Fn() -> Step) {
+        for replaced in &mut self.replaced[mark..] {
+            replaced.steps.push(step());
+        }
+    }
+
     fn message(
         &mut self,
         msg: &'static Message,
@@ -183,6 +260,7 @@ impl<'a> Decoder<'_, 'a> {
             while j < end && usize::from(self.scratch[j].0) == pos {
                 j += 1;
             }
+            let mark = self.replaced.len();
             let result = if j > i {
                 self.field(field, i, j, first)
             } else {
@@ -194,6 +272,9 @@ impl<'a> Decoder<'_, 'a> {
                 } else {
                     e.within(Seg::Field(field.json))
                 });
+            }
+            if field.label != Label::Inline {
+                self.step(mark, || Step::Field(field.json));
             }
             i = j;
         }
@@ -367,6 +448,7 @@ impl<'a> Decoder<'_, 'a> {
                             if n > 0 {
                                 self.out.push(b',');
                             }
+                            let mark = self.replaced.len();
                             match (field.type_meta, field.kind, value) {
                                 (Some((api_version, kind)), Kind::Msg(m), WireValue::Len(b)) => {
                                     let prefix = TypeMetaPrefix { api_version, kind };
@@ -375,6 +457,7 @@ impl<'a> Decoder<'_, 'a> {
                                 _ => self.value(field.kind, value),
                             }
                             .map_err(|e| e.within(Seg::Index(n)))?;
+                            self.step(mark, || Step::Index(n));
                             n += 1;
                         }
                     }
@@ -405,8 +488,11 @@ impl<'a> Decoder<'_, 'a> {
                     scratch: Vec::new(),
                     depth: self.depth,
                     version: self.version,
+                    replaced: std::mem::take(&mut self.replaced),
                 };
-                f(&mut nested, &data)
+                let result = f(&mut nested, &data);
+                self.replaced = nested.replaced;
+                result
             }
         }
     }
@@ -486,7 +572,10 @@ impl<'a> Decoder<'_, 'a> {
         if comma {
             self.out.push(b',');
         }
-        write_string(self.out, key);
+        let mark = self.replaced.len();
+        if write_string_replacing(self.out, key) {
+            self.replaced.push(Replaced::new(key, true));
+        }
         self.out.push(b':');
         let value = match value {
             Some(v) => v,
@@ -497,7 +586,12 @@ impl<'a> Decoder<'_, 'a> {
             },
         };
         self.value(kind, value)
-            .map_err(|e| e.within(Seg::Key(&String::from_utf8_lossy(key))))
+            .map_err(|e| e.within(Seg::Key(&String::from_utf8_lossy(key))))?;
+        if self.replaced.len() > mark {
+            let key = go_json::replaced(key);
+            self.add_step(mark, || Step::Key(key.clone()));
+        }
+        Ok(())
     }
 
     /// Writes one value of `kind`.
@@ -526,7 +620,9 @@ impl<'a> Decoder<'_, 'a> {
                 Ok(())
             }
             (Kind::Str, WireValue::Len(b)) => {
-                write_string(out, b);
+                if write_string_replacing(out, b) {
+                    self.replaced.push(Replaced::new(b, false));
+                }
                 Ok(())
             }
             (Kind::Bytes, WireValue::Len(b)) => {
@@ -635,7 +731,10 @@ impl<'a> Decoder<'_, 'a> {
             }
             Special::IntOrString => {
                 if varint(f[1])? == 1 {
-                    write_string(out, bytes(f[3])?.unwrap_or_default());
+                    let s = bytes(f[3])?.unwrap_or_default();
+                    if write_string_replacing(out, s) {
+                        self.replaced.push(Replaced::new(s, false));
+                    }
                 } else {
                     push_int(out, i64::from(varint(f[2])? as i32));
                 }
@@ -662,7 +761,11 @@ impl<'a> Decoder<'_, 'a> {
                     if n > 0 {
                         out.push(b',');
                     }
-                    write_string(out, s);
+                    if write_string_replacing(out, s) {
+                        let mut replaced = Replaced::new(s, false);
+                        replaced.steps.push(Step::Index(n));
+                        self.replaced.push(replaced);
+                    }
                 }
                 out.push(b']');
                 Ok(())

@@ -13,6 +13,13 @@
 //! length placeholder that is patched when the message ends (moving its
 //! bytes if the length needs more than one byte), so each byte is copied a
 //! few times per nesting level.
+//!
+//! Given [`RawStrings`] (an object's strings that are not UTF-8), the
+//! encoder keeps the JSON Pointer of where it is and writes a string's
+//! bytes in place of the JSON's where one of them stands (see
+//! [`RawStrings::value_at`]); a map whose keys it writes so is sorted by
+//! those bytes, as Go sorts them. Without, the pointer is not kept: a
+//! `None` check per key and per array element.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -23,6 +30,7 @@ use serde_json::value::RawValue;
 
 use super::desc::{Field, Kind, Label, Message, Special};
 use super::error::{ProtoError, Seg};
+use super::raw_strings::{RawStrings, push_token};
 use super::schema::MESSAGES;
 use super::text;
 use super::version::KubeVersion;
@@ -30,12 +38,14 @@ use super::wire::{
     FIXED64, Fields, VARINT, WireValue, begin_len, end_len, put_bytes_field, put_key, put_varint,
 };
 
-/// Appends the protobuf encoding of the JSON object `json` as message `msg`.
-/// On error, `out` is left as it was.
+/// Appends the protobuf encoding of the JSON object `json` as message `msg`,
+/// with the bytes of `strings` where they stand. On error, `out` is left as
+/// it was.
 pub(crate) fn encode(
     msg: &'static Message,
     version: KubeVersion,
     json: &[u8],
+    strings: Option<&RawStrings>,
     out: &mut Vec<u8>,
 ) -> Result<(), ProtoError> {
     let mark = out.len();
@@ -45,6 +55,10 @@ pub(crate) fn encode(
         error: None,
         spans: Vec::new(),
         scratch: Vec::new(),
+        strings: strings.map(|strings| Place {
+            strings,
+            pointer: String::new(),
+        }),
     };
     let mut de = serde_json::Deserializer::from_slice(json);
     let result = MessageSeed {
@@ -82,6 +96,14 @@ struct Ctx<'o> {
     spans: Vec<Span>,
     /// Where a message is reassembled.
     scratch: Vec<u8>,
+    /// The strings to write as bytes, and where the encoder is.
+    strings: Option<Place<'o>>,
+}
+
+/// Strings to write as bytes, and the JSON Pointer of the value being read.
+struct Place<'o> {
+    strings: &'o RawStrings,
+    pointer: String,
 }
 
 /// The bytes of one field (all of its values) in the output.
@@ -91,7 +113,66 @@ struct Span {
     end: usize,
 }
 
-impl Ctx<'_> {
+impl<'o> Ctx<'o> {
+    /// Steps into the member `key` (when strings are kept); what to hand
+    /// to [`leave`](Self::leave) after its value.
+    fn enter(&mut self, key: &str) -> usize {
+        match &mut self.strings {
+            None => 0,
+            Some(place) => {
+                let at = place.pointer.len();
+                push_token(&mut place.pointer, key);
+                at
+            }
+        }
+    }
+
+    /// Steps into the element `i`, as [`enter`](Self::enter).
+    fn enter_index(&mut self, i: usize) -> usize {
+        match &mut self.strings {
+            None => 0,
+            Some(place) => {
+                let at = place.pointer.len();
+                place.pointer.push('/');
+                place.pointer.push_str(&i.to_string());
+                at
+            }
+        }
+    }
+
+    fn leave(&mut self, at: usize) {
+        if let Some(place) = &mut self.strings {
+            place.pointer.truncate(at);
+        }
+    }
+
+    /// The bytes to write for the string value `json` here.
+    fn string<'v>(&self, json: &'v str) -> &'v [u8]
+    where
+        'o: 'v,
+    {
+        self.strings
+            .as_ref()
+            .and_then(|place| place.strings.value_at(&place.pointer, json))
+            .unwrap_or(json.as_bytes())
+    }
+
+    /// The bytes of the map key `json`, the entry at which is here; whether
+    /// they are other than the JSON's.
+    fn key<'v>(&self, json: &'v str) -> (&'v [u8], bool)
+    where
+        'o: 'v,
+    {
+        match self
+            .strings
+            .as_ref()
+            .and_then(|place| place.strings.key_at(&place.pointer, json))
+        {
+            Some(bytes) => (bytes, true),
+            None => (json.as_bytes(), false),
+        }
+    }
+
     /// Records `error` and returns a serde error that aborts the parse.
     fn raise<E: de::Error>(&mut self, error: ProtoError) -> E {
         let e = E::custom(&error);
@@ -296,11 +377,13 @@ impl<'de> Visitor<'de> for MessageSeed<'_, '_> {
                 }));
             };
             let at = ctx.out.len();
+            let place = ctx.enter(&key);
             map.next_value_seed(FieldSeed {
                 ctx: &mut *ctx,
                 field,
             })
             .map_err(|e| ctx.within(e, Seg::Field(field.json)))?;
+            ctx.leave(place);
             if ctx.out.len() > at {
                 ctx.spans.push(Span {
                     field,
@@ -372,6 +455,7 @@ impl<'de> Visitor<'de> for FieldSeed<'_, '_> {
         let ctx = self.ctx;
         let mut i = 0;
         loop {
+            let place = ctx.enter_index(i);
             let seed = ValueSeed {
                 ctx: &mut *ctx,
                 tag: self.field.tag,
@@ -383,6 +467,7 @@ impl<'de> Visitor<'de> for FieldSeed<'_, '_> {
                 Ok(None) => return Ok(()),
                 Err(e) => return Err(ctx.within(e, Seg::Index(i))),
             }
+            ctx.leave(place);
         }
     }
 
@@ -398,8 +483,12 @@ impl<'de> Visitor<'de> for FieldSeed<'_, '_> {
             if let Some(Key(p)) = &previous {
                 sorted &= **p < *key;
             }
+            let place = ctx.enter(&key);
             let start = begin_len(ctx.out, self.field.tag);
-            put_bytes_field(ctx.out, 1, key.as_bytes());
+            let (bytes, raw) = ctx.key(&key);
+            // Go sorts entries by the key's bytes.
+            sorted &= !raw;
+            put_bytes_field(ctx.out, 1, bytes);
             let seed = ValueSeed {
                 ctx: &mut *ctx,
                 tag: 2,
@@ -409,6 +498,7 @@ impl<'de> Visitor<'de> for FieldSeed<'_, '_> {
             map.next_value_seed(seed)
                 .map_err(|e| ctx.within(e, Seg::Key(&key)))?;
             end_len(ctx.out, start);
+            ctx.leave(place);
             previous = Some(Key(key));
         }
         if !sorted {
@@ -565,7 +655,8 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
     fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
         match self.kind {
             Kind::Str => {
-                put_bytes_field(self.ctx.out, self.tag, v.as_bytes());
+                let bytes = self.ctx.string(v);
+                put_bytes_field(self.ctx.out, self.tag, bytes);
                 Ok(())
             }
             Kind::Bytes => {
@@ -662,9 +753,11 @@ impl SpecialVisitor<'_, '_> {
                 Ok(())
             }
             Special::IntOrString => {
+                let bytes = self.ctx.string(v);
+                let out = &mut *self.ctx.out;
                 let start = begin_len(out, self.tag);
                 out.extend_from_slice(&[0x08, 0x01, 0x10, 0x00]);
-                put_bytes_field(out, 3, v.as_bytes());
+                put_bytes_field(out, 3, bytes);
                 end_len(out, start);
                 Ok(())
             }
@@ -726,6 +819,7 @@ impl<'de> Visitor<'de> for SpecialVisitor<'_, '_> {
         let start = begin_len(ctx.out, self.tag);
         let mut i = 0;
         loop {
+            let place = ctx.enter_index(i);
             let seed = ValueSeed {
                 ctx: &mut *ctx,
                 tag: 1,
@@ -737,6 +831,7 @@ impl<'de> Visitor<'de> for SpecialVisitor<'_, '_> {
                 Ok(None) => break,
                 Err(e) => return Err(ctx.within(e, Seg::Index(i))),
             }
+            ctx.leave(place);
         }
         end_len(ctx.out, start);
         Ok(())

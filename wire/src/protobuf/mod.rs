@@ -75,35 +75,63 @@
 //! either: omitempty zero values, empty arrays and objects (nil), `Time`
 //! fractions, map key order.
 //!
-//! # Strings that are not UTF-8 (issue 41, section 3: not done yet)
+//! # Strings that are not UTF-8 (issue 41, section 3)
 //!
 //! A Go string holds any bytes, and the API server keeps them: a ConfigMap
 //! created over protobuf with `41 FF FE 42` in its data comes back in
-//! protobuf with those bytes and in JSON as `"A\ufffd\ufffdB"` (one
-//! `\ufffd` per invalid byte; `versions/` group `invalid-utf8`). Here the
-//! bytes are lost on the way in: protobuf -> JSON writes each string with
-//! [`go_json::write_string`](crate::go_json::write_string) (`decode.rs`,
-//! `Kind::Str`), which makes Go's replacement, and that JSON is all that is
-//! kept: by the reflector (`reflector/src/upstream/wire.rs`, list items and
-//! watch events) and by the sim (`sim/http/body.rs`, a protobuf create or
-//! update). JSON -> protobuf then writes U+FFFD (`EF BF BD`) for each.
-//! JSON answers are right (they are that JSON); protobuf answers are not.
+//! protobuf with those bytes, in JSON as `"A\ufffd\ufffdB"` (one `\ufffd`
+//! per byte that starts no UTF-8 sequence, as Go's `utf8.DecodeRune` reads
+//! them: `E2 82` is two) and in YAML as U+FFFD itself (`versions/` group
+//! `invalid-utf8`; `wire/tests/golden_transcode.rs` holds both directions
+//! to its recorded bytes). kubecache keeps Go's semantics so:
+//! - Protobuf -> JSON writes Go's replacement and reports each string it
+//!   replaced bytes in, with its bytes and its place: [`RawStrings`], a
+//!   JSON Pointer (RFC 6901) into the JSON per string (`/data/fffe`,
+//!   `/metadata/annotations/golden-v~1raw-annotation`; a map key's names
+//!   its entry); [`proto_to_json_with_strings`]. The escaper finds a
+//!   replacement anyway; the place is not tracked on the way down but
+//!   built as the decoder returns through the levels above a replaced
+//!   string (`decode.rs`): an object whose strings are all UTF-8 costs a
+//!   length comparison per field and allocates nothing more.
+//! - The JSON stays the bytes served, as before: every JSON path (gets,
+//!   lists, watch lines, Tables, metadata-only, pretty JSON and YAML,
+//!   which is written from it, state files, the scanner and selectors)
+//!   reads and writes it with no scan or rewrite.
+//! - Only an object that has such strings keeps them, beside its JSON:
+//!   an `Option<Arc<RawStrings>>` in [`Encodings`](crate::Encodings), 8
+//!   bytes in every object and `None` in every object whose strings are
+//!   UTF-8, which then costs nothing more (an `Arc` rather than the `Box`
+//!   first planned, as big and shared by a restamp's clone, a DELETED
+//!   event's last state, instead of copied). State files keep them too.
+//! - JSON -> protobuf takes them ([`json_to_proto_with_strings`]): the
+//!   encoder keeps the JSON Pointer of where it is only when given some
+//!   (otherwise a `None` check per key and array element), and writes a
+//!   string's bytes where one of them stands for the JSON's string: at
+//!   its place, and only while the JSON there still holds its replacement
+//!   (a place a transform removed is not met, a value changed since is
+//!   not replaced back). A map whose keys it writes so is sorted by their
+//!   bytes, as Go sorts it.
 //!
-//! The design recommended, least cost first: the decoder reports the
-//! strings it replaced bytes in, by path (`data.fffe`,
-//! `metadata.annotations.<key>`), with their raw bytes; only an object that
-//! has some keeps them beside its JSON (an `Option<Box<..>>` in
-//! [`Encodings`](crate::Encodings): 8 bytes per object, null for every
-//! object whose strings are UTF-8; kept across a restamp), and JSON ->
-//! protobuf takes them as overrides of the strings at those paths (paths
-//! the transform removed are not met). JSON stays the bytes served, with
-//! no scan or rewrite on any JSON path, and encoding costs one `None`
-//! check per object. Rejected: raw bytes (or `\udcXX` escapes) inside the
-//! kept JSON, which every JSON path (gets, lists, watch frames, Tables,
-//! metadata-only, state files, the scanner and selectors) would have to
-//! scan and rewrite on every answer; and keeping every object's upstream
-//! protobuf, about 60% more memory for all objects. The sim would keep the
-//! same overrides beside its stored JSON, through the wire crate.
+//! Who keeps them: the reflector, from protobuf list items and watch
+//! events (`reflector/src/upstream/wire.rs`; JSON cannot carry the bytes,
+//! so with `wire: json` protobuf answers carry `EF BF BD` for each), and
+//! the cache's own requests (a cold GET's fetch, the GET of an object
+//! outside a restricted cache, asked in protobuf when answered in it);
+//! the server's protobuf answers (gets, lists, watch frames, metadata
+//! only) are encoded with them (`CachedObject::protobuf`,
+//! `metadata_protobuf`). The sim keeps a protobuf create's or update's
+//! beside its stored JSON through this crate (`loadtest/src/sim/object.rs`:
+//! its JSON is written through protobuf, so it holds Go's `\ufffd`), and
+//! through a write as Go keeps them (a strategic merge patch, an apply, a
+//! status write keep them; a JSON or merge patch, which Go makes on the
+//! object's JSON, loses them).
+//!
+//! Not kept: two keys of one map that differ only in bytes that are not
+//! UTF-8 are one key in JSON (Go writes both with the same replacement),
+//! so one place: both are written back with the first's bytes. Rejected:
+//! raw bytes (or `\udcXX` escapes) inside the kept JSON, which every JSON
+//! path would have to scan and rewrite on every answer; and keeping every
+//! object's upstream protobuf, about 60% more memory for all objects.
 //!
 //! Unknown JSON keys and unknown protobuf field numbers are errors naming the
 //! field path (`spec.containers[0].foo`): the caller decides (e.g. falls back
@@ -125,6 +153,7 @@ mod envelope;
 mod error;
 #[cfg(test)]
 mod generate;
+mod raw_strings;
 #[rustfmt::skip]
 mod schema;
 #[cfg(test)]
@@ -142,6 +171,7 @@ pub use envelope::{
     encode_watch_event_into,
 };
 pub use error::ProtoError;
+pub use raw_strings::{RawString, RawStrings};
 pub use version::KubeVersion;
 
 use desc::Message;
@@ -228,7 +258,7 @@ pub struct TypeMeta<'a> {
 /// envelope). Top-level `kind` and `apiVersion` are skipped.
 pub fn json_to_proto(ty: MessageType, json: &[u8]) -> Result<Vec<u8>, ProtoError> {
     let mut out = Vec::with_capacity(json.len() / 2);
-    encode::encode(ty.message(), ty.version, json, &mut out)?;
+    encode::encode(ty.message(), ty.version, json, None, &mut out)?;
     Ok(out)
 }
 
@@ -238,7 +268,21 @@ pub fn json_to_proto_into(
     json: &[u8],
     out: &mut Vec<u8>,
 ) -> Result<(), ProtoError> {
-    encode::encode(ty.message(), ty.version, json, out)
+    encode::encode(ty.message(), ty.version, json, None, out)
+}
+
+/// [`json_to_proto_into`], writing the bytes of `strings` (the object's
+/// strings that are not UTF-8, as [`proto_to_json_with_strings`] reported
+/// them) in place of the replacements the JSON holds: the message the
+/// JSON was decoded from. A string of `strings` whose place the JSON no
+/// longer has, or has with another value, is not written.
+pub fn json_to_proto_with_strings(
+    ty: MessageType,
+    json: &[u8],
+    strings: Option<&RawStrings>,
+    out: &mut Vec<u8>,
+) -> Result<(), ProtoError> {
+    encode::encode(ty.message(), ty.version, json, strings, out)
 }
 
 /// Decodes protobuf message bytes of type `ty` to a JSON object (without
@@ -252,12 +296,27 @@ pub fn proto_to_json(ty: MessageType, proto: &[u8]) -> Result<Vec<u8>, ProtoErro
 /// Appends the JSON form of protobuf message bytes of type `ty` to `out`
 /// (left unchanged on error), starting the object with `"kind"` and
 /// `"apiVersion"` when `type_meta` is given, as the API server does.
+/// Strings that are not UTF-8 are written as Go writes them, their bytes
+/// lost: see [`proto_to_json_with_strings`] to keep them.
 pub fn proto_to_json_into(
     ty: MessageType,
     proto: &[u8],
     type_meta: Option<TypeMeta<'_>>,
     out: &mut Vec<u8>,
 ) -> Result<(), ProtoError> {
+    proto_to_json_with_strings(ty, proto, type_meta, out).map(drop)
+}
+
+/// [`proto_to_json_into`], and the strings that are not UTF-8, with their
+/// bytes and their places in the JSON (`None` when all are UTF-8, the
+/// common case, which allocates nothing more): what
+/// [`json_to_proto_with_strings`] needs to write the message back.
+pub fn proto_to_json_with_strings(
+    ty: MessageType,
+    proto: &[u8],
+    type_meta: Option<TypeMeta<'_>>,
+    out: &mut Vec<u8>,
+) -> Result<Option<RawStrings>, ProtoError> {
     let prefix = type_meta.map(|t| decode::TypeMetaPrefix {
         api_version: t.api_version,
         kind: t.kind,
@@ -274,16 +333,30 @@ pub fn wrap_message(tag: u32, inner: &[u8]) -> Vec<u8> {
     out
 }
 
+/// An object's JSON, and the bytes of its strings that are not UTF-8
+/// (see [`proto_to_json_with_strings`]).
+pub type JsonWithStrings = (Vec<u8>, Option<RawStrings>);
+
 impl Unknown<'_> {
     /// The JSON form of the enveloped object, with its `kind` and `apiVersion`
     /// first. `None` if the schema has no message for the kind.
     pub fn to_json(&self) -> Option<Result<Vec<u8>, ProtoError>> {
+        self.to_json_with_strings()
+            .map(|result| result.map(|(json, _)| json))
+    }
+
+    /// [`to_json`](Self::to_json), and its strings that are not UTF-8 (see
+    /// [`proto_to_json_with_strings`]).
+    pub fn to_json_with_strings(&self) -> Option<Result<JsonWithStrings, ProtoError>> {
         let ty = message_type(self.api_version, self.kind)?;
         let mut out = Vec::with_capacity(self.raw.len() * 2);
         let type_meta = TypeMeta {
             api_version: self.api_version,
             kind: self.kind,
         };
-        Some(proto_to_json_into(ty, self.raw, Some(type_meta), &mut out).map(|()| out))
+        Some(
+            proto_to_json_with_strings(ty, self.raw, Some(type_meta), &mut out)
+                .map(|strings| (out, strings)),
+        )
     }
 }

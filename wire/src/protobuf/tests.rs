@@ -339,6 +339,130 @@ fn strings_that_are_not_utf8_are_written_as_go_writes_them() {
     );
 }
 
+/// `proto` with every `from` replaced by `to` (of the same length).
+fn with_bytes(mut proto: Vec<u8>, replacements: &[(&[u8], &[u8])]) -> Vec<u8> {
+    for (from, to) in replacements {
+        assert_eq!(from.len(), to.len());
+        while let Some(at) = proto.windows(from.len()).position(|w| w == *from) {
+            proto[at..at + from.len()].copy_from_slice(to);
+        }
+    }
+    proto
+}
+
+#[test]
+fn a_config_map_with_invalid_utf8_in_its_data_round_trips_through_json_and_its_strings() {
+    // Issue 41, section 3: `41 FF FE 42` in a ConfigMap's data, as the
+    // `versions/` corpus created it over protobuf.
+    let cm = ty("v1", "ConfigMap");
+    let json = br#"{"metadata":{"name":"bad-utf8-fffe","namespace":"golden-v"},"data":{"fffe":"AXXB","valid-euro":"\u20ac ok"}}"#;
+    let proto = with_bytes(
+        json_to_proto(cm, json).unwrap(),
+        &[(b"AXXB", b"A\xff\xfeB")],
+    );
+    let mut decoded = Vec::new();
+    let strings = proto_to_json_with_strings(cm, &proto, None, &mut decoded)
+        .unwrap()
+        .expect("a string that is not UTF-8");
+    assert_eq!(
+        String::from_utf8(decoded.clone()).unwrap(),
+        "{\"metadata\":{\"name\":\"bad-utf8-fffe\",\"namespace\":\"golden-v\",\"creationTimestamp\":null},\"data\":{\"fffe\":\"A\\ufffd\\ufffdB\",\"valid-euro\":\"\u{20ac} ok\"}}"
+    );
+    assert_eq!(
+        format!("{strings:?}"),
+        r#"[value "/data/fffe" = [41, ff, fe, 42]]"#
+    );
+    // JSON and its strings give the bytes back; JSON alone gives U+FFFD.
+    let mut back = Vec::new();
+    json_to_proto_with_strings(cm, &decoded, Some(&strings), &mut back).unwrap();
+    assert_eq!(back, proto);
+    let lossy = json_to_proto(cm, &decoded).unwrap();
+    assert!(
+        lossy.windows(8).any(|w| w == b"A\xef\xbf\xbd\xef\xbf\xbdB"),
+        "U+FFFD without the strings"
+    );
+    // The strings apply only where the JSON still holds their replacement.
+    let changed =
+        br#"{"metadata":{"name":"bad-utf8-fffe","namespace":"golden-v"},"data":{"fffe":"AB"}}"#;
+    let mut out = Vec::new();
+    json_to_proto_with_strings(cm, changed, Some(&strings), &mut out).unwrap();
+    assert_eq!(out, json_to_proto(cm, changed).unwrap());
+    // A message whose strings are UTF-8 reports none.
+    assert_eq!(
+        proto_to_json_with_strings(cm, &json_to_proto(cm, json).unwrap(), None, &mut Vec::new()),
+        Ok(None)
+    );
+}
+
+#[test]
+fn strings_that_are_not_utf8_are_found_anywhere_and_written_back_where_they_were() {
+    // A value nested in a list of messages, a list item, a map key (which
+    // moves in Go's key order: by bytes), an IntOrString, a string list.
+    let pod = ty("v1", "Pod");
+    let json = br#"{"metadata":{"name":"p","labels":{"Xb":"1","Ya":"2"},"finalizers":["ok","FX"]},"spec":{"containers":[{"name":"c","args":["a","AX/~"],"ports":[{"containerPort":80}],"readinessProbe":{"httpGet":{"port":"PX"}}}]}}"#;
+    let proto = with_bytes(
+        json_to_proto(pod, json).unwrap(),
+        &[
+            (b"Xb", b"\x80b"),
+            (b"Ya", b"\xffa"),
+            (b"FX", b"F\x80"),
+            (b"AX/~", b"A\xe2/~"),
+            (b"PX", b"P\xc0"),
+        ],
+    );
+    let mut decoded = Vec::new();
+    let strings = proto_to_json_with_strings(pod, &proto, None, &mut decoded)
+        .unwrap()
+        .unwrap();
+    let mut found: Vec<String> = strings.iter().map(|s| format!("{s:?}")).collect();
+    found.sort();
+    assert_eq!(
+        found,
+        [
+            "key \"/metadata/labels/\u{fffd}a\" = [ff, 61]",
+            "key \"/metadata/labels/\u{fffd}b\" = [80, 62]",
+            r#"value "/metadata/finalizers/1" = [46, 80]"#,
+            r#"value "/spec/containers/0/args/1" = [41, e2, 2f, 7e]"#,
+            r#"value "/spec/containers/0/readinessProbe/httpGet/port" = [50, c0]"#,
+        ]
+    );
+    let value: Value = serde_json::from_slice(&decoded).unwrap();
+    for string in strings.iter().filter(|s| !s.is_key()) {
+        assert_eq!(
+            value.pointer(string.pointer()),
+            Some(&Value::from(string.replaced())),
+            "{string:?}"
+        );
+    }
+    // Go writes map keys in the order of their bytes, in JSON too: not the
+    // order of the replaced keys, which the encoder sorts by their bytes.
+    let labels: Vec<&String> = value["metadata"]["labels"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(labels, ["\u{fffd}b", "\u{fffd}a"]);
+    let mut back = Vec::new();
+    json_to_proto_with_strings(pod, &decoded, Some(&strings), &mut back).unwrap();
+    assert_eq!(back, proto);
+
+    // `ExtraValue` (a list of strings in JSON) in a map of a review.
+    let review = ty("authorization.k8s.io/v1", "SubjectAccessReview");
+    let json = br#"{"spec":{"user":"u","extra":{"k":["a","EX"]}}}"#;
+    let proto = with_bytes(json_to_proto(review, json).unwrap(), &[(b"EX", b"E\xfe")]);
+    let mut decoded = Vec::new();
+    let strings = proto_to_json_with_strings(review, &proto, None, &mut decoded)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        format!("{strings:?}"),
+        r#"[value "/spec/extra/k/1" = [45, fe]]"#
+    );
+    let mut back = Vec::new();
+    json_to_proto_with_strings(review, &decoded, Some(&strings), &mut back).unwrap();
+    assert_eq!(back, proto);
+}
+
 #[test]
 fn special_types_transcode_like_go() {
     // MicroTime and an IntOrString-free core Event.

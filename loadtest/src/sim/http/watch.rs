@@ -345,7 +345,9 @@ impl Watch {
             (ChangeType::Modified, Some(previous), false) => {
                 let mut last = previous.to_value();
                 last["metadata"]["resourceVersion"] = event.revision().to_string().into();
-                let last = StoredObject::new(self.out.resource, last, event.revision());
+                let strings = previous.raw_strings().cloned();
+                let last =
+                    StoredObject::with_strings(self.out.resource, last, event.revision(), strings);
                 (ChangeType::Deleted, last)
             }
             (ChangeType::Deleted, _, true) => (ChangeType::Deleted, event.object.clone()),

@@ -16,6 +16,7 @@ use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;
+use kubecache_wire::protobuf::RawStrings;
 use kubecache_wire::{Status, protobuf};
 use serde_json::{Value, json};
 
@@ -26,7 +27,7 @@ use crate::sim::auth::{Attributes, ResourceAttributes};
 use crate::sim::encoding::Form;
 use crate::sim::object::StoredObject;
 use crate::sim::patch::{self, PatchType, Schema};
-use crate::sim::store::{ListRead, now_rfc3339};
+use crate::sim::store::{ListRead, Strings, now_rfc3339};
 use kubecache_wire::Encoding;
 
 /// What of an object a write may change.
@@ -63,25 +64,48 @@ impl Part {
 }
 
 impl Call<'_> {
-    /// `POST` to a collection.
+    /// `POST` to a collection. A protobuf body's strings that are not
+    /// UTF-8 are kept as their bytes, as Go keeps them.
     pub fn create(&self, request: &Bytes) -> Response {
-        let result = body::object(self.headers, request, self.resource().builtin)
-            .and_then(|object| self.with_path_identity(object))
-            .and_then(|object| {
-                self.ctx
-                    .store
-                    .create(self.target.resource, generate_name(object))
+        let result = body::object_with_strings(self.headers, request, self.resource().builtin)
+            .and_then(|(object, strings)| {
+                let object = self.with_path_identity(object)?;
+                self.ctx.store.create_with_strings(
+                    self.target.resource,
+                    generate_name(object),
+                    strings.map(Arc::new),
+                )
             });
         self.respond(result, StatusCode::CREATED)
     }
 
-    /// `PUT` of an object, or of its status.
+    /// `PUT` of an object, or of its status. A protobuf body's strings that
+    /// are not UTF-8 are kept as their bytes; a status keeps the rest of
+    /// the object's.
     pub fn replace(&self, request: &Bytes, part: Part) -> Response {
-        let result = body::object(self.headers, request, self.resource().builtin)
-            .and_then(|object| self.with_path_identity(object))
-            .and_then(|object| match part {
-                Part::Whole => self.ctx.store.update(self.target.resource, object),
-                Part::Status => self.modify(|current| Ok(part.merge(current, object.clone()))),
+        let result = body::object_with_strings(self.headers, request, self.resource().builtin)
+            .and_then(|(object, strings)| {
+                let object = self.with_path_identity(object)?;
+                match part {
+                    Part::Whole => self.ctx.store.update_with_strings(
+                        self.target.resource,
+                        object,
+                        strings.map(Arc::new),
+                    ),
+                    Part::Status => {
+                        let written = strings.and_then(|s| {
+                            RawStrings::new(
+                                s.iter()
+                                    .filter(|s| s.pointer().starts_with("/status/"))
+                                    .cloned()
+                                    .collect(),
+                            )
+                        });
+                        let strings =
+                            written.map_or(Strings::Current, |s| Strings::Over(Arc::new(s)));
+                        self.modify(strings, |current| Ok(part.merge(current, object.clone())))
+                    }
+                }
             });
         self.respond(result, StatusCode::OK)
     }
@@ -142,7 +166,12 @@ impl Call<'_> {
                 &now,
             )
         };
-        let updated = self.modify(|current| {
+        // Go patches JSON as JSON, and the others on the object's strings.
+        let strings = match patch_type {
+            PatchType::Json | PatchType::Merge => Strings::Dropped,
+            PatchType::Strategic | PatchType::Apply => Strings::Current,
+        };
+        let updated = self.modify(strings, |current| {
             let mut patched = current.clone();
             match patch_type {
                 PatchType::Json => patch::json_patch(&mut patched, request)?,
@@ -244,11 +273,16 @@ impl Call<'_> {
     /// [`crate::sim::store::Store::modify`] of the target object.
     fn modify(
         &self,
+        strings: Strings,
         change: impl FnMut(Value) -> Result<Value, Status>,
     ) -> Result<Arc<StoredObject>, Status> {
-        self.ctx
-            .store
-            .modify(self.target.resource, self.namespace(), self.name(), change)
+        self.ctx.store.modify(
+            self.target.resource,
+            self.namespace(),
+            self.name(),
+            strings,
+            change,
+        )
     }
 
     /// The attributes of `verb` on the target, to authorize a further

@@ -23,6 +23,10 @@ pub(super) const MAGIC: &[u8; 8] = b"KCSTATE\n";
 
 /// The format this code writes and reads; any change to the records'
 /// meaning bumps it (a file of another version is refused, not guessed at).
+/// A field added whose absence means what a file without it meant does
+/// not: the objects' `raw_strings` were added so, as an older file has no
+/// object with strings that are not UTF-8 kept (and an older kubecache
+/// reading a newer file serves those strings as it always did, replaced).
 pub(super) const VERSION: u32 = 1;
 
 /// Bytes of the trailer: the file's length and the checksum.
@@ -71,6 +75,10 @@ pub(super) struct ObjectRecord {
     /// Its JSON as stored (after the transform).
     #[prost(bytes = "bytes", tag = "1")]
     pub json: Bytes,
+    /// The bytes of its strings that are not UTF-8
+    /// (`RawStrings::to_bytes`); empty for almost every object.
+    #[prost(bytes = "bytes", tag = "2")]
+    pub raw_strings: Bytes,
 }
 
 /// One event of the log's exact history, oldest first.
@@ -94,6 +102,12 @@ pub(super) struct EventRecord {
     /// an `ADDED`, which has none).
     #[prost(bytes = "bytes", tag = "5")]
     pub previous: Bytes,
+    /// The raw strings of `json`'s object, as an [`ObjectRecord`]'s.
+    #[prost(bytes = "bytes", tag = "6")]
+    pub raw_strings: Bytes,
+    /// The raw strings of `previous`'s object, likewise.
+    #[prost(bytes = "bytes", tag = "7")]
+    pub previous_raw_strings: Bytes,
 }
 
 /// A writer that checksums what goes through it and counts it.

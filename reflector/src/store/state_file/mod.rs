@@ -9,8 +9,8 @@
 //! |---|---|
 //! | magic, version | `KCSTATE\n`, format version 1 (another version is refused) |
 //! | header | cluster identity, group/version/plural/kind, the config fingerprint, the store's and the upstream watch's resourceVersions, where exact history starts, when it was written, the record counts; its own CRC-32 |
-//! | objects | each object's JSON as stored, in key order |
-//! | events | the events after the start of exact history: type, position, the object's JSON (or only its key when it is the store's current version), the superseded version's JSON when no earlier event in the file carries it |
+//! | objects | each object's JSON as stored, in key order, and the bytes of its strings that are not UTF-8 when it has some (a protobuf upstream's; see `kubecache_wire::Encodings`) |
+//! | events | the events after the start of exact history: type, position, the object's JSON (or only its key when it is the store's current version), the superseded version's JSON when no earlier event in the file carries it, each with its strings' bytes likewise |
 //! | trailer | the file's length and a CRC-32 of everything before the trailer |
 //!
 //! Everything else of a [`CachedObject`] (key, labels, owners, index
@@ -89,6 +89,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use kubecache_wire::protobuf::RawStrings;
 use kubecache_wire::{CachedObject, ChangeType, ObjectKey, Transform, decode_object};
 
 use super::snapshot::StoreState;
@@ -442,7 +443,8 @@ impl StateFile {
         out.write_checksum()?;
         for object in snapshot.range(None, None) {
             let json = object.json.clone();
-            out.record(&ObjectRecord { json }, &mut scratch)?;
+            let raw_strings = raw_strings(object);
+            out.record(&ObjectRecord { json, raw_strings }, &mut scratch)?;
         }
         // The last object each key's events carried: a `previous` that is
         // one of them is not written again.
@@ -452,22 +454,27 @@ impl StateFile {
             let current = snapshot
                 .get(&object.key)
                 .is_some_and(|held| Arc::ptr_eq(held, object));
-            let (json, key) = if current {
-                (Bytes::new(), object.key.as_str().to_owned())
+            let (json, key, strings) = if current {
+                (Bytes::new(), object.key.as_str().to_owned(), Bytes::new())
             } else {
-                (object.json.clone(), String::new())
+                (object.json.clone(), String::new(), raw_strings(object))
             };
-            let previous = match (&event.previous, last.get(object.key.as_str())) {
-                (Some(previous), Some(&earlier)) if Arc::ptr_eq(previous, earlier) => Bytes::new(),
-                (Some(previous), _) => previous.json.clone(),
-                (None, _) => Bytes::new(),
-            };
+            let (previous, previous_strings) =
+                match (&event.previous, last.get(object.key.as_str())) {
+                    (Some(previous), Some(&earlier)) if Arc::ptr_eq(previous, earlier) => {
+                        (Bytes::new(), Bytes::new())
+                    }
+                    (Some(previous), _) => (previous.json.clone(), raw_strings(previous)),
+                    (None, _) => (Bytes::new(), Bytes::new()),
+                };
             let record = EventRecord {
                 kind: kind_code(event.kind),
                 resource_version: event.resource_version,
                 json,
                 key,
                 previous,
+                raw_strings: strings,
+                previous_raw_strings: previous_strings,
             };
             out.record(&record, &mut scratch)?;
             last.insert(object.key.as_str(), object);
@@ -617,9 +624,11 @@ impl StateFile {
         header: &Header,
     ) -> Result<Records, LoadError> {
         let api_version = self.resource.api_version();
-        let decode = |what: &dyn Fn() -> String, json: &[u8]| {
+        let decode = |what: &dyn Fn() -> String, json: &[u8], strings: &[u8]| {
+            let strings = RawStrings::from_bytes(strings)
+                .map_err(|e| undecodable(&what(), &e.to_string()))?;
             decode_object(json, &self.resource.kind, &api_version, &self.transform)
-                .map(Arc::new)
+                .map(|object| Arc::new(object.with_raw_strings(strings)))
                 .map_err(|e| undecodable(&what(), &e.to_string()))
         };
         // No capacity from the header's counts alone: they bound nothing.
@@ -627,7 +636,7 @@ impl StateFile {
         for i in 0..header.objects {
             let what = || format!("object {i}");
             let record: ObjectRecord = read_record(input, &what)?;
-            let object = decode(&what, &record.json)?;
+            let object = decode(&what, &record.json, &record.raw_strings)?;
             if objects.last().is_some_and(|last| last.key >= object.key) {
                 return Err(undecodable(&what(), "out of key order"));
             }
@@ -658,10 +667,14 @@ impl StateFile {
                     .map(|at| objects[at].clone())
                     .map_err(|_| undecodable(&what(), "its key is not in the store"))?
             } else {
-                decode(&what, &record.json)?
+                decode(&what, &record.json, &record.raw_strings)?
             };
             let previous = match (kind, record.previous.is_empty()) {
-                (_, false) => Some(decode(&what, &record.previous)?),
+                (_, false) => Some(decode(
+                    &what,
+                    &record.previous,
+                    &record.previous_raw_strings,
+                )?),
                 (ChangeType::Added, true) => None,
                 (_, true) => Some(
                     last.get(&object.key)
@@ -720,6 +733,14 @@ impl StoreWriter {
         self.set_not_ready("restored from the state file, not resumed yet");
         Ok(())
     }
+}
+
+/// The bytes of `object`'s strings that are not UTF-8, as a record keeps
+/// them: empty when it has none.
+fn raw_strings(object: &CachedObject) -> Bytes {
+    object
+        .raw_strings()
+        .map_or_else(Bytes::new, |strings| Bytes::from(strings.to_bytes()))
 }
 
 fn kind_code(kind: ChangeType) -> u32 {

@@ -261,6 +261,53 @@ fn restored_events_share_the_stores_objects() {
     ));
 }
 
+/// `object` with the bytes `A FF FE B` for its `status.phase`, as a
+/// protobuf upstream gives a string that is not UTF-8.
+fn with_raw_phase(object: &CachedObject) -> Arc<CachedObject> {
+    let strings = RawStrings::new(vec![kubecache_wire::protobuf::RawString::value(
+        "/status/phase",
+        *b"A\xff\xfeB",
+    )]);
+    Arc::new(object.clone().with_raw_strings(strings))
+}
+
+#[test]
+fn strings_that_are_not_utf8_are_kept_through_a_restart_in_objects_and_events() {
+    let dir = directory("raw-strings");
+    let file = state_file(dir.join("pods.state"));
+    let (mut writer, original) = store(config());
+    let held = pod("ns", "held", 1, "node-a", "A\u{fffd}\u{fffd}B");
+    writer.apply(Change::Upsert(with_raw_phase(&held)));
+    writer.apply(Change::Upsert(pod("ns", "plain", 2, "node-a", "Pending")));
+    writer.mark_listed(2);
+    // A superseded version no earlier event carries (the listed one) is
+    // written as an event's previous version.
+    let label = modified(&held, 3, "node-b", "A\u{fffd}\u{fffd}B");
+    writer.apply(Change::Upsert(with_raw_phase(&label)));
+    let changed = pod("ns", "gone", 4, "node-a", "A\u{fffd}\u{fffd}B");
+    writer.apply(Change::Upsert(with_raw_phase(&changed)));
+    writer.apply(Change::Delete {
+        object: Arc::new(with_raw_phase(&changed).at_resource_version(5)),
+    });
+    file.save(&original, 5).expect("saved");
+    let (_writer, restored) = restored(&file);
+    let snapshot = restored.snapshot();
+    let strings = |object: &CachedObject| object.raw_strings().map(|s| format!("{s:?}"));
+    let kept = Some(r#"[value "/status/phase" = [41, ff, fe, 42]]"#.to_string());
+    let key = |name: &str| ObjectKey::new("ns", name);
+    assert_eq!(strings(snapshot.get(&key("held")).expect("held")), kept);
+    assert_eq!(strings(snapshot.get(&key("plain")).expect("held")), None);
+    let events = restored.events_since(2).expect("covered");
+    assert_eq!(rvs(&events), [3, 4, 5]);
+    for event in &events {
+        assert_eq!(strings(&event.object), kept, "{}", event.resource_version);
+    }
+    for event in [&events[0], &events[2]] {
+        let previous = event.previous.as_ref().expect("a previous version");
+        assert_eq!(strings(previous), kept, "{}", event.resource_version);
+    }
+}
+
 #[test]
 fn restore_into_a_store_that_changed_is_refused() {
     let dir = directory("not-new");
@@ -576,8 +623,14 @@ fn undecodable_object_is_refused() {
     out.record(&header, &mut scratch).expect("in memory");
     out.write_checksum().expect("in memory");
     let json = Bytes::from_static(br#"{"metadata":{"name":"x"}}"#);
-    out.record(&ObjectRecord { json }, &mut scratch)
-        .expect("in memory");
+    out.record(
+        &ObjectRecord {
+            json,
+            raw_strings: Bytes::new(),
+        },
+        &mut scratch,
+    )
+    .expect("in memory");
     let bytes = out.finish().expect("in memory");
     let loaded = load_bytes(&file, &bytes);
     let Err(LoadError::Undecodable { what, .. }) = loaded else {
