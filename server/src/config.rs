@@ -429,7 +429,8 @@ settings! {
         /// how long an answer that a watched change revokes is kept at most
         /// (RBAC's allowances while kubecache watches RBAC, and those of
         /// `system:masters`): such a change revokes it within a second, and
-        /// it is asked again after this all the same
+        /// it is asked again after this all the same; never less than
+        /// `auth.allowedTtlSeconds`
         auth_revocable_ttl_seconds: f64 = AuthSettings::DEFAULT_REVOCABLE_TTL.as_secs_f64(),
             key "revocableTtlSeconds", flag "auth-revocable-ttl-seconds" S,
             env "KUBECACHE_AUTH_REVOCABLE_TTL_SECONDS";
