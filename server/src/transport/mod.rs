@@ -403,7 +403,9 @@ impl Connection {
         let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             let in_flight = requests.start();
             ticket.first_request();
-            let let_go = Arc::new(AtomicBool::new(false));
+            // Only a body still arriving can be let go: a GET allocates none.
+            let let_go =
+                (!request.body().is_end_stream()).then(|| Arc::new(AtomicBool::new(false)));
             let mut request =
                 request.map(|body| Arriving::new(body, requests.clone(), let_go.clone()));
             request.extensions_mut().insert(ConnectInfo(peer));
@@ -446,7 +448,9 @@ impl Connection {
                 // Its body let go unread: hyper closes the connection after
                 // the answer (a lingering close), which says so, as Go's
                 // server says it (HTTP/2 resets the stream alone).
-                if protocol == Protocol::Http1 && let_go.load(Ordering::Relaxed) {
+                if protocol == Protocol::Http1
+                    && let_go.as_ref().is_some_and(|l| l.load(Ordering::Relaxed))
+                {
                     (response.headers_mut())
                         .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
                 }
