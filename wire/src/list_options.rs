@@ -63,8 +63,10 @@ pub struct CollectionParams {
 impl CollectionParams {
     /// Parses and validates the query string of a list or watch. Which
     /// fields a field selector may name is the caller's to check
-    /// ([`FieldSelector::check_supported`]): kubecache's server passes a
-    /// selector it cannot evaluate through to the API server.
+    /// ([`FieldSelector::check_supported`]) between [`Decoded::new`] and
+    /// [`Decoded::read_resource_version`], as kube-apiserver checks them:
+    /// kubecache's server passes a selector it cannot evaluate through to
+    /// the API server.
     ///
     /// In kube-apiserver's order: a parameter that does not decode is 400,
     /// a forbidden combination 422, then a `resourceVersion` that is not a
@@ -73,97 +75,7 @@ impl CollectionParams {
     /// `Exact`), the watch cache's 500 otherwise (see
     /// [`malformed_resource_version`]).
     pub fn parse(query: &str) -> Result<Self, Status> {
-        Self::parse_with(query, false)
-    }
-
-    /// [`CollectionParams::parse`] for the deprecated watch paths
-    /// (`/api/v1/watch/...`): a watch whatever the `watch` parameter says.
-    pub fn parse_watch_path(query: &str) -> Result<Self, Status> {
-        Self::parse_with(query, true)
-    }
-
-    fn parse_with(query: &str, watch_path: bool) -> Result<Self, Status> {
-        let mut params = CollectionParams {
-            watch: false,
-            labels: LabelSelector::default(),
-            fields: FieldSelector::default(),
-            shards: None,
-            limit: 0,
-            continue_token: None,
-            resource_version: None,
-            version_match: VersionMatch::Unset,
-            allow_bookmarks: false,
-            timeout: None,
-            send_initial_events: None,
-        };
-        let mut raw_rv = None;
-        for (key, value) in first_values(query) {
-            match key.as_ref() {
-                "watch" => params.watch = flag(&value),
-                "allowWatchBookmarks" => params.allow_bookmarks = flag(&value),
-                "sendInitialEvents" => params.send_initial_events = Some(flag(&value)),
-                "labelSelector" => {
-                    params.labels = LabelSelector::parse(&value)
-                        .map_err(|e| Status::bad_request(e.to_string()))?
-                }
-                "fieldSelector" => {
-                    params.fields = FieldSelector::parse(&value)
-                        .map_err(|e| Status::bad_request(e.to_string()))?
-                }
-                "shardSelector" if !value.is_empty() => {
-                    params.shards = Some(ShardSelector::parse(&value).map_err(Status::from)?)
-                }
-                "limit" => {
-                    params.limit = usize::try_from(parse_int(&value)?.max(0)).unwrap_or(usize::MAX)
-                }
-                "continue" if !value.is_empty() => {
-                    params.continue_token = Some(ContinueToken::decode(&value)?)
-                }
-                "resourceVersion" if !value.is_empty() => raw_rv = Some(value.into_owned()),
-                "resourceVersionMatch" => {
-                    params.version_match = match value.as_ref() {
-                        "" => VersionMatch::Unset,
-                        "NotOlderThan" => VersionMatch::NotOlderThan,
-                        "Exact" => VersionMatch::Exact,
-                        other => {
-                            return Err(invalid(
-                                "FieldValueNotSupported",
-                                "resourceVersionMatch",
-                                format!(
-                                    "Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\""
-                                ),
-                            ));
-                        }
-                    }
-                }
-                "timeoutSeconds" => {
-                    // `time.Duration(s) * time.Second`, wrapping as Go's
-                    // multiplication does.
-                    params.timeout = match parse_int(&value)?.wrapping_mul(1_000_000_000) {
-                        0 => None,
-                        nanos => Some(Duration::from_nanos(nanos.max(0) as u64)),
-                    };
-                }
-                _ => {}
-            }
-        }
-        params.watch |= watch_path;
-        params.validate(raw_rv.as_deref())?;
-        if let Some(rv) = raw_rv {
-            let from_etcd = !params.watch
-                && (params.limit > 0
-                    || params.continue_token.is_some()
-                    || params.version_match == VersionMatch::Exact);
-            let rv =
-                parse_uint(&rv).map_err(|why| malformed_resource_version(&rv, why, from_etcd))?;
-            params.resource_version = Some(rv);
-            if params.continue_token.is_some() && !params.watch {
-                return Err(Status::bad_request(
-                    "specifying resource version is not allowed when using continue",
-                ));
-            }
-        }
-        Ok(params)
+        Decoded::new(query, false)?.read_resource_version()
     }
 
     /// The checks of apimachinery's `ValidateListOptions`; `rv` as given.
@@ -231,6 +143,116 @@ impl CollectionParams {
     /// Whether any selector filters objects.
     pub fn filters(&self) -> bool {
         !self.labels.is_empty() || !self.fields.is_empty() || self.shards.is_some()
+    }
+}
+
+/// A collection query decoded and validated, whose `resourceVersion` the
+/// storage has yet to read: kube-apiserver converts the field selector's
+/// labels between the two (a 400 for one it does not know), so a caller
+/// decides there whether it can answer at all.
+#[derive(Debug)]
+pub struct Decoded {
+    params: CollectionParams,
+    raw_rv: Option<String>,
+}
+
+impl Decoded {
+    /// Decodes and validates `query` (a watch whatever it says for
+    /// `watch_path`), leaving its `resourceVersion` unread.
+    pub fn new(query: &str, watch_path: bool) -> Result<Self, Status> {
+        let mut params = CollectionParams {
+            watch: false,
+            labels: LabelSelector::default(),
+            fields: FieldSelector::default(),
+            shards: None,
+            limit: 0,
+            continue_token: None,
+            resource_version: None,
+            version_match: VersionMatch::Unset,
+            allow_bookmarks: false,
+            timeout: None,
+            send_initial_events: None,
+        };
+        let mut raw_rv = None;
+        for (key, value) in first_values(query) {
+            match key.as_ref() {
+                "watch" => params.watch = flag(&value),
+                "allowWatchBookmarks" => params.allow_bookmarks = flag(&value),
+                "sendInitialEvents" => params.send_initial_events = Some(flag(&value)),
+                "labelSelector" => {
+                    params.labels = LabelSelector::parse(&value)
+                        .map_err(|e| Status::bad_request(e.to_string()))?
+                }
+                "fieldSelector" => {
+                    params.fields = FieldSelector::parse(&value)
+                        .map_err(|e| Status::bad_request(e.to_string()))?
+                }
+                "shardSelector" if !value.is_empty() => {
+                    params.shards = Some(ShardSelector::parse(&value).map_err(Status::from)?)
+                }
+                "limit" => {
+                    params.limit = usize::try_from(parse_int(&value)?.max(0)).unwrap_or(usize::MAX)
+                }
+                "continue" if !value.is_empty() => {
+                    params.continue_token = Some(ContinueToken::decode(&value)?)
+                }
+                "resourceVersion" if !value.is_empty() => raw_rv = Some(value.into_owned()),
+                "resourceVersionMatch" => {
+                    params.version_match = match value.as_ref() {
+                        "" => VersionMatch::Unset,
+                        "NotOlderThan" => VersionMatch::NotOlderThan,
+                        "Exact" => VersionMatch::Exact,
+                        other => {
+                            return Err(invalid(
+                                "FieldValueNotSupported",
+                                "resourceVersionMatch",
+                                format!(
+                                    "Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\""
+                                ),
+                            ));
+                        }
+                    }
+                }
+                "timeoutSeconds" => {
+                    // `time.Duration(s) * time.Second`, wrapping as Go's
+                    // multiplication does.
+                    params.timeout = match parse_int(&value)?.wrapping_mul(1_000_000_000) {
+                        0 => None,
+                        nanos => Some(Duration::from_nanos(nanos.max(0) as u64)),
+                    };
+                }
+                _ => {}
+            }
+        }
+        params.watch |= watch_path;
+        params.validate(raw_rv.as_deref())?;
+        Ok(Decoded { params, raw_rv })
+    }
+
+    /// The parameters decoded so far (`resource_version` unset).
+    pub fn params(&self) -> &CollectionParams {
+        &self.params
+    }
+
+    /// The parameters with their `resourceVersion` read, or refused as the
+    /// storage that reads it refuses it.
+    pub fn read_resource_version(self) -> Result<CollectionParams, Status> {
+        let Decoded { mut params, raw_rv } = self;
+        if let Some(rv) = raw_rv {
+            let from_etcd = !params.watch
+                && (params.limit > 0
+                    || params.continue_token.is_some()
+                    || params.version_match == VersionMatch::Exact);
+            let rv =
+                parse_uint(&rv).map_err(|why| malformed_resource_version(&rv, why, from_etcd))?;
+            params.resource_version = Some(rv);
+            if params.continue_token.is_some() && !params.watch {
+                return Err(Status::bad_request(
+                    "specifying resource version is not allowed when using continue",
+                ));
+            }
+        }
+        Ok(params)
     }
 }
 
@@ -544,13 +566,11 @@ mod tests {
 
     #[test]
     fn a_watch_path_is_a_watch_whatever_the_parameter_says() {
-        let params = CollectionParams::parse_watch_path("watch=0").unwrap();
+        let watch_path = |query| Decoded::new(query, true)?.read_resource_version();
+        let params = watch_path("watch=0").unwrap();
         assert!(params.watch);
         // Validated as a watch: resourceVersionMatch is forbidden there.
-        let status = CollectionParams::parse_watch_path(
-            "resourceVersion=5&resourceVersionMatch=NotOlderThan",
-        )
-        .unwrap_err();
+        let status = watch_path("resourceVersion=5&resourceVersionMatch=NotOlderThan").unwrap_err();
         assert_eq!(status.code, 422);
     }
 }

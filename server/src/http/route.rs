@@ -172,18 +172,18 @@ fn cache_read(
             }
         }
         name => {
-            let params = if target.watch {
-                CollectionParams::parse_watch_path(query)
-            } else {
-                CollectionParams::parse(query)
-            };
             // Parameters that do not parse get the cache's 400, worded as
-            // the API server's.
-            if let Ok(params) = &params
-                && !answerable(&cache, namespace.as_deref(), params)
+            // the API server's. A selector the cache cannot answer goes to
+            // the API server before the `resourceVersion` is read, as
+            // kube-apiserver converts field labels before its storage
+            // reads it.
+            let decoded = list_options::Decoded::new(query, target.watch);
+            if let Ok(decoded) = &decoded
+                && !answerable(&cache, namespace.as_deref(), decoded.params())
             {
                 return None;
             }
+            let params = decoded.and_then(list_options::Decoded::read_resource_version);
             let watch = match &params {
                 Ok(params) => params.watch,
                 Err(_) => target.watch || list_options::is_watch(query),

@@ -161,6 +161,11 @@ async fn a_resource_version_with_a_sign_is_the_api_servers_500_or_etcds_400() {
         (format!("{PODS}?resourceVersion=%2B5"), 500),
         (format!("{PODS}?resourceVersion=-5&watch=1"), 500),
         (format!("{PODS}?resourceVersion=%205&limit=1"), 400),
+        // Field labels are converted before the storage reads the version.
+        (
+            format!("{PODS}?resourceVersion=-5&fieldSelector=bogus%3D1"),
+            400,
+        ),
     ] {
         let (sim_code, want) = get(served.sim.url(), &path).await;
         let (code, got) = get(&served.url, &path).await;
