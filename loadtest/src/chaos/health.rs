@@ -81,9 +81,9 @@ impl Prober {
                             .bytes()
                             .await
                             .map(|body| body.len())
-                            .map_err(|e| format!("{name}: {e}")),
+                            .map_err(|e| format!("{name}: {:#}", anyhow::Error::new(e))),
                         Ok(r) => Err(format!("{name}: {}", r.status())),
-                        Err(e) => Err(format!("{name}: {e}")),
+                        Err(e) => Err(format!("{name}: {:#}", anyhow::Error::new(e))),
                     };
                     stats.lock().record(started.elapsed(), outcome);
                 }

@@ -41,9 +41,34 @@ impl PhaseReport {
     /// Whether the well-behaved clients got everything: every request
     /// answered, every event delivered, every probe healthy.
     pub fn ok(&self) -> bool {
-        self.run.as_ref().is_some_and(Report::ok)
-            && self.healthz.errors == 0
-            && self.large_list.as_ref().is_none_or(|l| l.errors == 0)
+        self.problems().is_empty()
+    }
+
+    /// What the well-behaved clients missed, one line each, first ones
+    /// first (empty: [`PhaseReport::ok`]).
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let Some(run) = &self.run else {
+            let why = self.failure.as_deref().unwrap_or_default();
+            return vec![format!("{}: the load could not run: {why}", self.name)];
+        };
+        let ops = run.requests.iter().chain([&self.healthz]);
+        for op in ops.chain(&self.large_list).filter(|op| op.errors > 0) {
+            let first = op.first_errors.first().map_or("", String::as_str);
+            problems.push(format!(
+                "{}: {} {} errors, the first: {first}",
+                self.name, op.errors, op.op
+            ));
+        }
+        if let Some(watch) = run.watch.as_ref().filter(|w| !w.complete) {
+            let first = watch.failures.first().map_or("", String::as_str);
+            problems.push(format!(
+                "{}: {} watch failures, the first: {first}",
+                self.name,
+                watch.failures.len()
+            ));
+        }
+        problems
     }
 
     fn op(&self, op: &str) -> Option<&OpReport> {
@@ -270,14 +295,14 @@ impl fmt::Display for ChaosReport {
         for e in &self.rss.errors {
             writeln!(f, "  RSS error: {e}")?;
         }
-        writeln!(
-            f,
-            "\nverdict: {}",
-            if self.ok() {
-                "the well-behaved clients got every answer and every event in both phases"
-            } else {
-                "FAILED: see above"
-            }
-        )
+        let problems: Vec<String> = self.phases.iter().flat_map(PhaseReport::problems).collect();
+        if problems.is_empty() {
+            writeln!(
+                f,
+                "\nverdict: the well-behaved clients got every answer and every event in every phase"
+            )
+        } else {
+            writeln!(f, "\nverdict: FAILED:\n  {}", problems.join("\n  "))
+        }
     }
 }

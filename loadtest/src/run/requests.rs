@@ -131,10 +131,10 @@ async fn work(
                         "GET {path}: {status}: {}",
                         String::from_utf8_lossy(&body)
                     )),
-                    Err(e) => Err(format!("GET {path}: {e}")),
+                    Err(e) => Err(format!("GET {path}: {:#}", anyhow::Error::new(e))),
                 }
             }
-            Err(e) => Err(format!("GET {path}: {e}")),
+            Err(e) => Err(format!("GET {path}: {:#}", anyhow::Error::new(e))),
         };
         stats[at].record(started.elapsed(), outcome);
     }
