@@ -65,6 +65,25 @@ impl<S> Calmed<S> {
             calm: None,
         }
     }
+
+    /// `written` bytes of `bufs` went out: frames are counted through
+    /// them, and a reader waiting for a frame boundary is woken at one.
+    fn wrote<'a>(&mut self, bufs: impl IntoIterator<Item = &'a [u8]>, mut written: usize) {
+        for buf in bufs {
+            let taken = written.min(buf.len());
+            self.written.advance(&buf[..taken], |_| {});
+            written -= taken;
+            if written == 0 {
+                break;
+            }
+        }
+        if let Some((_, reader)) = &mut self.calm
+            && self.written.at_boundary()
+            && let Some(reader) = reader.take()
+        {
+            reader.wake();
+        }
+    }
 }
 
 /// What the client's frame heads told so far.
@@ -162,14 +181,29 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Calmed<S> {
             return this.poll_calm(cx).map(Err);
         }
         let written = ready!(Pin::new(&mut this.inner).poll_write(cx, buf))?;
-        this.written.advance(&buf[..written], |_| {});
-        if let Some((_, reader)) = &mut this.calm
-            && this.written.at_boundary()
-            && let Some(reader) = reader.take()
-        {
-            reader.wake();
-        }
+        this.wrote([buf], written);
         Poll::Ready(Ok(written))
+    }
+
+    /// Vectored, as the stream below is: h2 writes a frame's head and a
+    /// large payload together only to a vectored writer (one TLS record
+    /// and one `writev` per answer, not two).
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        if this.calm.is_some() && this.written.at_boundary() {
+            return this.poll_calm(cx).map(Err);
+        }
+        let written = ready!(Pin::new(&mut this.inner).poll_write_vectored(cx, bufs))?;
+        this.wrote(bufs.iter().map(|buf| &**buf), written);
+        Poll::Ready(Ok(written))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -268,6 +302,35 @@ mod tests {
             assert_eq!(kinds, [SETTINGS, PING, HEADERS], "in parts of {split}");
             assert!(frames.at_boundary());
         }
+    }
+
+    #[tokio::test]
+    async fn vectored_writes_count_frames_across_their_slices_and_stay_vectored() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap());
+        let (client, accepted) = tokio::join!(client, listener.accept());
+        let mut calmed = Calmed::new(accepted.unwrap().0);
+        assert!(
+            calmed.is_write_vectored(),
+            "h2 writes a frame and its payload together"
+        );
+        let bytes = [
+            frame(HEADERS, 4, &[9; 40]),
+            frame(0x0, 1, &[7; 3000]), /* DATA */
+        ]
+        .concat();
+        for split in [1, 9, 49, 58, 100, bytes.len() - 1] {
+            let (head, rest) = bytes.split_at(split);
+            let slices = [io::IoSlice::new(head), io::IoSlice::new(rest)];
+            // Whole: the socket has room.
+            let written = calmed.write_vectored(&slices).await.unwrap();
+            assert_eq!(written, bytes.len(), "split at {split}");
+            assert!(calmed.written.at_boundary(), "split at {split}");
+        }
+        // Part of a frame written: not at a boundary.
+        calmed.wrote([&bytes[..20], &bytes[20..]], 30);
+        assert!(!calmed.written.at_boundary());
+        drop(client);
     }
 
     #[tokio::test(start_paused = true)]
