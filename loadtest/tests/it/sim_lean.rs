@@ -37,7 +37,12 @@ async fn get(sim: &Sim, path: &str, accept: &str) -> (u16, bytes::Bytes) {
 async fn same(whole: &Sim, lean: &Sim, path: &str, accept: &str) -> bytes::Bytes {
     let (code, body) = get(whole, path, accept).await;
     let (lean_code, lean_body) = get(lean, path, accept).await;
-    assert_eq!(code, 200, "{path} {accept}: {}", String::from_utf8_lossy(&body));
+    assert_eq!(
+        code,
+        200,
+        "{path} {accept}: {}",
+        String::from_utf8_lossy(&body)
+    );
     assert_eq!(lean_code, code, "{path} {accept}");
     assert!(
         lean_body == body,
@@ -128,7 +133,9 @@ async fn a_lean_sim_answers_every_request_with_the_bytes_of_a_sim_keeping_object
     // selects (the one that leaves it is seen deleted).
     for watch in [
         format!("/api/v1/pods?watch=1&resourceVersion={from}&timeoutSeconds=1"),
-        format!("/api/v1/pods?watch=1&resourceVersion={from}&timeoutSeconds=1&labelSelector=lean%3Dyes"),
+        format!(
+            "/api/v1/pods?watch=1&resourceVersion={from}&timeoutSeconds=1&labelSelector=lean%3Dyes"
+        ),
     ] {
         let events = same(&whole, &lean, &watch, JSON).await;
         let events = String::from_utf8_lossy(&events);

@@ -510,7 +510,12 @@ fn without_managed_fields(json: &[u8]) -> Value {
 fn expected(sim: &Sim) -> BTreeMap<String, (u64, Value)> {
     sim.state(ids::PODS)
         .iter()
-        .map(|o| (o.key.clone(), (o.revision, without_managed_fields(&o.json()))))
+        .map(|o| {
+            (
+                o.key.clone(),
+                (o.revision, without_managed_fields(&o.json())),
+            )
+        })
         .collect()
 }
 
