@@ -133,7 +133,7 @@ impl StoredObject {
 
     /// This version as a lean store keeps it: its JSON packed against
     /// `dictionary`, its other encodings not kept.
-    pub fn packed(self: Arc<Self>, dictionary: &Arc<Dictionary>) -> Arc<Self> {
+    pub(crate) fn packed(self: Arc<Self>, dictionary: &Arc<Dictionary>) -> Arc<Self> {
         let json = Json::Packed(Packed::new(&self.json(), dictionary));
         let mut object = Arc::unwrap_or_clone(self);
         object.json = json;

@@ -242,7 +242,7 @@ impl Store {
 
     /// This store made lean: it keeps the JSON of the objects written to
     /// it packed against `dictionary` (see [`StoredObject::packed`]).
-    pub fn lean(self, dictionary: Arc<Dictionary>) -> Self {
+    pub(crate) fn lean(self, dictionary: Arc<Dictionary>) -> Self {
         Store {
             packing: Some(dictionary),
             ..self

@@ -32,8 +32,8 @@ async fn get(sim: &Sim, path: &str, accept: &str) -> (u16, bytes::Bytes) {
     (code, body)
 }
 
-/// Asks both sims; asserts they answer alike (200 unless `code` says
-/// otherwise) and returns the whole sim's body.
+/// Asks both sims; asserts they answer 200 and the same bytes, and
+/// returns them.
 async fn same(whole: &Sim, lean: &Sim, path: &str, accept: &str) -> bytes::Bytes {
     let (code, body) = get(whole, path, accept).await;
     let (lean_code, lean_body) = get(lean, path, accept).await;
