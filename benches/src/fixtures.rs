@@ -70,7 +70,7 @@ pub fn stored_pods(shape: ClusterShape) -> Vec<Arc<StoredObject>> {
 
 /// Each pod's whole JSON, as a watch event or a GET carries it.
 pub fn pod_bytes(pods: &[Arc<StoredObject>]) -> Vec<Vec<u8>> {
-    pods.iter().map(|p| p.json.to_vec()).collect()
+    pods.iter().map(|p| p.json().to_vec()).collect()
 }
 
 /// One list page (`PodList`) holding `pods`, items without `kind` and
@@ -125,7 +125,7 @@ pub fn transform() -> Transform {
 pub fn cached_pods(pods: &[Arc<StoredObject>]) -> Vec<Arc<CachedObject>> {
     let transform = transform();
     pods.iter()
-        .map(|p| Arc::new(decode_object(&p.json, "Pod", "v1", &transform).expect("pods decode")))
+        .map(|p| Arc::new(decode_object(&p.json(), "Pod", "v1", &transform).expect("pods decode")))
         .collect()
 }
 
@@ -159,7 +159,7 @@ mod tests {
     fn fixtures_are_realistic_pods_that_decode_and_list() {
         let pods = stored_pods(ClusterShape::pods(50));
         assert_eq!(pods.len(), 50);
-        let sizes: Vec<usize> = pods.iter().map(|p| p.json.len()).collect();
+        let sizes: Vec<usize> = pods.iter().map(|p| p.json().len()).collect();
         assert!(
             sizes.iter().all(|s| (3_000..12_000).contains(s)),
             "pods are a few KB: {sizes:?}"
@@ -173,7 +173,7 @@ mod tests {
             cached
                 .iter()
                 .zip(&pods)
-                .all(|(c, p)| c.json.len() < p.json.len())
+                .all(|(c, p)| c.json.len() < p.json().len())
         );
     }
 }

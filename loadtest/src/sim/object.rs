@@ -6,6 +6,9 @@
 //! the JSON ([`RawStrings`], as kubecache keeps them, through the wire
 //! crate), which holds Go's replacement of it: its protobuf is the bytes,
 //! its JSON `\ufffd` for each byte that starts no UTF-8 sequence.
+//!
+//! A lean store keeps the JSON packed ([`Packed`]) and makes the other
+//! encodings again for each use, where a store keeps them once made.
 
 use std::sync::{Arc, OnceLock};
 
@@ -14,10 +17,11 @@ use serde_json::{Map, Value};
 
 use kubecache_wire::protobuf::{self, RawStrings};
 
+use super::packed::{Dictionary, Packed};
 use super::resources::Resource;
 
 /// An immutable object version as the API server stores it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct StoredObject {
     /// `namespace/name`, or `name` for cluster-scoped objects: the etcd key
     /// below the resource prefix, which orders lists.
@@ -32,9 +36,8 @@ pub struct StoredObject {
     pub revision: u64,
     /// `metadata.generation`, if the resource keeps one.
     pub generation: Option<i64>,
-    /// The whole object as JSON, as the API server writes it (see
-    /// `serialize`): `kind` and `apiVersion` first for built-in kinds.
-    pub json: Bytes,
+    /// The whole object as JSON (see [`StoredObject::json`]).
+    json: Json,
     /// Length of the `{"kind":…,"apiVersion":…,` prefix: list items of
     /// built-in kinds leave it out, as the API server does.
     type_meta_len: usize,
@@ -46,11 +49,21 @@ pub struct StoredObject {
     /// The bytes of its strings that are not UTF-8, which its JSON holds
     /// Go's replacement of; `None` for almost every object.
     raw_strings: Option<Arc<RawStrings>>,
-    /// The protobuf message, encoded with the JSON (or on first use) and kept.
+    /// The protobuf message, encoded on first use and kept (unless the
+    /// JSON is packed).
     proto: OnceLock<Bytes>,
     /// The `PartialObjectMetadata` JSON and protobuf message, likewise.
     metadata_json: OnceLock<Bytes>,
     metadata_proto: OnceLock<Bytes>,
+}
+
+/// An object's JSON as kept.
+#[derive(Debug, Clone)]
+enum Json {
+    /// As it is.
+    Whole(Bytes),
+    /// Packed, as a lean store keeps it: unpacked for each use.
+    Packed(Packed),
 }
 
 impl StoredObject {
@@ -107,7 +120,7 @@ impl StoredObject {
             uid,
             revision,
             generation,
-            json,
+            json: Json::Whole(json),
             type_meta_len,
             labels,
             fields,
@@ -118,11 +131,32 @@ impl StoredObject {
         })
     }
 
+    /// This version as a lean store keeps it: its JSON packed against
+    /// `dictionary`, its other encodings not kept.
+    pub(crate) fn packed(self: Arc<Self>, dictionary: &Arc<Dictionary>) -> Arc<Self> {
+        let json = Json::Packed(Packed::new(&self.json(), dictionary));
+        let mut object = Arc::unwrap_or_clone(self);
+        object.json = json;
+        object.proto = OnceLock::new();
+        object.metadata_json = OnceLock::new();
+        object.metadata_proto = OnceLock::new();
+        Arc::new(object)
+    }
+
+    /// The whole object as JSON, as the API server writes it (see
+    /// `serialize`): `kind` and `apiVersion` first for built-in kinds.
+    pub fn json(&self) -> Bytes {
+        match &self.json {
+            Json::Whole(json) => json.clone(),
+            Json::Packed(packed) => packed.unpack(),
+        }
+    }
+
     /// The object as a JSON value (for writes, which are rare). A string
     /// that is not UTF-8 is Go's replacement of it: its bytes are
     /// [`raw_strings`](Self::raw_strings).
     pub fn to_value(&self) -> Value {
-        serde_json::from_slice(&self.json).expect("stored JSON parses")
+        serde_json::from_slice(&self.json()).expect("stored JSON parses")
     }
 
     /// The bytes of its strings that are not UTF-8.
@@ -134,72 +168,85 @@ impl StoredObject {
     /// kinds (the API server leaves them out), whole for custom resources.
     /// Returned as the two pieces to write one after the other.
     pub fn list_item(&self) -> (&'static [u8], Bytes) {
+        let json = self.json();
         if self.type_meta_len == 0 {
-            (b"", self.json.clone())
+            (b"", json)
         } else {
-            (b"{", self.json.slice(self.type_meta_len..))
+            (b"{", json.slice(self.type_meta_len..))
         }
     }
 
-    /// The protobuf message bytes of this object (no envelope), encoded once.
+    /// The protobuf message bytes of this object (no envelope).
     pub fn proto(&self, resource: &Resource) -> Result<Bytes, String> {
-        if let Some(bytes) = self.proto.get() {
-            return Ok(bytes.clone());
-        }
-        let encoded =
-            super::encoding::object_to_proto(resource, &self.json, self.raw_strings.as_deref())?;
-        Ok(self.proto.get_or_init(|| encoded).clone())
+        self.kept(&self.proto, || {
+            super::encoding::object_to_proto(resource, &self.json(), self.raw_strings.as_deref())
+        })
     }
 
     /// The `PartialObjectMetadata` protobuf message (no envelope) of the
-    /// object's `metadata`, made once.
+    /// object's `metadata`.
     pub fn metadata_proto(&self) -> Result<Bytes, String> {
-        if let Some(bytes) = self.metadata_proto.get() {
-            return Ok(bytes.clone());
-        }
-        #[derive(serde::Deserialize)]
-        struct Metadata<'a> {
-            #[serde(borrow)]
-            metadata: &'a serde_json::value::RawValue,
-        }
-        let object: Metadata<'_> =
-            serde_json::from_slice(&self.json).expect("stored objects have metadata");
-        // Under `/metadata`, as in the object: its strings' places hold.
-        let json = format!(r#"{{"metadata":{}}}"#, object.metadata.get());
-        let mut encoded = Vec::new();
-        protobuf::json_to_proto_with_strings(
-            kubecache_wire::partial_object_metadata(),
-            json.as_bytes(),
-            self.raw_strings.as_deref(),
-            &mut encoded,
-        )
-        .map_err(|e| format!("{} metadata does not encode as protobuf: {e}", self.key))?;
-        let encoded = Bytes::from(encoded);
-        Ok(self.metadata_proto.get_or_init(|| encoded).clone())
+        self.kept(&self.metadata_proto, || {
+            #[derive(serde::Deserialize)]
+            struct Metadata<'a> {
+                #[serde(borrow)]
+                metadata: &'a serde_json::value::RawValue,
+            }
+            let whole = self.json();
+            let object: Metadata<'_> =
+                serde_json::from_slice(&whole).expect("stored objects have metadata");
+            // Under `/metadata`, as in the object: its strings' places hold.
+            let json = format!(r#"{{"metadata":{}}}"#, object.metadata.get());
+            let mut encoded = Vec::new();
+            protobuf::json_to_proto_with_strings(
+                kubecache_wire::partial_object_metadata(),
+                json.as_bytes(),
+                self.raw_strings.as_deref(),
+                &mut encoded,
+            )
+            .map_err(|e| format!("{} metadata does not encode as protobuf: {e}", self.key))?;
+            Ok(Bytes::from(encoded))
+        })
     }
 
-    /// The object as a `meta.k8s.io/v1` `PartialObjectMetadata` in JSON,
-    /// made once. The API server decodes it into the Go struct and writes
-    /// that, so it is the protobuf message transcoded: `ObjectMeta`'s field
-    /// order and a null `creationTimestamp`, for custom resources too.
+    /// The object as a `meta.k8s.io/v1` `PartialObjectMetadata` in JSON.
+    /// The API server decodes it into the Go struct and writes that, so it
+    /// is the protobuf message transcoded: `ObjectMeta`'s field order and
+    /// a null `creationTimestamp`, for custom resources too.
     pub fn metadata_json(&self) -> Result<Bytes, String> {
-        if let Some(bytes) = self.metadata_json.get() {
+        self.kept(&self.metadata_json, || {
+            let proto = self.metadata_proto()?;
+            let type_meta = protobuf::TypeMeta {
+                api_version: kubecache_wire::METADATA_API_VERSION,
+                kind: "PartialObjectMetadata",
+            };
+            let mut json = Vec::new();
+            protobuf::proto_to_json_into(
+                kubecache_wire::partial_object_metadata(),
+                &proto,
+                Some(type_meta),
+                &mut json,
+            )
+            .map_err(|e| format!("{} metadata does not transcode: {e}", self.key))?;
+            Ok(Bytes::from(json))
+        })
+    }
+
+    /// An encoding of the object, made by `make` once and kept in `cell`,
+    /// or, when the JSON is packed, made again for each use.
+    fn kept(
+        &self,
+        cell: &OnceLock<Bytes>,
+        make: impl FnOnce() -> Result<Bytes, String>,
+    ) -> Result<Bytes, String> {
+        if let Some(bytes) = cell.get() {
             return Ok(bytes.clone());
         }
-        let proto = self.metadata_proto()?;
-        let type_meta = protobuf::TypeMeta {
-            api_version: kubecache_wire::METADATA_API_VERSION,
-            kind: "PartialObjectMetadata",
-        };
-        let mut json = Vec::new();
-        protobuf::proto_to_json_into(
-            kubecache_wire::partial_object_metadata(),
-            &proto,
-            Some(type_meta),
-            &mut json,
-        )
-        .map_err(|e| format!("{} metadata does not transcode: {e}", self.key))?;
-        Ok(self.metadata_json.get_or_init(|| Bytes::from(json)).clone())
+        let made = make()?;
+        Ok(match self.json {
+            Json::Whole(_) => cell.get_or_init(|| made).clone(),
+            Json::Packed(_) => made,
+        })
     }
 
     /// The value of a label.
@@ -355,7 +402,7 @@ mod tests {
         let pod = json!({"spec": {"nodeName": "n1"}, "metadata": {"resourceVersion": "7", "name": "a", "namespace": "ns", "generateName": ""}});
         let stored = StoredObject::new(&RESOURCES[ids::PODS], pod, 7);
         assert_eq!(
-            std::str::from_utf8(&stored.json).unwrap(),
+            std::str::from_utf8(&stored.json()).unwrap(),
             r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"7","creationTimestamp":null},"spec":{"containers":null,"nodeName":"n1"},"status":{}}"#
         );
         let (head, rest) = stored.list_item();

@@ -38,6 +38,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::object::StoredObject;
+use super::packed::Dictionary;
 use super::resources::{RESOURCES, Resource, ResourceId, ids};
 
 /// One change in the history.
@@ -211,6 +212,8 @@ pub struct Store {
     window: RwLock<HistoryWindow>,
     watch_window: RwLock<HistoryWindow>,
     seed: u64,
+    /// What a lean store packs its objects' JSON against.
+    packing: Option<Arc<Dictionary>>,
 }
 
 impl Store {
@@ -233,6 +236,24 @@ impl Store {
             window: RwLock::new(window),
             watch_window: RwLock::new(watch_window),
             seed,
+            packing: None,
+        }
+    }
+
+    /// This store made lean: it keeps the JSON of the objects written to
+    /// it packed against `dictionary` (see [`StoredObject::packed`]).
+    pub(crate) fn lean(self, dictionary: Arc<Dictionary>) -> Self {
+        Store {
+            packing: Some(dictionary),
+            ..self
+        }
+    }
+
+    /// `object` as this store keeps it.
+    fn kept(&self, object: Arc<StoredObject>) -> Arc<StoredObject> {
+        match &self.packing {
+            Some(dictionary) => object.packed(dictionary),
+            None => object,
         }
     }
 
@@ -464,14 +485,15 @@ impl Store {
             meta.shift_remove("generation");
         }
         meta.insert("creationTimestamp".into(), now_rfc3339().into());
-        let stored = StoredObject::with_strings(res, object, revision, strings);
+        let stored = self.kept(StoredObject::with_strings(res, object, revision, strings));
         self.commit_added(&mut inner, resource, key, stored.clone());
         Ok(stored)
     }
 
     /// Creates `objects` as [`Store::create`] made them, in order, in a
     /// store of the same seed that was where this one is now: each takes
-    /// the next revision and uid, which are its own.
+    /// the next revision and uid, which are its own (a lean store keeps
+    /// them packed).
     ///
     /// # Panics
     ///
@@ -482,7 +504,8 @@ impl Store {
             inner.uids += 1;
             assert_eq!(object.revision, inner.revision + 1, "{}", object.key);
             assert_eq!(object.uid, uid(self.seed, inner.uids), "{}", object.key);
-            self.commit_added(&mut inner, *resource, object.key.clone(), object.clone());
+            let object = self.kept(object.clone());
+            self.commit_added(&mut inner, *resource, object.key.clone(), object);
         }
     }
 
@@ -566,7 +589,7 @@ impl Store {
             return Ok(current);
         }
         metadata_mut(&mut object).insert("resourceVersion".into(), revision.to_string().into());
-        let stored = StoredObject::with_strings(res, object, revision, strings);
+        let stored = self.kept(StoredObject::with_strings(res, object, revision, strings));
         let event = Event {
             kind: ChangeType::Modified,
             object: stored.clone(),
@@ -675,7 +698,7 @@ impl Store {
         let mut last = current.to_value();
         metadata_mut(&mut last).insert("resourceVersion".into(), revision.to_string().into());
         let strings = current.raw_strings().cloned();
-        let tombstone = StoredObject::with_strings(res, last, revision, strings);
+        let tombstone = self.kept(StoredObject::with_strings(res, last, revision, strings));
         let event = Event {
             kind: ChangeType::Deleted,
             object: tombstone.clone(),
@@ -747,6 +770,7 @@ impl std::fmt::Debug for Store {
             .field("window", &self.window)
             .field("watch_window", &self.watch_window)
             .field("seed", &self.seed)
+            .field("lean", &self.packing.is_some())
             .finish_non_exhaustive()
     }
 }

@@ -18,6 +18,7 @@ mod golden;
 mod real_clients;
 mod run;
 mod sim_auth;
+mod sim_lean;
 mod sim_protocol;
 mod sim_rbac;
 mod sim_writes;

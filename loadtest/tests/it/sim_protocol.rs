@@ -378,7 +378,7 @@ async fn a_watch_replays_every_event_after_its_revision_in_order() {
     for (line, event) in lines.iter().zip(&history) {
         assert_eq!(
             serde_json::to_vec(&line["object"]).unwrap().len(),
-            event.object.json.len()
+            event.object.json().len()
         );
     }
 }

@@ -344,7 +344,7 @@ async fn run(case: Case) -> Result<Outcome, String> {
     }
     for (event, original) in log.iter().zip(&history) {
         let json: Value = serde_json::from_slice(&event.object.json).expect("cached JSON parses");
-        let want = without_managed_fields(&original.object.json);
+        let want = without_managed_fields(&original.object.json());
         check!(
             json == want,
             "{} {} at {}: the event's JSON {json} differs from the sim's {want}",
@@ -510,7 +510,12 @@ fn without_managed_fields(json: &[u8]) -> Value {
 fn expected(sim: &Sim) -> BTreeMap<String, (u64, Value)> {
     sim.state(ids::PODS)
         .iter()
-        .map(|o| (o.key.clone(), (o.revision, without_managed_fields(&o.json))))
+        .map(|o| {
+            (
+                o.key.clone(),
+                (o.revision, without_managed_fields(&o.json())),
+            )
+        })
         .collect()
 }
 

@@ -58,7 +58,7 @@ fn expected(sim: &Sim) -> BTreeMap<String, (u64, Value)> {
     sim.state(ids::PODS)
         .iter()
         .map(|o| {
-            let mut json: Value = serde_json::from_slice(&o.json).unwrap();
+            let mut json: Value = serde_json::from_slice(&o.json()).unwrap();
             json["metadata"]
                 .as_object_mut()
                 .unwrap()

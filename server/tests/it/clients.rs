@@ -123,7 +123,7 @@ async fn kubectl_gets_prints_tables_and_watches_through_kubecache() {
             (row[0], row[1]),
             (pod.namespace.as_str(), pod.name.as_str())
         );
-        let value: serde_json::Value = serde_json::from_slice(&pod.json).unwrap();
+        let value: serde_json::Value = serde_json::from_slice(&pod.json()).unwrap();
         let containers = value["spec"]["containers"].as_array().unwrap().len();
         assert!(row[2].ends_with(&format!("/{containers}")), "{row:?}");
         // RESTARTS: the count, with the last restart's age when there was

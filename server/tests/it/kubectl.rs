@@ -67,7 +67,7 @@ fn step(served: &Served, name: &str) -> Option<String> {
     let object = state
         .iter()
         .find(|o| o.namespace == NAMESPACE && o.name == name)?;
-    let object: serde_json::Value = serde_json::from_slice(&object.json).unwrap();
+    let object: serde_json::Value = serde_json::from_slice(&object.json()).unwrap();
     Some(
         object["data"]["step"]
             .as_str()
@@ -209,7 +209,7 @@ async fn kubectl_reads_and_writes_through_kubecache_as_each_user() {
         .into_iter()
         .find(|o| o.namespace == NAMESPACE && o.name == pod)
         .unwrap();
-    let object: serde_json::Value = serde_json::from_slice(&object.json).unwrap();
+    let object: serde_json::Value = serde_json::from_slice(&object.json()).unwrap();
     let container = object["spec"]["containers"][0]["name"].as_str().unwrap();
     let request = http::Request::get(format!(
         "/api/v1/namespaces/{NAMESPACE}/pods/{pod}/log?container={container}"

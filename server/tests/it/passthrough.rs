@@ -116,7 +116,7 @@ async fn writes_and_uncached_resources_get_the_api_servers_answers() {
     );
 
     // Reads and discovery: the same code and body, byte for byte.
-    let node = pods[0].json.clone();
+    let node = pods[0].json();
     let node: Value = serde_json::from_slice(&node).unwrap();
     let node = node["spec"]["nodeName"].as_str().unwrap().to_string();
     for path in [

@@ -58,7 +58,7 @@ fn with_node_index() -> Setup {
 async fn lists_with_selectors_and_pages_equal_the_api_servers_answers() {
     let served = serve(with_node_index()).await;
     let state = served.sim.state(ids::PODS);
-    let sample: Value = serde_json::from_slice(&state[state.len() / 2].json).unwrap();
+    let sample: Value = serde_json::from_slice(&state[state.len() / 2].json()).unwrap();
     let ns = sample["metadata"]["namespace"].as_str().unwrap();
     let name = sample["metadata"]["name"].as_str().unwrap();
     let node = sample["spec"]["nodeName"].as_str().unwrap();
@@ -109,7 +109,7 @@ async fn a_get_answers_the_object_and_a_missing_one_is_not_found() {
     .await;
     assert_eq!(code, 200);
     let got: Value = serde_json::from_slice(&body).unwrap();
-    let mut expected: Value = serde_json::from_slice(&object.json).unwrap();
+    let mut expected: Value = serde_json::from_slice(&object.json()).unwrap();
     expected["metadata"]
         .as_object_mut()
         .unwrap()
@@ -126,7 +126,7 @@ async fn a_get_answers_the_object_and_a_missing_one_is_not_found() {
 /// A fresh pod in the first namespace of the sim's state.
 fn new_pod(served: &common::Served, name: &str) -> (String, u64) {
     let state = served.sim.state(ids::PODS);
-    let mut pod: Value = serde_json::from_slice(&state[0].json).unwrap();
+    let mut pod: Value = serde_json::from_slice(&state[0].json()).unwrap();
     let ns = pod["metadata"]["namespace"].as_str().unwrap().to_string();
     pod["metadata"] = json!({"name": name, "namespace": ns});
     let created = served.sim.store().create(ids::PODS, pod).unwrap();
@@ -423,7 +423,7 @@ async fn the_query_api_finds_and_counts_by_every_index_as_a_scan_of_the_api_serv
     let state = served.sim.state(ids::PODS);
     let objects: Vec<Value> = state
         .iter()
-        .map(|o| serde_json::from_slice(&o.json).unwrap())
+        .map(|o| serde_json::from_slice(&o.json()).unwrap())
         .collect();
     let sample = &objects[objects.len() / 3];
     let owner = sample["metadata"]["ownerReferences"][0]["uid"]

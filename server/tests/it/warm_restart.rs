@@ -208,7 +208,7 @@ fn churn(sim: &Sim, round: &str, n: usize) -> Vec<String> {
     for i in 0..n {
         let pods = sim.state(ids::PODS);
         let pick = &pods[(i * 7919) % pods.len()];
-        let mut object: Value = serde_json::from_slice(&pick.json).unwrap();
+        let mut object: Value = serde_json::from_slice(&pick.json()).unwrap();
         let (kind, stored) = match i % 3 {
             0 => {
                 let meta = object["metadata"].as_object_mut().unwrap();

@@ -75,7 +75,7 @@ async fn every_watcher_gets_exactly_the_events_the_api_server_sends_for_its_quer
     })
     .await;
     let state = served.sim.state(ids::PODS);
-    let sample: Value = serde_json::from_slice(&state[0].json).unwrap();
+    let sample: Value = serde_json::from_slice(&state[0].json()).unwrap();
     let ns = sample["metadata"]["namespace"]
         .as_str()
         .unwrap()

@@ -285,7 +285,7 @@ mod tests {
             "/api"
         );
         // Stored, they are what the API server writes: Go's field order.
-        let json = stored(ids::ROLES, find(ids::ROLES, "reader")).json.clone();
+        let json = stored(ids::ROLES, find(ids::ROLES, "reader")).json();
         assert!(
             std::str::from_utf8(&json)
                 .unwrap()

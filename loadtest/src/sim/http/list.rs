@@ -325,7 +325,7 @@ pub fn object_body(
     form: Form,
 ) -> Result<Bytes, Status> {
     match (wire, form) {
-        (Encoding::Json, Form::Whole) => Ok([&object.json[..], b"\n"].concat().into()),
+        (Encoding::Json, Form::Whole) => Ok([&object.json()[..], b"\n"].concat().into()),
         (Encoding::Json, Form::Metadata { .. }) => {
             let json = object.metadata_json().map_err(Status::internal)?;
             Ok([&json[..], b"\n"].concat().into())

@@ -407,7 +407,7 @@ impl Output {
         match self.wire {
             Encoding::Json => {
                 let json = match self.form {
-                    Form::Whole => object.json.clone(),
+                    Form::Whole => object.json(),
                     Form::Metadata { .. } => object.metadata_json().unwrap_or_default(),
                 };
                 let mut line = Vec::with_capacity(json.len() + 32);
