@@ -40,6 +40,13 @@ enum Command {
     /// kubecache and against the sim it caches, same run; kubecache's
     /// requests to the sim for freshness; a markdown table with ratios.
     Fresh(kubecache_loadtest::fresh::Fresh),
+    /// Run `run`'s load against several servers one after another (`--target
+    /// NAME=URL`, each with its own token and CA if need be: the sim,
+    /// kubecache, a real API server), the writes and the reference watch on
+    /// `--upstream`; a markdown table of deliveries/s, lag, the writer's
+    /// rate and events lost, with each target's ratios to the first's;
+    /// exits non-zero on any loss or failure. (Boxed: its flags are many.)
+    Fanout(Box<kubecache_loadtest::fanout::Fanout>),
 }
 
 #[derive(clap::Args)]
@@ -168,6 +175,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Run(args) => run(args).await,
         Command::Chaos(args) => chaos(*args).await,
         Command::Fresh(args) => fresh(args).await,
+        Command::Fanout(args) => fanout(*args).await,
     }
 }
 
@@ -179,6 +187,17 @@ async fn chaos(args: kubecache_loadtest::chaos::Chaos) -> anyhow::Result<()> {
         write_json(&path, &report)?;
     }
     anyhow::ensure!(report.ok(), "the chaos run failed: see above");
+    Ok(())
+}
+
+async fn fanout(args: kubecache_loadtest::fanout::Fanout) -> anyhow::Result<()> {
+    let json = args.load.json.clone();
+    let report = kubecache_loadtest::fanout::fanout(args).await?;
+    print!("{report}");
+    if let Some(path) = json {
+        write_json(&path, &report)?;
+    }
+    anyhow::ensure!(report.ok(), "the fan-out comparison failed: see above");
     Ok(())
 }
 
