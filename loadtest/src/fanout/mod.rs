@@ -65,6 +65,9 @@ impl FromStr for Named {
 impl Fanout {
     /// Each target's name and scenario.
     fn scenarios(&self) -> anyhow::Result<Vec<(String, Scenario)>> {
+        if self.targets.is_empty() {
+            bail!("fanout: at least one --target NAME=URL");
+        }
         if self.load.url != Scenario::default().url {
             bail!("fanout: name the servers with --target NAME=URL, not --url");
         }
@@ -90,8 +93,7 @@ impl Fanout {
                 .rfind(|n| n.name == name)
                 .map(|n| n.value.clone())
         };
-        Ok(self
-            .targets
+        self.targets
             .iter()
             .map(|target| {
                 let mut scenario = self.load.clone();
@@ -103,9 +105,12 @@ impl Fanout {
                 if let Some(ca) = of(&self.target_ca_files, &target.name) {
                     scenario.ca_file = Some(ca.into());
                 }
-                (target.name.clone(), scenario)
+                scenario
+                    .validate()
+                    .with_context(|| format!("--target {}", target.name))?;
+                Ok((target.name.clone(), scenario))
             })
-            .collect())
+            .collect()
     }
 }
 

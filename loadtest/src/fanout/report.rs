@@ -107,7 +107,12 @@ impl fmt::Display for FanoutReport {
             let Some(run) = &row.run else {
                 let failure = row.failure.as_deref().unwrap_or_default();
                 let failure = failure.replace(['|', '\n'], " ");
-                writeln!(f, "| {} | failed: {failure} |{}", row.target, " |".repeat(11))?;
+                writeln!(
+                    f,
+                    "| {} | failed: {failure} |{}",
+                    row.target,
+                    " |".repeat(11)
+                )?;
                 continue;
             };
             let writes = format!(

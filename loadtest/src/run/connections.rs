@@ -87,7 +87,11 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
 
-    fn connections(protocol: Protocol, addresses: usize, watches: usize) -> HashSet<(usize, usize)> {
+    fn connections(
+        protocol: Protocol,
+        addresses: usize,
+        watches: usize,
+    ) -> HashSet<(usize, usize)> {
         (0..watches)
             .map(|i| connection_of(protocol, addresses, i))
             .collect()
@@ -114,6 +118,9 @@ mod tests {
         assert_eq!(source_address(0), IpAddr::from([127, 0, 0, 1]));
         assert_eq!(source_address(249), IpAddr::from([127, 0, 0, 250]));
         assert_eq!(source_address(255), IpAddr::from([127, 0, 1, 0]));
-        assert_eq!(source_address(MAX_ADDRESSES - 1), IpAddr::from([127, 255, 255, 254]));
+        assert_eq!(
+            source_address(MAX_ADDRESSES - 1),
+            IpAddr::from([127, 255, 255, 254])
+        );
     }
 }

@@ -198,8 +198,13 @@ impl Scenario {
         self.url.split(',').map(str::trim).collect()
     }
 
-    fn validate(&self) -> anyhow::Result<()> {
-        let urls = self.servers().into_iter().map(|url| ("url", url, &self.ca_file));
+    /// Checks the flags: loopback URLs, a CA for each `https` one, weights,
+    /// filter kinds, source addresses.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let urls = self
+            .servers()
+            .into_iter()
+            .map(|url| ("url", url, &self.ca_file));
         let upstream = ("upstream", self.upstream.as_str(), &self.upstream_ca_file);
         for (name, url, ca_file) in urls.chain([upstream]) {
             let parsed = reqwest::Url::parse(url).with_context(|| format!("{name}: {url:?}"))?;
@@ -220,7 +225,9 @@ impl Scenario {
             match parsed.scheme() {
                 "http" => {}
                 "https" if ca_file.is_some() || self.ca_file.is_some() => {}
-                "https" => bail!("{name}: {url:?} is https: name the CA to trust (--ca-file, --upstream-ca-file)"),
+                "https" => bail!(
+                    "{name}: {url:?} is https: name the CA to trust (--ca-file, --upstream-ca-file)"
+                ),
                 other => bail!("{name}: {url:?}: unknown scheme {other:?}"),
             }
         }
