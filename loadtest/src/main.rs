@@ -29,7 +29,8 @@ enum Command {
     /// Load a running kubecache with simulated operators (watchers, gets,
     /// lists, index queries, writes to the API server) and check that every
     /// watcher got every event; exits non-zero on any loss or failure.
-    Run(RunArgs),
+    /// (Boxed: its flags are many.)
+    Run(Box<RunArgs>),
     /// Run the same well-behaved load (as `run`) twice: alone, then beside
     /// hostile clients and upstream faults; report both phases, /healthz
     /// and kubecache's RSS over time; exits non-zero on any loss or failure
@@ -172,7 +173,7 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Sim(args) => sim(args).await,
         Command::RawList(args) => raw_list(args).await,
-        Command::Run(args) => run(args).await,
+        Command::Run(args) => run(*args).await,
         Command::Chaos(args) => chaos(*args).await,
         Command::Fresh(args) => fresh(args).await,
         Command::Fanout(args) => fanout(*args).await,

@@ -107,8 +107,9 @@ pub struct WatchReport {
     pub lag: Latency,
     /// Events of the API server's history checked (up to the cut-off).
     pub reference_events: usize,
-    /// Events a watcher should have received and did not, all watchers
-    /// together (a failed watcher misses those after its failure).
+    /// Events a watcher should have received by the end of the run (its
+    /// settle time included) and had not, all watchers together: dropped,
+    /// or still behind (a failed watcher misses those after its failure).
     pub lost: u64,
     /// Watchers by the protocol their watch was answered in
     /// (`HTTP/1.1`, `HTTP/2.0`).
