@@ -7,6 +7,7 @@ pub mod sim;
 pub mod tls;
 
 pub mod chaos;
+pub mod fanout;
 pub mod fresh;
 
 /// The defaults of a set of flags, as clap fills them in with no flag given.

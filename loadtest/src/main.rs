@@ -29,7 +29,8 @@ enum Command {
     /// Load a running kubecache with simulated operators (watchers, gets,
     /// lists, index queries, writes to the API server) and check that every
     /// watcher got every event; exits non-zero on any loss or failure.
-    Run(RunArgs),
+    /// (Boxed: its flags are many.)
+    Run(Box<RunArgs>),
     /// Run the same well-behaved load (as `run`) twice: alone, then beside
     /// hostile clients and upstream faults; report both phases, /healthz
     /// and kubecache's RSS over time; exits non-zero on any loss or failure
@@ -40,6 +41,13 @@ enum Command {
     /// kubecache and against the sim it caches, same run; kubecache's
     /// requests to the sim for freshness; a markdown table with ratios.
     Fresh(kubecache_loadtest::fresh::Fresh),
+    /// Run `run`'s load against several servers one after another (`--target
+    /// NAME=URL`, each with its own token and CA if need be: the sim,
+    /// kubecache, a real API server), the writes and the reference watch on
+    /// `--upstream`; a markdown table of deliveries/s, lag, the writer's
+    /// rate and events lost, with each target's ratios to the first's;
+    /// exits non-zero on any loss or failure. (Boxed: its flags are many.)
+    Fanout(Box<kubecache_loadtest::fanout::Fanout>),
 }
 
 #[derive(clap::Args)]
@@ -172,9 +180,10 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Sim(args) => sim(args).await,
         Command::RawList(args) => raw_list(args).await,
-        Command::Run(args) => run(args).await,
+        Command::Run(args) => run(*args).await,
         Command::Chaos(args) => chaos(*args).await,
         Command::Fresh(args) => fresh(args).await,
+        Command::Fanout(args) => fanout(*args).await,
     }
 }
 
@@ -186,6 +195,17 @@ async fn chaos(args: kubecache_loadtest::chaos::Chaos) -> anyhow::Result<()> {
         write_json(&path, &report)?;
     }
     anyhow::ensure!(report.ok(), "the chaos run failed: see above");
+    Ok(())
+}
+
+async fn fanout(args: kubecache_loadtest::fanout::Fanout) -> anyhow::Result<()> {
+    let json = args.load.json.clone();
+    let report = kubecache_loadtest::fanout::fanout(args).await?;
+    print!("{report}");
+    if let Some(path) = json {
+        write_json(&path, &report)?;
+    }
+    anyhow::ensure!(report.ok(), "the fan-out comparison failed: see above");
     Ok(())
 }
 

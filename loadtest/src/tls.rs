@@ -32,11 +32,11 @@ pub struct ClientTls {
 }
 
 impl ClientTls {
-    /// Trusting the certificates of `ca_file` (PEM); none without one, so
+    /// Trusting the certificates of `ca_files` (PEM); none without one, so
     /// that only plain-HTTP URLs can be reached.
-    pub fn load(ca_file: Option<&Path>) -> anyhow::Result<Self> {
+    pub fn load<'a>(ca_files: impl IntoIterator<Item = &'a Path>) -> anyhow::Result<Self> {
         let mut roots = rustls::RootCertStore::empty();
-        if let Some(path) = ca_file {
+        for path in ca_files {
             let certs = CertificateDer::pem_file_iter(path)
                 .and_then(Iterator::collect::<Result<Vec<_>, _>>)
                 .with_context(|| format!("caFile: {}", path.display()))?;
@@ -77,6 +77,16 @@ impl ClientTls {
             .http2_initial_connection_window_size(CONNECTION_WINDOW)
     }
 
+    /// An HTTP/1.1 client builder as an informer process of its own: HTTP/1.1
+    /// only, and no connection kept once its request is answered, so that
+    /// each of its requests in flight is a TCP connection of its own.
+    pub fn http1(&self) -> reqwest::ClientBuilder {
+        reqwest::Client::builder()
+            .use_preconfigured_tls((*self.config(&[HTTP1])).clone())
+            .http1_only()
+            .pool_max_idle_per_host(0)
+    }
+
     /// A connector offering `alpn`, for raw connections.
     pub fn connector(&self, alpn: &[&[u8]]) -> TlsConnector {
         TlsConnector::from(self.config(alpn))
@@ -105,7 +115,7 @@ mod tests {
     fn a_ca_file_without_certificates_is_refused() {
         let path = std::env::temp_dir().join(format!("loadtest-empty-ca-{}", std::process::id()));
         std::fs::write(&path, "not a certificate\n").unwrap();
-        let refused = ClientTls::load(Some(&path)).err().unwrap();
+        let refused = ClientTls::load(Some(path.as_path())).err().unwrap();
         std::fs::remove_file(&path).unwrap();
         assert!(
             format!("{refused:#}").contains("no certificate"),

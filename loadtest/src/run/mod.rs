@@ -31,6 +31,7 @@
 //! Any lost, duplicated or reordered event, and any failed request, makes
 //! the run fail (non-zero exit).
 
+mod connections;
 mod filter;
 mod latency;
 mod report;
@@ -47,11 +48,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
+pub use connections::Protocol;
 pub use filter::ShardBy;
 use filter::WatchFilter;
 pub use latency::Latency;
 pub(crate) use latency::percentile_ms;
-pub use report::{OpReport, OpStats, Report};
+pub use report::{OpReport, OpStats, Report, WatchReport};
 pub use shards::{ShardRow, ShardingReport};
 use targets::Targets;
 use watchers::Watcher;
@@ -82,6 +84,10 @@ pub struct Scenario {
     /// Bearer token for the API server.
     #[arg(long)]
     pub upstream_token: Option<String>,
+    /// The CA that the API server's serving certificate is signed by
+    /// (PEM), for an `https` upstream (trusted beside `--ca-file`).
+    #[arg(long)]
+    pub upstream_ca_file: Option<std::path::PathBuf>,
     /// Collection path of the resource (all namespaces).
     #[arg(long, default_value = "/api/v1/pods")]
     pub path: String,
@@ -136,6 +142,16 @@ pub struct Scenario {
     /// What the shards hash: the object's uid or its namespace.
     #[arg(long, value_enum, default_value_t = ShardBy::Uid)]
     pub shard_by: ShardBy,
+    /// Protocol of the watches: `http1`, a TCP connection per watch (an
+    /// informer process each), or `http2`, multiplexed as client-go's
+    /// (HTTP/2 when an `https` server offers it, else HTTP/1.1).
+    #[arg(long, value_enum, default_value_t = Protocol::Http2)]
+    pub protocol: Protocol,
+    /// Source addresses of the watches' connections, 127.0.0.1 onward, the
+    /// watches dealt to them in turn (1: the system's pick). A server's
+    /// limits per client address see that many clients.
+    #[arg(long, default_value_t = 1)]
+    pub addresses: usize,
     /// Unfiltered watchers that never read their stream (stalled clients):
     /// kubecache must cut them without slowing the others.
     #[arg(long, default_value_t = 0)]
@@ -147,6 +163,10 @@ pub struct Scenario {
     /// when the last one is answered.
     #[arg(long, default_value_t = 16)]
     pub writes_in_flight: usize,
+    /// Objects written: the writes patch the first N objects listed (0:
+    /// any object).
+    #[arg(long, default_value_t = 0)]
+    pub write_objects: usize,
     /// Bytes of padding each write sets in one annotation, so events have
     /// the size under test (a sim pod is about 4 KB; 4096 makes 8 KB events).
     #[arg(long, default_value_t = 0)]
@@ -178,10 +198,19 @@ impl Scenario {
         self.url.split(',').map(str::trim).collect()
     }
 
-    fn validate(&self) -> anyhow::Result<()> {
-        let urls = self.servers().into_iter().map(|url| ("url", url));
-        for (name, url) in urls.chain([("upstream", self.upstream.as_str())]) {
+    /// Checks the flags: loopback URLs, a CA for each `https` one, weights,
+    /// filter kinds, source addresses.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let urls = self
+            .servers()
+            .into_iter()
+            .map(|url| ("url", url, &self.ca_file));
+        let upstream = ("upstream", self.upstream.as_str(), &self.upstream_ca_file);
+        for (name, url, ca_file) in urls.chain([upstream]) {
             let parsed = reqwest::Url::parse(url).with_context(|| format!("{name}: {url:?}"))?;
+            if self.addresses > 1 && !matches!(parsed.host(), Some(url::Host::Ipv4(_))) {
+                bail!("{name}: {url:?}: with --addresses, URLs name IPv4 addresses (127.0.0.1)");
+            }
             let loopback = match parsed.host() {
                 Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
                 Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
@@ -195,8 +224,10 @@ impl Scenario {
             }
             match parsed.scheme() {
                 "http" => {}
-                "https" if self.ca_file.is_some() => {}
-                "https" => bail!("{name}: {url:?} is https: --ca-file names the CA to trust"),
+                "https" if ca_file.is_some() || self.ca_file.is_some() => {}
+                "https" => bail!(
+                    "{name}: {url:?} is https: name the CA to trust (--ca-file, --upstream-ca-file)"
+                ),
                 other => bail!("{name}: {url:?}: unknown scheme {other:?}"),
             }
         }
@@ -212,6 +243,12 @@ impl Scenario {
         if self.watchers > 0 && self.watch_filters.is_empty() {
             bail!("watchFilters: at least one kind is needed for watchers");
         }
+        if !(1..=connections::MAX_ADDRESSES).contains(&self.addresses) {
+            bail!(
+                "addresses: 1 to {} source addresses (127.0.0.1 to 127.255.255.254)",
+                connections::MAX_ADDRESSES
+            );
+        }
         if self.shards > 0 && self.shard_replicas == 0 {
             bail!("shardReplicas: at least one replica is needed for each shard");
         }
@@ -219,19 +256,12 @@ impl Scenario {
     }
 }
 
-/// Watches on one connection to kubecache at most. Client-go's transport
-/// fills an HTTP/2 connection up to the server's SETTINGS, then dials
-/// another; a reqwest client holds one HTTP/2 connection to a server and
-/// queues the streams beyond them, so watches are spread over clients,
-/// each within kubecache's default bound (100 streams) with room to spare.
-const WATCHES_PER_CONNECTION: usize = 50;
-
 /// What every part of a run shares.
 struct RunContext {
     scenario: Scenario,
     /// Requests, the first list, writes and the reference watch.
     client: reqwest::Client,
-    /// Watches on kubecache, [`WATCHES_PER_CONNECTION`] to a client.
+    /// The client of each watch on kubecache (see `connections`).
     watch_clients: Vec<reqwest::Client>,
     /// Set when the run is over: watchers stop reading.
     stop: AtomicBool,
@@ -244,22 +274,22 @@ struct RunContext {
 impl RunContext {
     /// The client of the `i`th watch on kubecache.
     fn watch_client(&self, i: usize) -> &reqwest::Client {
-        &self.watch_clients[i / WATCHES_PER_CONNECTION]
+        &self.watch_clients[i]
     }
 }
 
 /// Runs `scenario`; the report says whether every event arrived.
 pub async fn run(scenario: Scenario) -> anyhow::Result<Report> {
     scenario.validate()?;
-    let tls = crate::tls::ClientTls::load(scenario.ca_file.as_deref())?;
+    let ca_files = [&scenario.ca_file, &scenario.upstream_ca_file];
+    let tls = crate::tls::ClientTls::load(ca_files.into_iter().flatten().map(|f| f.as_path()))?;
     let client = tls
         .http()
         .pool_max_idle_per_host(scenario.concurrency.max(1) * 2 + scenario.writes_in_flight)
         .build()?;
     let watches = scenario.watchers + shards::filters(&scenario).len() + scenario.stalled_watchers;
-    let watch_clients = (0..watches.div_ceil(WATCHES_PER_CONNECTION))
-        .map(|_| tls.http().build())
-        .collect::<Result<_, _>>()?;
+    let watch_clients =
+        connections::watch_clients(&tls, scenario.protocol, scenario.addresses, watches)?;
     let ctx = Arc::new(RunContext {
         scenario,
         client,

@@ -1,5 +1,6 @@
 //! What a run measured: a table for people, JSON for tools, and the verdict.
 
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -106,6 +107,13 @@ pub struct WatchReport {
     pub lag: Latency,
     /// Events of the API server's history checked (up to the cut-off).
     pub reference_events: usize,
+    /// Events a watcher should have received by the end of the run (its
+    /// settle time included) and had not, all watchers together: dropped,
+    /// or still behind (a failed watcher misses those after its failure).
+    pub lost: u64,
+    /// Watchers by the protocol their watch was answered in
+    /// (`HTTP/1.1`, `HTTP/2.0`).
+    pub protocols: BTreeMap<String, usize>,
     /// Times the reference watch was resumed after the API server cut or
     /// failed it (upstream faults).
     pub reference_resumes: u64,
@@ -186,19 +194,19 @@ pub(super) fn watch_report(
     let checked: Vec<&ReferenceEvent> = reference.iter().filter(|e| e.rv <= cutoff).collect();
     let mut failures = Vec::new();
     let mut lags = Vec::new();
-    let (mut deliveries, mut bytes, mut failovers) = (0u64, 0u64, 0u64);
+    let (mut deliveries, mut bytes, mut failovers, mut lost) = (0u64, 0u64, 0u64, 0u64);
+    let mut protocols = BTreeMap::new();
     for (i, watcher) in watchers.iter().enumerate() {
         deliveries += watcher.events.len() as u64;
         bytes += watcher.bytes;
         failovers += watcher.failovers;
+        if let Some(version) = watcher.version {
+            *protocols.entry(format!("{version:?}")).or_default() += 1;
+        }
         for (rv, received) in &watcher.events {
             if let Some(acked) = writes.acked(*rv) {
                 lags.push(received.saturating_duration_since(acked).as_micros() as u64);
             }
-        }
-        if let Some(failure) = &watcher.failure {
-            failures.push(format!("watcher {i} ({:?}): {failure}", watcher.filter));
-            continue;
         }
         let expected: Vec<u64> = checked
             .iter()
@@ -212,6 +220,12 @@ pub(super) fn watch_report(
             .filter(|rv| *rv <= cutoff)
             .collect();
         if received != expected {
+            let got: HashSet<u64> = received.iter().copied().collect();
+            lost += expected.iter().filter(|rv| !got.contains(rv)).count() as u64;
+        }
+        if let Some(failure) = &watcher.failure {
+            failures.push(format!("watcher {i} ({:?}): {failure}", watcher.filter));
+        } else if received != expected {
             failures.push(format!(
                 "watcher {i} ({:?}): {}",
                 watcher.filter,
@@ -235,6 +249,8 @@ pub(super) fn watch_report(
         mb_per_sec: bytes as f64 / seconds / 1e6,
         lag: Latency::of(&mut lags),
         reference_events: checked.len(),
+        lost,
+        protocols,
         reference_resumes,
         failovers,
         sharding,
@@ -300,13 +316,14 @@ impl fmt::Display for Report {
             )?;
             writeln!(
                 f,
-                "completeness: {} ({} reference events checked, {} failovers)",
+                "completeness: {} ({} reference events checked, {} lost, {} failovers)",
                 if w.complete {
                     "every watcher got every matching event, in order"
                 } else {
                     "FAILED"
                 },
                 w.reference_events,
+                w.lost,
                 w.failovers
             )?;
             for failure in &w.failures {

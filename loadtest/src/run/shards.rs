@@ -232,6 +232,7 @@ mod tests {
             filter: WatchFilter::Shard(shard.clone()),
             events: rvs.iter().map(|rv| (*rv, Instant::now())).collect(),
             bytes: 0,
+            version: None,
             failovers: 0,
             failure: None,
         };

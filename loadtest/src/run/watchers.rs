@@ -21,6 +21,8 @@ pub struct WatchResult {
     pub events: Vec<(u64, Instant)>,
     /// Bytes received.
     pub bytes: u64,
+    /// The protocol its watch was first answered in.
+    pub version: Option<http::Version>,
     /// Times it lost its connection (or could not open it) and tried the
     /// next server.
     pub failovers: u64,
@@ -61,12 +63,14 @@ impl Watcher {
             format!("{base}{}", selects.watch_path(&path, rv))
         };
         let response = open(&client, &url(server, rv), ctx.scenario.token.as_deref()).await?;
+        let version = Some(response.version());
         let ctx = ctx.clone();
         let task = tokio::spawn(async move {
             let mut result = WatchResult {
                 filter,
                 events: Vec::new(),
                 bytes: 0,
+                version,
                 failovers: 0,
                 failure: None,
             };
@@ -127,6 +131,7 @@ impl Watcher {
                 filter: WatchFilter::All,
                 events: Vec::new(),
                 bytes: 0,
+                version: None,
                 failovers: 0,
                 failure: Some(format!("watcher task failed: {e}")),
             },

@@ -1,4 +1,5 @@
-//! The writer: merge patches of random objects on the API server, offered
+//! The writer: merge patches of random objects (of the first
+//! [`Scenario::write_objects`] listed) on the API server, offered
 //! at a fixed rate (open loop), each remembered by the resourceVersion it
 //! produced.
 //!
@@ -13,6 +14,7 @@
 //! that does not matter (see `report`).
 //!
 //! [`Scenario::writes_in_flight`]: super::Scenario::writes_in_flight
+//! [`Scenario::write_objects`]: super::Scenario::write_objects
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -89,6 +91,10 @@ pub async fn run(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let slots = Arc::new(Semaphore::new(ctx.scenario.writes_in_flight.max(1)));
     let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+    let written = match ctx.scenario.write_objects {
+        0 => targets.objects.len(),
+        n => n.min(targets.objects.len()),
+    };
     let mut in_flight = JoinSet::new();
     let mut latencies = Vec::new();
     let mut offered = 0u64;
@@ -109,7 +115,7 @@ pub async fn run(
         if Instant::now() >= deadline {
             continue;
         }
-        let object = targets.object(rng.random_range(0..targets.objects.len()));
+        let object = targets.object(rng.random_range(0..written));
         let url = format!(
             "{}{prefix}/namespaces/{}/{plural}/{}",
             ctx.scenario.upstream, object.namespace, object.name

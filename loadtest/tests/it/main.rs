@@ -14,6 +14,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod common;
 mod edges;
+mod fanout;
 mod golden;
 mod real_clients;
 mod run;
