@@ -190,39 +190,46 @@ async fn main() -> anyhow::Result<()> {
 async fn chaos(args: kubecache_loadtest::chaos::Chaos) -> anyhow::Result<()> {
     let json = args.load.json.clone();
     let report = kubecache_loadtest::chaos::chaos(args).await?;
-    print!("{report}");
-    if let Some(path) = json {
-        write_json(&path, &report)?;
-    }
-    anyhow::ensure!(report.ok(), "the chaos run failed: see above");
-    Ok(())
+    conclude(&report, json.as_deref(), report.ok(), "the chaos run")
 }
 
 async fn fanout(args: kubecache_loadtest::fanout::Fanout) -> anyhow::Result<()> {
     let json = args.load.json.clone();
     let report = kubecache_loadtest::fanout::fanout(args).await?;
-    print!("{report}");
-    if let Some(path) = json {
-        write_json(&path, &report)?;
-    }
-    anyhow::ensure!(report.ok(), "the fan-out comparison failed: see above");
-    Ok(())
+    conclude(
+        &report,
+        json.as_deref(),
+        report.ok(),
+        "the fan-out comparison",
+    )
 }
 
 async fn fresh(args: kubecache_loadtest::fresh::Fresh) -> anyhow::Result<()> {
     let json = args.json.clone();
     let report = kubecache_loadtest::fresh::fresh(args).await?;
-    print!("{report}");
-    if let Some(path) = json {
-        write_json(&path, &report)?;
-    }
-    Ok(())
+    conclude(
+        &report,
+        json.as_deref(),
+        true,
+        "the consistent-read comparison",
+    )
 }
 
-/// Writes a report as pretty JSON.
-fn write_json(path: &std::path::Path, report: &impl serde::Serialize) -> anyhow::Result<()> {
-    std::fs::write(path, serde_json::to_vec_pretty(report)?)
-        .with_context(|| format!("writing {}", path.display()))
+/// Prints `report`, writes it as pretty JSON to `json` if asked, and fails
+/// unless `ok` (then `what` failed).
+fn conclude(
+    report: &(impl std::fmt::Display + serde::Serialize),
+    json: Option<&std::path::Path>,
+    ok: bool,
+    what: &str,
+) -> anyhow::Result<()> {
+    print!("{report}");
+    if let Some(path) = json {
+        std::fs::write(path, serde_json::to_vec_pretty(report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    anyhow::ensure!(ok, "{what} failed: see above");
+    Ok(())
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -232,12 +239,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let json = scenario.json.clone();
     let report = kubecache_loadtest::run::run(scenario).await?;
-    print!("{report}");
-    if let Some(path) = json {
-        write_json(&path, &report)?;
-    }
-    anyhow::ensure!(report.ok(), "the run failed: see above");
-    Ok(())
+    conclude(&report, json.as_deref(), report.ok(), "the run")
 }
 
 async fn sim(args: SimArgs) -> anyhow::Result<()> {
