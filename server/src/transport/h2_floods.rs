@@ -68,7 +68,7 @@ impl<S> Calmed<S> {
 
     /// `written` bytes of `bufs` went out: frames are counted through
     /// them, and a reader waiting for a frame boundary is woken at one.
-    fn wrote<'a>(&mut self, bufs: impl IntoIterator<Item = &'a [u8]>, mut written: usize) {
+    fn wrote(&mut self, bufs: &[io::IoSlice<'_>], mut written: usize) {
         for buf in bufs {
             let taken = written.min(buf.len());
             self.written.advance(&buf[..taken], |_| {});
@@ -172,17 +172,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Calmed<S> {
 
 impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Calmed<S> {
     fn poll_write(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let this = &mut *self;
-        if this.calm.is_some() && this.written.at_boundary() {
-            return this.poll_calm(cx).map(Err);
-        }
-        let written = ready!(Pin::new(&mut this.inner).poll_write(cx, buf))?;
-        this.wrote([buf], written);
-        Poll::Ready(Ok(written))
+        self.poll_write_vectored(cx, &[io::IoSlice::new(buf)])
     }
 
     /// Vectored, as the stream below is: h2 writes a frame's head and a
@@ -198,7 +192,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Calmed<S> {
             return this.poll_calm(cx).map(Err);
         }
         let written = ready!(Pin::new(&mut this.inner).poll_write_vectored(cx, bufs))?;
-        this.wrote(bufs.iter().map(|buf| &**buf), written);
+        this.wrote(bufs, written);
         Poll::Ready(Ok(written))
     }
 
@@ -328,7 +322,13 @@ mod tests {
             assert!(calmed.written.at_boundary(), "split at {split}");
         }
         // Part of a frame written: not at a boundary.
-        calmed.wrote([&bytes[..20], &bytes[20..]], 30);
+        calmed.wrote(
+            &[
+                io::IoSlice::new(&bytes[..20]),
+                io::IoSlice::new(&bytes[20..]),
+            ],
+            30,
+        );
         assert!(!calmed.written.at_boundary());
         drop(client);
     }
