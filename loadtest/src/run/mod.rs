@@ -152,6 +152,12 @@ pub struct Scenario {
     /// limits per client address see that many clients.
     #[arg(long, default_value_t = 1)]
     pub addresses: usize,
+    /// `timeoutSeconds` of the watchers' watches (0: none, the server's
+    /// own: kube-apiserver's 30–60 minutes). A watch the server ends is
+    /// resumed from its last resourceVersion, as a reflector does, and
+    /// counted (client-go's reflectors ask for 5–10 minutes).
+    #[arg(long, default_value_t = 0)]
+    pub watch_timeout_secs: u64,
     /// Unfiltered watchers that never read their stream (stalled clients):
     /// kubecache must cut them without slowing the others.
     #[arg(long, default_value_t = 0)]

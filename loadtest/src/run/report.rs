@@ -120,6 +120,9 @@ pub struct WatchReport {
     /// Times a watcher lost its server (or could not reach one) and tried
     /// the next, all watchers together (only with several servers).
     pub failovers: u64,
+    /// Times a watcher's watch was ended by its server and opened again
+    /// from its last resourceVersion, all watchers together.
+    pub resumes: u64,
     /// The sharded watchers beside the unsharded ones (with shards).
     pub sharding: Option<ShardingReport>,
     /// Whether every watcher got exactly its events, in order (and the
@@ -194,12 +197,14 @@ pub(super) fn watch_report(
     let checked: Vec<&ReferenceEvent> = reference.iter().filter(|e| e.rv <= cutoff).collect();
     let mut failures = Vec::new();
     let mut lags = Vec::new();
-    let (mut deliveries, mut bytes, mut failovers, mut lost) = (0u64, 0u64, 0u64, 0u64);
+    let (mut deliveries, mut bytes, mut lost) = (0u64, 0u64, 0u64);
+    let (mut failovers, mut resumes) = (0u64, 0u64);
     let mut protocols = BTreeMap::new();
     for (i, watcher) in watchers.iter().enumerate() {
         deliveries += watcher.events.len() as u64;
         bytes += watcher.bytes;
         failovers += watcher.failovers;
+        resumes += watcher.resumes;
         if let Some(version) = watcher.version {
             *protocols.entry(format!("{version:?}")).or_default() += 1;
         }
@@ -253,6 +258,7 @@ pub(super) fn watch_report(
         protocols,
         reference_resumes,
         failovers,
+        resumes,
         sharding,
         complete,
         failures,
@@ -316,7 +322,7 @@ impl fmt::Display for Report {
             )?;
             writeln!(
                 f,
-                "completeness: {} ({} reference events checked, {} lost, {} failovers)",
+                "completeness: {} ({} reference events checked, {} lost, {} failovers, {} resumes)",
                 if w.complete {
                     "every watcher got every matching event, in order"
                 } else {
@@ -324,7 +330,8 @@ impl fmt::Display for Report {
                 },
                 w.reference_events,
                 w.lost,
-                w.failovers
+                w.failovers,
+                w.resumes
             )?;
             for failure in &w.failures {
                 writeln!(f, "  {failure}")?;

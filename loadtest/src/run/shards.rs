@@ -229,12 +229,8 @@ mod tests {
     fn received(index: usize, rvs: &[u64]) -> (Shard, WatchResult) {
         let shard = Shard::new(ShardBy::Uid, index, 2, 0);
         let result = WatchResult {
-            filter: WatchFilter::Shard(shard.clone()),
             events: rvs.iter().map(|rv| (*rv, Instant::now())).collect(),
-            bytes: 0,
-            version: None,
-            failovers: 0,
-            failure: None,
+            ..WatchResult::new(WatchFilter::Shard(shard.clone()), None)
         };
         (shard, result)
     }

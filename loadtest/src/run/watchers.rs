@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::{Context, bail};
 use futures::StreamExt;
 use kubecache_wire::{WatchEventType, parse_watch_line};
 use tokio::task::JoinHandle;
@@ -26,8 +26,26 @@ pub struct WatchResult {
     /// Times it lost its connection (or could not open it) and tried the
     /// next server.
     pub failovers: u64,
+    /// Times the server ended its watch (its `timeoutSeconds`, or the
+    /// server's own 30–60 minutes) and it watched again from there.
+    pub resumes: u64,
     /// Why it failed, if it did (an ERROR event, a closed stream, garbage).
     pub failure: Option<String>,
+}
+
+impl WatchResult {
+    /// A watcher's result before its first event.
+    pub fn new(filter: WatchFilter, version: Option<http::Version>) -> Self {
+        WatchResult {
+            filter,
+            events: Vec::new(),
+            bytes: 0,
+            version,
+            failovers: 0,
+            resumes: 0,
+            failure: None,
+        }
+    }
 }
 
 /// A running watcher on kubecache.
@@ -43,7 +61,9 @@ impl Watcher {
     /// Opens a watch with `filter` from `rv` on the `server`th of the
     /// scenario's servers; returns once the response head arrived.
     ///
-    /// With several servers, a lost connection (the stream ends or breaks,
+    /// A watch the server ends (a clean end of the stream: its timeout)
+    /// is opened again on the same server from the last resourceVersion
+    /// received, as a reflector does. With several servers, a lost connection (the stream ends or breaks,
     /// or the server cannot be reached or refuses the watch) moves the
     /// watch to the next server, from the last resourceVersion received, as
     /// a client behind a Service reconnects; with one, it is a failure. An
@@ -58,24 +78,22 @@ impl Watcher {
         let servers: Vec<String> = ctx.scenario.servers().into_iter().map(Into::into).collect();
         let fails_over = servers.len() > 1;
         let (path, selects) = (ctx.scenario.path.clone(), filter.clone());
+        let timeout = match ctx.scenario.watch_timeout_secs {
+            0 => String::new(),
+            secs => format!("&timeoutSeconds={secs}"),
+        };
         let url = move |server: usize, rv| {
             let base = &servers[server % servers.len()];
-            format!("{base}{}", selects.watch_path(&path, rv))
+            format!("{base}{}{timeout}", selects.watch_path(&path, rv))
         };
         let response = open(&client, &url(server, rv), ctx.scenario.token.as_deref()).await?;
         let version = Some(response.version());
         let ctx = ctx.clone();
         let task = tokio::spawn(async move {
-            let mut result = WatchResult {
-                filter,
-                events: Vec::new(),
-                bytes: 0,
-                version,
-                failovers: 0,
-                failure: None,
-            };
+            let mut result = WatchResult::new(filter, version);
             let (mut response, mut server, mut failures) = (Some(response), server, 0u32);
             loop {
+                let since = Instant::now();
                 let opened = match response.take() {
                     Some(response) => Ok(response),
                     None => {
@@ -106,6 +124,13 @@ impl Watcher {
                 };
                 match outcome {
                     Ok(()) => break,
+                    // A watch that ends at once, again and again, fails.
+                    Err(e) if e.is::<Ended>() && failures + 1 < Self::MAX_FAILURES => {
+                        if since.elapsed() < Duration::from_secs(1) {
+                            failures += 1;
+                        }
+                        result.resumes += 1;
+                    }
                     Err(e) if fails_over && e.is::<Lost>() && failures + 1 < Self::MAX_FAILURES => {
                         failures += 1;
                         result.failovers += 1;
@@ -128,19 +153,28 @@ impl Watcher {
         match self.task.await {
             Ok(result) => result,
             Err(e) => WatchResult {
-                filter: WatchFilter::All,
-                events: Vec::new(),
-                bytes: 0,
-                version: None,
-                failovers: 0,
                 failure: Some(format!("watcher task failed: {e}")),
+                ..WatchResult::new(WatchFilter::All, None)
             },
         }
     }
 }
 
-/// A watch connection lost (not an event): the stream ended or broke, or
-/// the server could not be reached or refused the watch.
+/// The server ended a watch stream cleanly before the run was over (its
+/// timeout): a client watches again from where it was.
+#[derive(Debug)]
+struct Ended;
+
+impl std::fmt::Display for Ended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the watch stream ended before the run did")
+    }
+}
+
+impl std::error::Error for Ended {}
+
+/// A watch connection lost (not an event): the stream broke, or the
+/// server could not be reached or refused the watch.
 #[derive(Debug)]
 struct Lost(anyhow::Error);
 
@@ -291,7 +325,8 @@ pub(super) async fn open(
 }
 
 /// Feeds every line of a watch stream to `each` until the run stops;
-/// a stream that ends before is an error.
+/// a stream that ends before is an [`Ended`] error, one that breaks a
+/// [`Lost`] one.
 async fn read_lines(
     ctx: &RunContext,
     response: reqwest::Response,
@@ -305,7 +340,7 @@ async fn read_lines(
         }
         let chunk = match tokio::time::timeout(Duration::from_millis(100), stream.next()).await {
             Err(_) => continue,
-            Ok(None) => return Err(lost(anyhow!("the watch stream ended before the run did"))),
+            Ok(None) => return Err(Ended.into()),
             Ok(Some(chunk)) => chunk.context("reading the watch stream").map_err(lost)?,
         };
         buf.extend_from_slice(&chunk);

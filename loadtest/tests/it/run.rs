@@ -75,6 +75,25 @@ async fn watchers_of_a_server_that_misses_the_writes_fail_the_run() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_the_server_ends_are_resumed_from_their_last_resource_version() {
+    // Watches of `timeoutSeconds=1` over a 3 s run each end at least
+    // twice; every event still arrives once, in order.
+    let (url, _sim) = Sim::start(sim_config()).await.unwrap();
+    let scenario = Scenario {
+        duration_secs: 3,
+        watch_timeout_secs: 1,
+        ..scenario(&url, &url)
+    };
+    let watchers = scenario.watchers as u64;
+    let report = run(scenario).await.unwrap();
+    assert!(report.ok(), "{report}");
+    let watch = report.watch.as_ref().unwrap();
+    assert!(watch.resumes >= 2 * watchers, "{report}");
+    assert_eq!(watch.failovers, 0, "{report}");
+    assert!(watch.reference_events > 0, "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchers_cut_off_resume_on_the_next_server_from_their_last_resource_version() {
     // The sim twice: two servers of one history, as replicas are.
     let (url, sim) = Sim::start(sim_config()).await.unwrap();
