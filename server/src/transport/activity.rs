@@ -75,27 +75,36 @@ impl Activity {
         })))
     }
 
+    /// Changes the state without waking [`Activity::expired`] (see there
+    /// why it need not be woken).
+    fn change(&self, change: impl FnOnce(&mut State)) {
+        self.0.send_if_modified(|state| {
+            change(state);
+            false
+        });
+    }
+
     /// Bytes arrived: an idle connection starts reading a head, a body
     /// waited for has made progress.
     fn read(&self) {
-        self.0.send_if_modified(|state| match state.phase {
+        // Most reads change nothing: look before taking the write lock.
+        if matches!(self.0.borrow().phase, Phase::ReadingHead | Phase::Serving) {
+            return;
+        }
+        self.change(|state| match state.phase {
             Phase::Idle => {
                 state.phase = Phase::ReadingHead;
                 state.since = Instant::now();
-                true
             }
-            Phase::ReadingBody => {
-                state.since = Instant::now();
-                true
-            }
-            Phase::ReadingHead | Phase::Serving => false,
+            Phase::ReadingBody => state.since = Instant::now(),
+            Phase::ReadingHead | Phase::Serving => {}
         });
     }
 
     /// A request body waits for the client's next bytes until the
     /// returned guard drops.
     pub(super) fn awaiting(self: &Arc<Self>) -> Awaiting {
-        self.0.send_modify(|state| {
+        self.change(|state| {
             state.awaiting += 1;
             if state.in_flight > 0 && state.awaiting >= state.in_flight {
                 state.phase = Phase::ReadingBody;
@@ -121,7 +130,7 @@ impl Activity {
 
     /// A request starts; it is in flight until the returned guard drops.
     pub(super) fn start(self: &Arc<Self>) -> InFlight {
-        self.0.send_modify(|state| {
+        self.change(|state| {
             state.in_flight += 1;
             state.phase = Phase::Serving;
         });
@@ -130,24 +139,27 @@ impl Activity {
 
     /// Completes when the timeout of the phase the connection is in has
     /// passed in that phase, with the phase.
+    ///
+    /// No change of phase wakes it (three a request, each a poll of the
+    /// connection's task and a timer moved): every change sets a due time
+    /// at least the shorter timeout away, so looking again at least that
+    /// often finds each one in time, and looking when one is due finds it
+    /// exactly.
     pub(super) async fn expired(&self, header_read: Duration, idle: Duration) -> Phase {
-        let mut changes = self.0.subscribe();
+        let often = header_read.min(idle);
         loop {
-            let state = *changes.borrow_and_update();
-            let timeout = match state.phase {
-                Phase::Idle => idle,
-                Phase::ReadingHead | Phase::ReadingBody => header_read,
-                Phase::Serving => {
-                    // Only a change can end this phase (the sender lives
-                    // in `self`, so `changed` does not fail).
-                    let _ = changes.changed().await;
-                    continue;
-                }
+            let state = *self.0.borrow();
+            let now = Instant::now();
+            let due = match state.phase {
+                Phase::Idle => Some(state.since + idle),
+                Phase::ReadingHead | Phase::ReadingBody => Some(state.since + header_read),
+                Phase::Serving => None,
             };
-            tokio::select! {
-                () = tokio::time::sleep_until(state.since + timeout) => return state.phase,
-                _ = changes.changed() => {}
+            if due.is_some_and(|due| due <= now) {
+                return state.phase;
             }
+            let look = due.map_or(now + often, |due| due.min(now + often));
+            tokio::time::sleep_until(look).await;
         }
     }
 }
@@ -217,7 +229,7 @@ impl<B: Body + Unpin> Body for Held<B> {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.0.send_modify(|state| {
+        self.0.change(|state| {
             state.in_flight -= 1;
             if state.in_flight == 0 {
                 state.phase = Phase::Idle;
@@ -235,7 +247,7 @@ pub(super) struct Awaiting(Arc<Activity>);
 
 impl Drop for Awaiting {
     fn drop(&mut self) {
-        self.0.0.send_modify(|state| {
+        self.0.change(|state| {
             state.awaiting -= 1;
             if state.phase == Phase::ReadingBody {
                 state.phase = Phase::Serving;
@@ -349,6 +361,44 @@ mod tests {
             expires_within(&activity, HEADER).await,
             Some(Phase::ReadingHead)
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_change_during_a_wait_is_timed_exactly_though_it_wakes_nothing() {
+        // Idle for half the idle timeout, then a head begins: it is cut
+        // the header-read timeout after its first byte, not at the end
+        // of the idle wait the watcher slept towards.
+        let activity = Activity::new(Instant::now());
+        drop(activity.start());
+        let start = Instant::now();
+        let expired = activity.expired(HEADER, IDLE);
+        tokio::pin!(expired);
+        tokio::select! {
+            phase = &mut expired => panic!("expired idle at once: {phase:?}"),
+            () = tokio::time::sleep(IDLE / 2) => {}
+        }
+        activity.read();
+        assert_eq!(expired.await, Phase::ReadingHead);
+        let took = start.elapsed();
+        let exact = IDLE / 2 + HEADER;
+        assert!(
+            took >= exact && took <= exact + Duration::from_millis(1),
+            "{took:?}"
+        );
+        // A watch that streams for hours, then ends: idle from its end.
+        let activity = Activity::new(Instant::now());
+        let watch = activity.start();
+        let expired = activity.expired(HEADER, IDLE);
+        tokio::pin!(expired);
+        tokio::select! {
+            phase = &mut expired => panic!("expired while serving: {phase:?}"),
+            () = tokio::time::sleep(IDLE * 100 + HEADER / 3) => {}
+        }
+        let ended = Instant::now();
+        drop(watch);
+        assert_eq!(expired.await, Phase::Idle);
+        let took = ended.elapsed();
+        assert!(took >= IDLE && took <= IDLE + Duration::from_millis(1), "{took:?}");
     }
 
     #[tokio::test(start_paused = true)]
