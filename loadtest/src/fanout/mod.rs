@@ -9,8 +9,12 @@
 //! watch checks every watcher of every target. The report has a row per
 //! target: deliveries/s, MB/s, delivery lag, the writer's achieved rate and
 //! latency, events lost, and deliveries/s and lag p99 as ratios of the
-//! first target's.
+//! first target's. With `--target-pids`, also the CPU its server processes
+//! spent and the deliveries per CPU-second, the measure that still
+//! compares when every server delivers all that is offered, or when the
+//! load generator, not the server, runs out of cores.
 
+mod cpu;
 mod report;
 
 use std::str::FromStr;
@@ -18,6 +22,7 @@ use std::str::FromStr;
 use anyhow::{Context, bail};
 
 use crate::run::Scenario;
+use report::Measured;
 pub use report::{FanoutReport, Row};
 
 /// A fan-out comparison, from flags.
@@ -37,6 +42,11 @@ pub struct Fanout {
     /// A target's own CA, `NAME=FILE` (default: `--ca-file`).
     #[arg(long = "target-ca-file")]
     pub target_ca_files: Vec<Named>,
+    /// The processes serving a target, `NAME=PID[,PID...]` (the API server
+    /// and etcd; kubecache, and what is behind it if it is to be counted):
+    /// their CPU time over the target's run is reported.
+    #[arg(long = "target-pids")]
+    pub target_pids: Vec<Named>,
 }
 
 /// `NAME=VALUE`: a target's name and its URL, token or CA file.
@@ -63,8 +73,8 @@ impl FromStr for Named {
 }
 
 impl Fanout {
-    /// Each target's name and scenario.
-    fn scenarios(&self) -> anyhow::Result<Vec<(String, Scenario)>> {
+    /// Each target's name, scenario and serving processes.
+    fn scenarios(&self) -> anyhow::Result<Vec<(String, Scenario, Vec<u32>)>> {
         if self.targets.is_empty() {
             bail!("fanout: at least one --target NAME=URL");
         }
@@ -79,6 +89,7 @@ impl Fanout {
         let given = [
             ("--target-token", &self.target_tokens),
             ("--target-ca-file", &self.target_ca_files),
+            ("--target-pids", &self.target_pids),
         ];
         for (flag, named) in given {
             for n in named {
@@ -108,7 +119,12 @@ impl Fanout {
                 scenario
                     .validate()
                     .with_context(|| format!("--target {}", target.name))?;
-                Ok((target.name.clone(), scenario))
+                let pids = of(&self.target_pids, &target.name)
+                    .map(|pids| cpu::pids(&pids))
+                    .transpose()
+                    .with_context(|| format!("--target-pids {}", target.name))?
+                    .unwrap_or_default();
+                Ok((target.name.clone(), scenario, pids))
             })
             .collect()
     }
@@ -120,7 +136,7 @@ impl Fanout {
 pub async fn fanout(config: Fanout) -> anyhow::Result<FanoutReport> {
     let scenarios = config.scenarios()?;
     let mut rows = Vec::new();
-    for (name, scenario) in scenarios {
+    for (name, scenario, pids) in scenarios {
         eprintln!(
             "== {name} ({}): {} watchers over {:?} from {} source addresses, {} writes/s",
             scenario.url,
@@ -130,13 +146,23 @@ pub async fn fanout(config: Fanout) -> anyhow::Result<FanoutReport> {
             scenario.writes_per_sec
         );
         let url = scenario.url.clone();
+        let before = cpu::seconds(&pids)?;
         let run = crate::run::run(scenario).await;
+        let cpu = match before {
+            Some(before) => cpu::seconds(&pids)?.map(|after| after - before),
+            None => None,
+        };
         eprintln!();
         match &run {
             Ok(report) => eprint!("{report}"),
             Err(e) => eprintln!("{name}: {e:#}"),
         }
-        rows.push((name, url, run.context("the run did not start")));
+        rows.push(Measured {
+            target: name,
+            url,
+            run: run.context("the run did not start"),
+            cpu_seconds: cpu,
+        });
     }
     Ok(FanoutReport::new(config.load, rows))
 }

@@ -31,30 +31,59 @@ pub struct Row {
     pub deliveries_ratio: Option<f64>,
     /// Lag p99 over the first target's.
     pub lag_p99_ratio: Option<f64>,
+    /// CPU seconds its serving processes spent over its run (with
+    /// `--target-pids`).
+    pub cpu_seconds: Option<f64>,
+    /// Deliveries per CPU second of its serving processes.
+    pub deliveries_per_cpu_second: Option<f64>,
+    /// Deliveries per CPU second over the first target's.
+    pub per_cpu_ratio: Option<f64>,
+}
+
+/// One target's run as measured: its report, and the CPU its serving
+/// processes spent.
+pub(super) struct Measured {
+    pub target: String,
+    pub url: String,
+    pub run: anyhow::Result<Report>,
+    pub cpu_seconds: Option<f64>,
+}
+
+impl Measured {
+    fn per_cpu_second(&self) -> Option<f64> {
+        let deliveries = self.run.as_ref().ok()?.watch.as_ref()?.deliveries;
+        let cpu = self.cpu_seconds.filter(|cpu| *cpu > 0.0)?;
+        Some(deliveries as f64 / cpu)
+    }
 }
 
 impl FanoutReport {
-    /// The report of the targets' runs (`(name, url, run)`, in order).
-    pub(super) fn new(load: Scenario, runs: Vec<(String, String, anyhow::Result<Report>)>) -> Self {
-        let first = runs
-            .first()
-            .and_then(|(_, _, run)| run.as_ref().ok())
+    /// The report of the targets' runs, in order.
+    pub(super) fn new(load: Scenario, runs: Vec<Measured>) -> Self {
+        let first = runs.first();
+        let first_watch = first
+            .and_then(|m| m.run.as_ref().ok())
             .and_then(|r| r.watch.clone());
+        let first_per_cpu = first.and_then(Measured::per_cpu_second);
         let rows = runs
             .into_iter()
-            .map(|(target, url, run)| {
-                let watch = run.as_ref().ok().and_then(|r| r.watch.as_ref());
+            .map(|measured| {
+                let watch = measured.run.as_ref().ok().and_then(|r| r.watch.as_ref());
                 let ratio = |of: fn(&crate::run::WatchReport) -> f64| {
-                    let (this, first) = (of(watch?), of(first.as_ref()?));
+                    let (this, first) = (of(watch?), of(first_watch.as_ref()?));
                     (first > 0.0).then(|| this / first)
                 };
+                let per_cpu = measured.per_cpu_second();
                 Row {
-                    target,
-                    url,
                     deliveries_ratio: ratio(|w| w.deliveries_per_sec),
                     lag_p99_ratio: ratio(|w| w.lag.p99_ms),
-                    failure: run.as_ref().err().map(|e| format!("{e:#}")),
-                    run: run.ok(),
+                    cpu_seconds: measured.cpu_seconds,
+                    deliveries_per_cpu_second: per_cpu,
+                    per_cpu_ratio: per_cpu.zip(first_per_cpu).map(|(this, first)| this / first),
+                    failure: measured.run.as_ref().err().map(|e| format!("{e:#}")),
+                    target: measured.target,
+                    url: measured.url,
+                    run: measured.run.ok(),
                 }
             })
             .collect();
@@ -100,9 +129,13 @@ impl fmt::Display for FanoutReport {
         writeln!(
             f,
             "| target | protocol | deliveries/s | MB/s | lag p50 | lag p99 | lag max | \
-             writes/s done / offered | write p99 | lost | in order | deliveries/s ratio | lag p99 ratio |"
+             writes/s done / offered | write p99 | lost | in order | deliveries/s ratio | lag p99 ratio | \
+             server CPU s | deliveries per CPU s | per CPU ratio |"
         )?;
-        writeln!(f, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")?;
+        writeln!(
+            f,
+            "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+        )?;
         for row in &self.rows {
             let Some(run) = &row.run else {
                 let failure = row.failure.as_deref().unwrap_or_default();
@@ -111,7 +144,7 @@ impl fmt::Display for FanoutReport {
                     f,
                     "| {} | failed: {failure} |{}",
                     row.target,
-                    " |".repeat(11)
+                    " |".repeat(14)
                 )?;
                 continue;
             };
@@ -121,6 +154,12 @@ impl fmt::Display for FanoutReport {
                 run.writes_offered as f64 / run.seconds
             );
             let write_p99 = format!("{:.1}", run.write_latency.p99_ms);
+            let cpu = format!(
+                "{} | {} | {}",
+                row.cpu_seconds.map_or("–".into(), |s| format!("{s:.1}")),
+                (row.deliveries_per_cpu_second).map_or("–".into(), |d| format!("{d:.0}")),
+                ratio(row.per_cpu_ratio)
+            );
             match &run.watch {
                 Some(w) => {
                     let protocols = w
@@ -132,7 +171,7 @@ impl fmt::Display for FanoutReport {
                     writeln!(
                         f,
                         "| {} | {protocols} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {writes} | \
-                         {write_p99} | {} | {} | {} | {} |",
+                         {write_p99} | {} | {} | {} | {} | {cpu} |",
                         row.target,
                         w.deliveries_per_sec,
                         w.mb_per_sec,
@@ -147,7 +186,7 @@ impl fmt::Display for FanoutReport {
                 }
                 None => writeln!(
                     f,
-                    "| {} | – | – | – | – | – | – | {writes} | {write_p99} | – | – | – | – |",
+                    "| {} | – | – | – | – | – | – | {writes} | {write_p99} | – | – | – | – | {cpu} |",
                     row.target
                 )?,
             }

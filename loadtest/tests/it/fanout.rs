@@ -29,6 +29,7 @@ fn config(targets: &[(&str, &str)], upstream: &str, protocol: Protocol) -> Fanou
             .collect(),
         target_tokens: Vec::new(),
         target_ca_files: Vec::new(),
+        target_pids: Vec::new(),
     }
 }
 
@@ -49,7 +50,13 @@ async fn servers_that_deliver_every_event_get_complete_rows_over_both_protocols(
     let (url, _sim) = Sim::start(sim_config()).await.unwrap();
     for protocol in [Protocol::Http1, Protocol::Http2] {
         let targets = [("first", url.as_str()), ("again", url.as_str())];
-        let report = fanout(config(&targets, &url, protocol)).await.unwrap();
+        // The sim serves from this process: its CPU is counted.
+        let mut config = config(&targets, &url, protocol);
+        let me = std::process::id();
+        config.target_pids = ["first", "again"]
+            .map(|name| format!("{name}={me}").parse().unwrap())
+            .into();
+        let report = fanout(config).await.unwrap();
         assert!(report.ok(), "{report}");
         assert_eq!(report.rows.len(), 2, "{report}");
         for row in 0..2 {
@@ -69,6 +76,11 @@ async fn servers_that_deliver_every_event_get_complete_rows_over_both_protocols(
             );
         }
         assert_eq!(report.rows[0].deliveries_ratio, Some(1.0), "{report}");
+        assert_eq!(report.rows[0].per_cpu_ratio, Some(1.0), "{report}");
+        for row in &report.rows {
+            assert!(row.cpu_seconds.is_some_and(|s| s > 0.0), "{report}");
+            assert!(row.deliveries_per_cpu_second.is_some(), "{report}");
+        }
         assert!(report.rows[1].deliveries_ratio.is_some(), "{report}");
         let table = report.to_string();
         for target in ["| first |", "| again |"] {

@@ -398,7 +398,10 @@ mod tests {
         drop(watch);
         assert_eq!(expired.await, Phase::Idle);
         let took = ended.elapsed();
-        assert!(took >= IDLE && took <= IDLE + Duration::from_millis(1), "{took:?}");
+        assert!(
+            took >= IDLE && took <= IDLE + Duration::from_millis(1),
+            "{took:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
