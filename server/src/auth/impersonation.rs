@@ -54,10 +54,7 @@ impl Impersonation {
     pub fn of(headers: &HeaderMap) -> Result<Option<Impersonation>, String> {
         // Almost no request impersonates: one look at the names (stored
         // lowercase) before four lookups by name.
-        if !headers
-            .keys()
-            .any(|name| name.as_str().starts_with(PREFIX))
-        {
+        if !headers.keys().any(|name| name.as_str().starts_with(PREFIX)) {
             return Ok(None);
         }
         let values = |name: &str| -> Vec<String> {
