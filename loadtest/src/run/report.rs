@@ -123,6 +123,9 @@ pub struct WatchReport {
     /// Times a watcher's watch was ended by its server and opened again
     /// from its last resourceVersion, all watchers together.
     pub resumes: u64,
+    /// Times a watcher's opening again was answered 429 and tried again
+    /// after its `Retry-After`, all watchers together.
+    pub throttled: u64,
     /// The sharded watchers beside the unsharded ones (with shards).
     pub sharding: Option<ShardingReport>,
     /// Whether every watcher got exactly its events, in order (and the
@@ -198,13 +201,14 @@ pub(super) fn watch_report(
     let mut failures = Vec::new();
     let mut lags = Vec::new();
     let (mut deliveries, mut bytes, mut lost) = (0u64, 0u64, 0u64);
-    let (mut failovers, mut resumes) = (0u64, 0u64);
+    let (mut failovers, mut resumes, mut throttled) = (0u64, 0u64, 0u64);
     let mut protocols = BTreeMap::new();
     for (i, watcher) in watchers.iter().enumerate() {
         deliveries += watcher.events.len() as u64;
         bytes += watcher.bytes;
         failovers += watcher.failovers;
         resumes += watcher.resumes;
+        throttled += watcher.throttled;
         if let Some(version) = watcher.version {
             *protocols.entry(format!("{version:?}")).or_default() += 1;
         }
@@ -259,6 +263,7 @@ pub(super) fn watch_report(
         reference_resumes,
         failovers,
         resumes,
+        throttled,
         sharding,
         complete,
         failures,
@@ -322,7 +327,8 @@ impl fmt::Display for Report {
             )?;
             writeln!(
                 f,
-                "completeness: {} ({} reference events checked, {} lost, {} failovers, {} resumes)",
+                "completeness: {} ({} reference events checked, {} lost, {} failovers, {} resumes, \
+                 {} throttled)",
                 if w.complete {
                     "every watcher got every matching event, in order"
                 } else {
@@ -331,7 +337,8 @@ impl fmt::Display for Report {
                 w.reference_events,
                 w.lost,
                 w.failovers,
-                w.resumes
+                w.resumes,
+                w.throttled
             )?;
             for failure in &w.failures {
                 writeln!(f, "  {failure}")?;

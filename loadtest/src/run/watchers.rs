@@ -29,6 +29,9 @@ pub struct WatchResult {
     /// Times the server ended its watch (its `timeoutSeconds`, or the
     /// server's own 30–60 minutes) and it watched again from there.
     pub resumes: u64,
+    /// Times opening its watch again was answered 429 and tried again
+    /// after the `Retry-After`, as client-go does.
+    pub throttled: u64,
     /// Why it failed, if it did (an ERROR event, a closed stream, garbage).
     pub failure: Option<String>,
 }
@@ -43,6 +46,7 @@ impl WatchResult {
             version,
             failovers: 0,
             resumes: 0,
+            throttled: 0,
             failure: None,
         }
     }
@@ -63,7 +67,8 @@ impl Watcher {
     ///
     /// A watch the server ends (a clean end of the stream: its timeout)
     /// is opened again on the same server from the last resourceVersion
-    /// received, as a reflector does. With several servers, a lost connection (the stream ends or breaks,
+    /// received, as a reflector does; one whose opening again is answered
+    /// 429 is tried again after its `Retry-After`. With several servers, a lost connection (the stream ends or breaks,
     /// or the server cannot be reached or refuses the watch) moves the
     /// watch to the next server, from the last resourceVersion received, as
     /// a client behind a Service reconnects; with one, it is a failure. An
@@ -99,7 +104,8 @@ impl Watcher {
                     None => {
                         let last = result.events.last().map_or(rv, |(rv, _)| *rv);
                         let token = ctx.scenario.token.as_deref();
-                        open(&client, &url(server, last), token).await.map_err(lost)
+                        let opened = open(&client, &url(server, last), token).await;
+                        opened.map_err(|e| if e.is::<Throttled>() { e } else { lost(e) })
                     }
                 };
                 let outcome = match opened {
@@ -131,6 +137,12 @@ impl Watcher {
                         }
                         result.resumes += 1;
                     }
+                    Err(e) if e.is::<Throttled>() && failures + 1 < Self::MAX_FAILURES => {
+                        failures += 1;
+                        result.throttled += 1;
+                        let wait = e.downcast_ref::<Throttled>().map(|t| t.0);
+                        tokio::time::sleep(wait.unwrap_or(Duration::from_secs(1))).await;
+                    }
                     Err(e) if fails_over && e.is::<Lost>() && failures + 1 < Self::MAX_FAILURES => {
                         failures += 1;
                         result.failovers += 1;
@@ -159,6 +171,19 @@ impl Watcher {
         }
     }
 }
+
+/// A watch answered 429 Too Many Requests: try again after this long
+/// (its `Retry-After`, 1 s without one).
+#[derive(Debug)]
+struct Throttled(Duration);
+
+impl std::fmt::Display for Throttled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "429 Too Many Requests: retry after {:?}", self.0)
+    }
+}
+
+impl std::error::Error for Throttled {}
 
 /// The server ended a watch stream cleanly before the run was over (its
 /// timeout): a client watches again from where it was.
@@ -305,7 +330,8 @@ impl Reference {
     }
 }
 
-/// Sends a watch request; fails unless it is answered 200.
+/// Sends a watch request; fails unless it is answered 200 (a 429 with a
+/// [`Throttled`] cause).
 pub(super) async fn open(
     client: &reqwest::Client,
     url: &str,
@@ -316,6 +342,14 @@ pub(super) async fn open(
         request = request.bearer_auth(token);
     }
     let response = request.send().await.with_context(|| format!("GET {url}"))?;
+    if response.status() == reqwest::StatusCode::TOO_MANY_REQUESTS {
+        let retry_after = (response.headers().get(reqwest::header::RETRY_AFTER))
+            .and_then(|v| v.to_str().ok()?.parse().ok())
+            .unwrap_or(1);
+        let body = response.text().await.unwrap_or_default();
+        let throttled = Throttled(Duration::from_secs(retry_after));
+        return Err(anyhow::Error::new(throttled).context(format!("GET {url}: {body}")));
+    }
     if !response.status().is_success() {
         let status = response.status();
         let body = response.text().await.unwrap_or_default();

@@ -2,7 +2,7 @@
 //! a server that delivers every event and fails against one that does not.
 
 use kubecache_loadtest::run::{Scenario, ShardBy, run};
-use kubecache_loadtest::sim::{Sim, SimConfig};
+use kubecache_loadtest::sim::{Fault, FaultSpec, FaultTarget, Sim, SimConfig};
 
 fn scenario(url: &str, upstream: &str) -> Scenario {
     Scenario {
@@ -91,6 +91,37 @@ async fn watches_the_server_ends_are_resumed_from_their_last_resource_version() 
     assert!(watch.resumes >= 2 * watchers, "{report}");
     assert_eq!(watch.failovers, 0, "{report}");
     assert!(watch.reference_events > 0, "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_opened_again_into_a_429_waits_its_retry_after_and_tries_again() {
+    // Once every watch is open, the next reopenings (after each watch's
+    // 1 s timeout) are refused 429, as kube-apiserver's priority and
+    // fairness refuses them; each waits its Retry-After and tries again.
+    let (url, sim) = Sim::start(sim_config()).await.unwrap();
+    let scenario = Scenario {
+        duration_secs: 4,
+        watch_timeout_secs: 1,
+        ..scenario(&url, &url)
+    };
+    let watchers = scenario.watchers as u32;
+    let running = tokio::spawn(run(scenario));
+    kubecache_testkit::wait::until("every watch open", || {
+        sim.open_watches() > watchers as usize
+    })
+    .await;
+    sim.inject(FaultSpec {
+        target: FaultTarget::Watch,
+        fault: Fault::TooManyRequests {
+            retry_after_secs: 1,
+        },
+        times: watchers,
+    });
+    let report = running.await.unwrap().unwrap();
+    assert!(report.ok(), "{report}");
+    let watch = report.watch.as_ref().unwrap();
+    assert!(watch.throttled > 0, "{report}");
+    assert!(watch.resumes >= u64::from(watchers), "{report}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
