@@ -58,8 +58,8 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    /// Failed attempts in a row (no event between them) before a watcher
-    /// that fails over gives up.
+    /// Failed attempts in a row (no event between them: failovers, 429s,
+    /// watches ended within a second) before a watcher gives up.
     pub const MAX_FAILURES: u32 = 20;
 
     /// Opens a watch with `filter` from `rv` on the `server`th of the
@@ -68,11 +68,12 @@ impl Watcher {
     /// A watch the server ends (a clean end of the stream: its timeout)
     /// is opened again on the same server from the last resourceVersion
     /// received, as a reflector does; one whose opening again is answered
-    /// 429 is tried again after its `Retry-After`. With several servers, a lost connection (the stream ends or breaks,
-    /// or the server cannot be reached or refuses the watch) moves the
-    /// watch to the next server, from the last resourceVersion received, as
-    /// a client behind a Service reconnects; with one, it is a failure. An
-    /// `ERROR` event is a failure either way (a client would relist).
+    /// 429 is tried again after its `Retry-After`. With several servers, a
+    /// lost connection (the stream breaks, or the server cannot be reached
+    /// or refuses the watch) moves the watch to the next server, from the
+    /// last resourceVersion received, as a client behind a Service
+    /// reconnects; with one, it is a failure. An `ERROR` event is a failure
+    /// either way (a client would relist).
     pub async fn start(
         ctx: &Arc<RunContext>,
         client: reqwest::Client,
@@ -140,8 +141,9 @@ impl Watcher {
                     Err(e) if e.is::<Throttled>() && failures + 1 < Self::MAX_FAILURES => {
                         failures += 1;
                         result.throttled += 1;
-                        let wait = e.downcast_ref::<Throttled>().map(|t| t.0);
-                        tokio::time::sleep(wait.unwrap_or(Duration::from_secs(1))).await;
+                        if let Some(Throttled(wait)) = e.downcast_ref::<Throttled>() {
+                            tokio::time::sleep(*wait).await;
+                        }
                     }
                     Err(e) if fails_over && e.is::<Lost>() && failures + 1 < Self::MAX_FAILURES => {
                         failures += 1;
@@ -174,42 +176,21 @@ impl Watcher {
 
 /// A watch answered 429 Too Many Requests: try again after this long
 /// (its `Retry-After`, 1 s without one).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("429 Too Many Requests: retry after {0:?}")]
 struct Throttled(Duration);
-
-impl std::fmt::Display for Throttled {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "429 Too Many Requests: retry after {:?}", self.0)
-    }
-}
-
-impl std::error::Error for Throttled {}
 
 /// The server ended a watch stream cleanly before the run was over (its
 /// timeout): a client watches again from where it was.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("the watch stream ended before the run did")]
 struct Ended;
-
-impl std::fmt::Display for Ended {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the watch stream ended before the run did")
-    }
-}
-
-impl std::error::Error for Ended {}
 
 /// A watch connection lost (not an event): the stream broke, or the
 /// server could not be reached or refused the watch.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("connection lost: {0:#}")]
 struct Lost(anyhow::Error);
-
-impl std::fmt::Display for Lost {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "connection lost: {:#}", self.0)
-    }
-}
-
-impl std::error::Error for Lost {}
 
 fn lost(e: anyhow::Error) -> anyhow::Error {
     Lost(e).into()
