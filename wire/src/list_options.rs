@@ -269,6 +269,23 @@ pub fn first_values(
     form_urlencoded::parse(query.as_bytes()).filter(move |(key, _)| seen.insert(key.clone()))
 }
 
+/// The first value of `key` in `query`, as [`first_values`] would give it,
+/// without remembering the other keys. Every request reads one or two:
+/// a query with nothing to decode (no `%`, no `+`) is read as it stands.
+pub fn first<'q>(query: &'q str, key: &str) -> Option<std::borrow::Cow<'q, str>> {
+    if query.contains(['%', '+']) {
+        return form_urlencoded::parse(query.as_bytes())
+            .find(|(name, _)| name == key)
+            .map(|(_, value)| value);
+    }
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| pair.split_once('=').unwrap_or((pair, "")))
+        .find(|(name, _)| *name == key)
+        .map(|(_, value)| std::borrow::Cow::Borrowed(value))
+}
+
 /// The `resourceVersion` of a query string (a get, a `/v1` lookup): `None`
 /// when absent or empty.
 ///
@@ -276,10 +293,9 @@ pub fn first_values(
 ///
 /// The watch cache's 500 when it is not a number.
 pub fn resource_version(query: &str) -> Result<Option<u64>, Status> {
-    first_values(query)
-        .find(|(key, _)| key == "resourceVersion")
-        .filter(|(_, value)| !value.is_empty())
-        .map(|(_, value)| {
+    first(query, "resourceVersion")
+        .filter(|value| !value.is_empty())
+        .map(|value| {
             parse_uint(&value).map_err(|why| malformed_resource_version(&value, why, false))
         })
         .transpose()
@@ -341,7 +357,7 @@ fn parse_int(s: &str) -> Result<i64, Status> {
 
 /// Whether a query string asks for a watch (`watch=1`, `watch=true`, …).
 pub fn is_watch(query: &str) -> bool {
-    first_values(query).any(|(key, value)| key == "watch" && flag(&value))
+    first(query, "watch").is_some_and(|value| flag(&value))
 }
 
 /// A query boolean as kube-apiserver converts it
@@ -358,6 +374,30 @@ mod tests {
 
     fn parse(query: &str) -> Result<CollectionParams, Status> {
         CollectionParams::parse(query)
+    }
+
+    #[test]
+    fn a_first_value_is_read_as_form_decoding_reads_it() {
+        for query in [
+            "",
+            "watch",
+            "&&watch=1&watch=0",
+            "resourceVersion=0",
+            "limit=5&resourceVersion=&resourceVersion=7",
+            "a=b=c&watch=",
+            "w%61tch=1&resourceVersion=3",
+            "resourceVersion=1+2&watch=%66alse",
+            "labelSelector=a%3Db&x",
+        ] {
+            for key in ["watch", "resourceVersion", "a", "x", "labelSelector"] {
+                let decoded = first_values(query).find(|(name, _)| name == key);
+                assert_eq!(
+                    first(query, key),
+                    decoded.map(|(_, value)| value),
+                    "{key} of {query:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -46,12 +46,21 @@ pub fn is_document(method: &Method, path: &str) -> bool {
     if method != Method::GET {
         return false;
     }
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    if segments.iter().any(|s| s.is_empty()) {
-        return false;
+    // The first four segments are all it tells apart: no allocation, as
+    // every request asks.
+    let mut first = [""; 4];
+    let mut count = 0;
+    for segment in path.trim_start_matches('/').split('/') {
+        if segment.is_empty() {
+            return false;
+        }
+        if let Some(slot) = first.get_mut(count) {
+            *slot = segment;
+        }
+        count += 1;
     }
     matches!(
-        segments.as_slice(),
+        &first[..count.min(first.len())],
         ["version"]
             | ["api"]
             | ["api", _]
@@ -201,6 +210,8 @@ mod tests {
             "/api/v1/namespaces/a/pods",
             "/apis/apps/v1/deployments",
             "/apis//v1",
+            "/openapi/v3/apis/apps//v1",
+            "/apis/apps/v1/namespaces/a/deployments",
             "/api/",
             "/healthz",
             "/openapi",

@@ -44,6 +44,8 @@
 //! with none, as the API server writes what it cannot negotiate (indented
 //! JSON: a Table asked for in protobuf only gets that 406).
 
+use std::borrow::Cow;
+
 use kubecache_wire::protobuf::MessageType;
 use kubecache_wire::{Status, StatusDetails};
 
@@ -93,12 +95,22 @@ pub(crate) struct Served<'a> {
     pub version: &'a str,
 }
 
-/// One media range of `Accept`.
+/// One media range of `Accept`, borrowed from it where it is lower case
+/// already (as clients send it): reading one costs no allocation.
 struct Range<'a> {
     /// `type/subtype`, lower case.
-    media: String,
-    params: Vec<(String, &'a str)>,
+    media: Cow<'a, str>,
+    params: Vec<(Cow<'a, str>, &'a str)>,
     q: f32,
+}
+
+/// `text` in lower case, borrowed when it is.
+fn lower(text: &str) -> Cow<'_, str> {
+    if text.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(text.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(text)
+    }
 }
 
 impl Range<'_> {
@@ -119,7 +131,7 @@ impl Range<'_> {
     /// The encoding of its media type, if kubecache has it (YAML is JSON
     /// rewritten); a wildcard is JSON, or protobuf when JSON is refused.
     fn encoding(&self, json_refused: bool) -> Option<Encoding> {
-        match self.media.as_str() {
+        match &*self.media {
             JSON | YAML => Some(Encoding::Json),
             "application/*" | "*/*" if !json_refused => Some(Encoding::Json),
             PROTOBUF | "application/*" | "*/*" => Some(Encoding::Protobuf),
@@ -143,7 +155,7 @@ fn ranges(accept: &str) -> Ranges<'_> {
         .split(',')
         .filter_map(|clause| {
             let mut parts = clause.split(';');
-            let media = parts.next()?.trim().to_ascii_lowercase();
+            let media = lower(parts.next()?.trim());
             if media.is_empty() {
                 return None;
             }
@@ -156,7 +168,7 @@ fn ranges(accept: &str) -> Ranges<'_> {
                 let Some((key, value)) = param.split_once('=') else {
                     continue;
                 };
-                let key = key.trim().to_ascii_lowercase();
+                let key = lower(key.trim());
                 let value = value.trim();
                 if key == "q" {
                     range.q = value.parse().unwrap_or(0.0);

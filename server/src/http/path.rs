@@ -50,9 +50,14 @@ pub fn strip_predicates(path: &str) -> Result<(Predicates, &str), Status> {
 /// Parses a path (without the predicates prefix); `None` for a path that
 /// names no cached resource (or does not decode to UTF-8).
 pub fn parse(caches: &Caches, path: &str) -> Option<ResourcePath> {
-    let path = percent_encoding::percent_decode_str(path)
-        .decode_utf8()
-        .ok()?;
+    // Decoded only when there is something to decode, as is rare.
+    let path = if path.contains('%') {
+        percent_encoding::percent_decode_str(path)
+            .decode_utf8()
+            .ok()?
+    } else {
+        path.into()
+    };
     // An empty segment (`//api/...`, `namespaces//pods`, a trailing `/`)
     // names no cached resource: kube-apiserver routes such paths its own
     // way (a cluster-wide list for an empty namespace, a plain-text 404

@@ -247,9 +247,9 @@ fn count(count: usize, resource_version: u64) -> Response {
 
 /// The query's `shardSelector` (none when absent or empty).
 fn shards(query: &str) -> Result<Option<ShardSelector>, Status> {
-    kubecache_wire::list_options::first_values(query)
-        .find(|(key, value)| key == "shardSelector" && !value.is_empty())
-        .map(|(_, value)| ShardSelector::parse(&value).map_err(Status::from))
+    kubecache_wire::list_options::first(query, "shardSelector")
+        .filter(|value| !value.is_empty())
+        .map(|value| ShardSelector::parse(&value).map_err(Status::from))
         .transpose()
 }
 
