@@ -159,6 +159,36 @@ pub enum Source {
     Stale,
 }
 
+/// The answer one connection was last given from a [`DecisionCache`]:
+/// asked again over the same connection (a client repeating its request
+/// with its credential), it is served after the same checks as a kept one
+/// (unexpired, nothing revoked since its review), without the shared
+/// cache's hashing, lookup and bookkeeping.
+pub struct Slot<K, V, S>(std::sync::Mutex<Option<(K, Kept<V, S>)>>);
+
+impl<K, V, S> Default for Slot<K, V, S> {
+    fn default() -> Self {
+        Slot(std::sync::Mutex::new(None))
+    }
+}
+
+impl<K: Eq + Clone, V: Clone, S: Clone> Slot<K, V, S> {
+    /// The answer for `key`, if it is the one held and `fresh` says it
+    /// stands; `None` when another stream of the connection holds the slot.
+    fn recall(&self, key: &K, fresh: impl Fn(&Kept<V, S>) -> bool) -> Option<V> {
+        let held = self.0.try_lock().ok()?;
+        let (held_key, kept) = held.as_ref()?;
+        (held_key == key && fresh(kept)).then(|| kept.answer.clone())
+    }
+
+    /// Holds `kept`, the answer for `key`, instead of the last one.
+    fn hold(&self, key: &K, kept: &Kept<V, S>) {
+        if let Ok(mut held) = self.0.try_lock() {
+            *held = Some((key.clone(), kept.clone()));
+        }
+    }
+}
+
 /// Removes a key from [`DecisionCache::refreshing`] when its review ends.
 struct Refreshing<'a, K: Hash + Eq>(&'a DashMap<K, ()>, &'a K);
 
@@ -219,7 +249,9 @@ where
     /// The answer for `key`: kept, or asked of `review()` and kept as
     /// `keep(answer)` says. An expired answer within its stale TTL is asked
     /// again by one request at a time, the others served it meanwhile; if
-    /// that review fails, it is served too ([`Source::Stale`]).
+    /// that review fails, it is served too ([`Source::Stale`]). A fresh
+    /// answer is also held in `slot`, the asking connection's, and served
+    /// from there while it stands.
     ///
     /// The hit path is every request's: the review is made only when
     /// asked, and what only a miss awaits is boxed, so that the future a
@@ -231,6 +263,7 @@ where
     pub async fn get_or_review<E, F>(
         &self,
         key: &K,
+        slot: Option<&Slot<K, V, S>>,
         keep: impl Fn(&V) -> Keep<S>,
         review: impl FnOnce() -> F,
     ) -> Result<(V, Source), E>
@@ -246,6 +279,14 @@ where
             let stands =
                 move |kept: &Kept<V, S>| revoked.stands(kept.epoch, kept.keep.scope.as_ref());
             let fresh = move |kept: &Kept<V, S>| kept.expires > now && stands(kept);
+            if let Some(answer) = slot.and_then(|slot| slot.recall(key, fresh)) {
+                return Ok((answer, Source::Cached));
+            }
+            let hold = |kept: &Kept<V, S>| {
+                if let Some(slot) = slot {
+                    slot.hold(key, kept);
+                }
+            };
             let kept_answer = |answer: V| {
                 let mut keep = keep(&answer);
                 let now = Instant::now();
@@ -266,6 +307,7 @@ where
             };
             if let Some(kept) = self.entries.get(key).await {
                 if fresh(&kept) {
+                    hold(&kept);
                     return Ok((kept.answer, Source::Cached));
                 }
                 if kept.stale_until > now && stands(&kept) {
@@ -277,6 +319,7 @@ where
                     return match Box::pin(review()).await {
                         Ok(answer) => {
                             let fresh = kept_answer(answer);
+                            hold(&fresh);
                             let answer = fresh.answer.clone();
                             Box::pin(self.entries.insert(key.clone(), fresh)).await;
                             Ok((answer, Source::Reviewed))
@@ -304,13 +347,17 @@ where
             }))
             .await
             .map_err(|error: Arc<E>| E::clone(&error))?;
-            match review {
-                None => return Ok((kept.answer, Source::Reviewed)),
-                // Shared with a request that asked before a revocation
-                // this one came after: asked again.
-                Some(_) if !fresh(&kept) => continue,
-                Some(_) => return Ok((kept.answer, Source::Cached)),
+            // Shared with a request that asked before a revocation this
+            // one came after: asked again.
+            if review.is_some() && !fresh(&kept) {
+                continue;
             }
+            hold(&kept);
+            let source = match review {
+                None => Source::Reviewed,
+                Some(_) => Source::Cached,
+            };
+            return Ok((kept.answer, source));
         }
     }
 }
@@ -347,8 +394,18 @@ mod tests {
     }
 
     async fn ask(cache: &Test, key: u32, reviews: &AtomicUsize) -> Source {
+        ask_over(cache, None, key, reviews).await
+    }
+
+    /// [`ask`] over a connection holding `slot`.
+    async fn ask_over(
+        cache: &Test,
+        slot: Option<&Slot<u32, u32, u32>>,
+        key: u32,
+        reviews: &AtomicUsize,
+    ) -> Source {
         let (answer, source) = cache
-            .get_or_review(&key, keep, || async move {
+            .get_or_review(&key, slot, keep, || async move {
                 reviews.fetch_add(1, Ordering::SeqCst);
                 Ok::<_, ()>(key * 2)
             })
@@ -371,6 +428,30 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_connection_recalls_its_last_answer_only_while_a_kept_one_would_stand() {
+        let cache = new(10);
+        let slot = Slot::default();
+        let reviews = AtomicUsize::new(0);
+        let ask = |key| ask_over(&cache, Some(&slot), key, &reviews);
+        // Key 3's answer is under scope 1, key 2's under scope 0.
+        assert_eq!(ask(3).await, Source::Reviewed);
+        assert_eq!(ask(3).await, Source::Cached);
+        assert_eq!(slot.recall(&3, |_| true), Some(6));
+        assert_eq!(slot.recall(&2, |_| true), None, "it holds one key");
+        cache.revoke(0);
+        assert_eq!(ask(3).await, Source::Cached, "another scope's revocation");
+        cache.revoke(1);
+        assert_eq!(ask(3).await, Source::Reviewed, "its scope revoked");
+        cache.revoke_all();
+        assert_eq!(ask(3).await, Source::Reviewed, "everything revoked");
+        tokio::time::advance(TTL).await;
+        assert_eq!(ask(3).await, Source::Reviewed, "expired");
+        assert_eq!(ask(2).await, Source::Reviewed);
+        assert_eq!(slot.recall(&2, |_| true), Some(4), "the last one asked");
+        assert_eq!(reviews.load(Ordering::SeqCst), 5);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn concurrent_requests_share_one_review() {
         let cache = new(10);
         let reviews = AtomicUsize::new(0);
@@ -378,7 +459,7 @@ mod tests {
             let (cache, reviews) = (&cache, &reviews);
             async move {
                 cache
-                    .get_or_review(&key, for_ttl, || async move {
+                    .get_or_review(&key, None, for_ttl, || async move {
                         reviews.fetch_add(1, Ordering::SeqCst);
                         tokio::time::sleep(Duration::from_secs(1)).await;
                         Ok::<_, ()>(key)
@@ -400,7 +481,7 @@ mod tests {
     async fn a_failed_review_is_not_kept() {
         let cache = new(10);
         let failed = cache
-            .get_or_review(&1, for_ttl, || async move { Err(()) })
+            .get_or_review(&1, None, for_ttl, || async move { Err(()) })
             .await;
         assert_eq!(failed, Err(()));
         let reviews = AtomicUsize::new(0);
@@ -413,7 +494,7 @@ mod tests {
         let reviews = &AtomicUsize::new(0);
         let started = Instant::now();
         let waiters = (0..200).map(|_| {
-            cache.get_or_review(&1, for_ttl, || async move {
+            cache.get_or_review(&1, None, for_ttl, || async move {
                 reviews.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_secs(10)).await;
                 Err("timed out")
@@ -459,7 +540,7 @@ mod tests {
     async fn an_answer_of_a_review_in_flight_when_all_is_revoked_is_not_kept() {
         let cache = new(10);
         let reviews = &AtomicUsize::new(0);
-        let in_flight = cache.get_or_review(&1, for_ttl, || async move {
+        let in_flight = cache.get_or_review(&1, None, for_ttl, || async move {
             reviews.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(Duration::from_secs(1)).await;
             Ok::<_, ()>(2)
@@ -500,7 +581,7 @@ mod tests {
             let (cache, reviews) = (&cache, &reviews);
             async move {
                 cache
-                    .get_or_review(&1, keep, || async move {
+                    .get_or_review(&1, None, keep, || async move {
                         reviews.fetch_add(1, Ordering::SeqCst);
                         tokio::time::sleep(Duration::from_secs(1)).await;
                         Ok::<_, ()>(2)
@@ -544,7 +625,7 @@ mod tests {
             let cache = &cache;
             async move {
                 cache
-                    .get_or_review(&1, stale, || async move {
+                    .get_or_review(&1, None, stale, || async move {
                         tokio::time::sleep(stall).await;
                         answer
                     })

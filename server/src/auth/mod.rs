@@ -41,6 +41,7 @@ use crate::error::ApiError;
 pub use attributes::{Attributes, ResourceAttributes};
 use budget::{Payer, Per};
 pub use impersonation::Impersonation;
+pub use review::Recall;
 use review::{AccessRequest, Decision, ReviewError, Reviewer};
 
 /// A user as the API server knows it (`authentication.k8s.io/v1`
@@ -236,6 +237,9 @@ pub struct Caller {
     /// kube-apiserver answers a request that impersonates parts without a
     /// user (its whole message, with the request's URI).
     pub impersonation: Result<Option<Impersonation>, String>,
+    /// The answers its connection was last given, put on every request by
+    /// the transport: none for a request made in-process.
+    pub recall: Option<Arc<Recall>>,
 }
 
 impl Caller {
@@ -261,6 +265,7 @@ impl Caller {
                 .get::<ConnectInfo<SocketAddr>>()
                 .map(|ConnectInfo(peer)| peer.ip()),
             impersonation,
+            recall: parts.extensions.get::<Arc<Recall>>().cloned(),
         }
     }
 
@@ -497,7 +502,7 @@ impl Auth {
                 }
             }
         })?;
-        allow(reviewer, &user, attributes, payer).await?;
+        allow(reviewer, &user, attributes, payer, caller.recall.as_deref()).await?;
         Ok(Some(user))
     }
 
@@ -536,7 +541,10 @@ impl Auth {
 async fn acting_user(reviewer: &Reviewer, caller: &Caller) -> Result<(Arc<User>, Payer), ApiError> {
     let user = match &caller.credential {
         Credential::Certificate(user) => user.clone(),
-        Credential::Token(token) => match reviewer.authenticate(token, caller.peer).await {
+        Credential::Token(token) => match reviewer
+            .authenticate(token, caller.peer, caller.recall.as_deref())
+            .await
+        {
             Ok(Some(user)) => user,
             Ok(None) => return Err(Status::unauthorized().into()),
             Err(error) => return Err(unanswered(&error).into()),
@@ -550,7 +558,9 @@ async fn acting_user(reviewer: &Reviewer, caller: &Caller) -> Result<(Arc<User>,
         Err(message) => Err(ApiError::InternalText(message.clone())),
         Ok(Some(impersonation)) => {
             for check in impersonation.checks() {
-                allow(reviewer, &user, Attributes::Resource(check), payer).await?;
+                // Not recalled: the connection's slot is for its own
+                // requests, each of which makes all these checks.
+                allow(reviewer, &user, Attributes::Resource(check), payer, None).await?;
             }
             Ok((User::new(impersonation.user()), payer))
         }
@@ -569,15 +579,16 @@ fn payer(user: &User, peer: Option<IpAddr>) -> Payer {
 }
 
 /// Whether `user` may do what `attributes` say, reviewed within `payer`'s
-/// budget.
+/// budget, recalled by `recall`.
 async fn allow(
     reviewer: &Reviewer,
     user: &Arc<User>,
     attributes: Attributes,
     payer: Payer,
+    recall: Option<&Recall>,
 ) -> Result<(), Status> {
     let request = AccessRequest::new(user, attributes);
-    match reviewer.authorize(user, &request, payer).await {
+    match reviewer.authorize(user, &request, payer, recall).await {
         Ok(Decision::Allowed { .. }) => Ok(()),
         Ok(Decision::Denied(reason)) => {
             let (info, attributes) = (user.info(), request.attributes());

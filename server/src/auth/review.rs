@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::budget::{self, Payer, Per, ReviewBudget};
-use super::cache::{DecisionCache, Keep, Source};
+use super::cache::{DecisionCache, Keep, Slot, Source};
 use super::revocation::{Followed, Revoke};
 use super::{Attributes, AuthSettings, BearerToken, User, UserInfo, impersonation};
 
@@ -76,6 +76,20 @@ pub enum ReviewError {
         /// The bound.
         per_second: f64,
     },
+}
+
+/// The answers one connection was last given (see [`Slot`]): the user of
+/// its token and the decision on its request.
+#[derive(Default)]
+pub struct Recall {
+    token: Slot<[u8; 32], Authenticated, (String, String)>,
+    access: Slot<AccessRequest, Decision, String>,
+}
+
+impl std::fmt::Debug for Recall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Recall(..)")
+    }
 }
 
 /// The kept answers: users by token digest (under their ServiceAccount,
@@ -154,9 +168,10 @@ impl Reviewer {
         }
     }
 
-    /// The user of `token`, or `None` if the API server does not know it.
-    /// A token not kept is reviewed only within the bound of `peer`, the
-    /// client's address (if it came over a socket).
+    /// The user of `token`, or `None` if the API server does not know it,
+    /// recalled by the asking connection's `recall` if it has one. A token
+    /// not kept is reviewed only within the bound of `peer`, the client's
+    /// address (if it came over a socket).
     ///
     /// # Errors
     ///
@@ -166,6 +181,7 @@ impl Reviewer {
         &self,
         token: &BearerToken,
         peer: Option<IpAddr>,
+        recall: Option<&Recall>,
     ) -> Result<Authenticated, ReviewError> {
         let keep = |user: &Authenticated| Keep {
             ttl: self.ttl(user.is_some()),
@@ -182,7 +198,7 @@ impl Reviewer {
         let (user, source) = self
             .kept
             .tokens
-            .get_or_review(token.digest(), keep, review)
+            .get_or_review(token.digest(), recall.map(|r| &r.token), keep, review)
             .await
             .inspect_err(|error| self.count(Review::Token, outcome(error), Source::Reviewed))?;
         let result = if user.is_some() {
@@ -194,7 +210,8 @@ impl Reviewer {
         Ok(user)
     }
 
-    /// Whether `user` may do what `request` asks. A request not kept is
+    /// Whether `user` may do what `request` asks (recalled by the asking
+    /// connection's `recall`, if it has one). A request not kept is
     /// reviewed only within the bound of `payer` (the client's address for
     /// an anonymous caller, else the signed-in user who asks): each
     /// namespace, name or impersonated user a client makes up would
@@ -209,6 +226,7 @@ impl Reviewer {
         user: &User,
         request: &AccessRequest,
         payer: Payer,
+        recall: Option<&Recall>,
     ) -> Result<Decision, ReviewError> {
         let keep = |decision: &Decision| Keep {
             ttl: self.decision_ttl(user, decision),
@@ -226,7 +244,7 @@ impl Reviewer {
         let (decision, source) = self
             .kept
             .access
-            .get_or_review(request, keep, review)
+            .get_or_review(request, recall.map(|r| &r.access), keep, review)
             .await
             .inspect_err(|error| self.count(Review::Access, outcome(error), Source::Reviewed))?;
         let result = match decision {

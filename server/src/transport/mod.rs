@@ -402,6 +402,7 @@ impl Connection {
         let router = self.router.clone();
         let requests = activity.clone();
         let answer_deadline = deadline.clone();
+        let recall = Arc::new(crate::auth::Recall::default());
         let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             let in_flight = requests.start();
             ticket.first_request();
@@ -411,6 +412,7 @@ impl Connection {
             let mut request =
                 request.map(|body| Arriving::new(body, requests.clone(), let_go.clone()));
             request.extensions_mut().insert(ConnectInfo(peer));
+            request.extensions_mut().insert(recall.clone());
             if let Some(proved) = certificate.as_ref().and_then(ClientCertificate::proves) {
                 request.extensions_mut().insert(proved);
             }
