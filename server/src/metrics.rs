@@ -149,20 +149,41 @@ pub(crate) fn render(caches: &Caches, auth: &Auth) -> String {
 /// and counts the bytes of every response body as it is sent. A watch's
 /// latency is its time to the first byte (the response head).
 pub(crate) async fn track(request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let verb = verb(request.method(), request.uri());
-    let response = next.run(request).await;
-    let route = response
-        .extensions()
-        .get::<Endpoint>()
-        .copied()
-        .unwrap_or(Endpoint("other"))
-        .0;
-    let series = Series::of(route, verb, response.status().as_u16());
-    series.requests.increment(1);
-    series.duration.record(started.elapsed().as_secs_f64());
-    let bytes = series.bytes;
-    response.map(|body| axum::body::Body::new(Counted { body, bytes }))
+    let tracked = Tracked::start(&request);
+    tracked.finish(next.run(request).await)
+}
+
+/// A request being counted and timed (see [`track`]), for a layer that
+/// does more around it.
+pub(crate) struct Tracked {
+    started: Instant,
+    verb: &'static str,
+}
+
+impl Tracked {
+    /// Starts timing `request`.
+    pub(crate) fn start<B>(request: &axum::http::Request<B>) -> Tracked {
+        Tracked {
+            started: Instant::now(),
+            verb: verb(request.method(), request.uri()),
+        }
+    }
+
+    /// Counts and times `response`, the request's answer, and counts its
+    /// body's bytes as they are sent.
+    pub(crate) fn finish(self, response: Response) -> Response {
+        let route = response
+            .extensions()
+            .get::<Endpoint>()
+            .copied()
+            .unwrap_or(Endpoint("other"))
+            .0;
+        let series = Series::of(route, self.verb, response.status().as_u16());
+        series.requests.increment(1);
+        series.duration.record(self.started.elapsed().as_secs_f64());
+        let bytes = series.bytes;
+        response.map(|body| axum::body::Body::new(Counted { body, bytes }))
+    }
 }
 
 /// The handles of one (route, verb, code)'s request metrics. Looked up

@@ -93,17 +93,19 @@ pub fn router(caches: Arc<Caches>, auth: Arc<Auth>, upstream: PassThrough) -> Ro
         .with_state(shared)
         .merge(health)
         .layer(axum::middleware::from_fn(caller))
-        // Outermost, so that it sees every answer, errors included.
-        .layer(axum::middleware::from_fn(crate::metrics::track))
 }
 
-/// Reads each request's [`Caller`] once (its credential, impersonation,
-/// address and `Authorization` warning) for the handlers, which take it
-/// from the request's extensions; adds kube-apiserver's `Warning` for an
-/// `Authorization` header it ignores (see [`Caller::warning`]) to every
-/// answer, passed through ones too: such a header is never forwarded (the
-/// caller goes upstream as anonymous), so the API server cannot warn of it.
+/// Counts and times every request and its answer, errors included (see
+/// [`crate::metrics::track`]); reads each request's [`Caller`] once (its
+/// credential, impersonation, address and `Authorization` warning) for the
+/// handlers, which take it from the request's extensions; adds
+/// kube-apiserver's `Warning` for an `Authorization` header it ignores (see
+/// [`Caller::warning`]) to every answer, passed through ones too: such a
+/// header is never forwarded (the caller goes upstream as anonymous), so
+/// the API server cannot warn of it. One layer for both: each layer boxes
+/// every request's future and clones the service under it.
 async fn caller(request: Request, next: axum::middleware::Next) -> Response {
+    let tracked = crate::metrics::Tracked::start(&request);
     let (parts, body) = request.into_parts();
     let caller = Arc::new(Caller::of(&parts));
     let mut request = Request::from_parts(parts, body);
@@ -114,7 +116,7 @@ async fn caller(request: Request, next: axum::middleware::Next) -> Response {
             .headers_mut()
             .append(header::WARNING, warning.clone());
     }
-    response
+    tracked.finish(response)
 }
 
 /// `response`, the API server's answer to the caller's own request,
