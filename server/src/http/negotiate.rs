@@ -190,6 +190,24 @@ fn ranges(accept: &str) -> Ranges<'_> {
     }
 }
 
+/// A request's `Accept` header, not blank, with its media ranges: read
+/// once for both the answer and its errors.
+pub(crate) struct Accept<'a> {
+    header: &'a str,
+    ranges: Ranges<'a>,
+}
+
+impl<'a> Accept<'a> {
+    /// `header` read, `None` when absent or blank (JSON).
+    pub(crate) fn of(header: Option<&'a str>) -> Option<Accept<'a>> {
+        let header = header.filter(|h| !h.trim().is_empty())?;
+        Some(Accept {
+            header,
+            ranges: ranges(header),
+        })
+    }
+}
+
 /// How to answer `read` of `served` for `accept` (`None`: no header, JSON)
 /// and the `includeObject` of `query`, and whether in YAML.
 ///
@@ -198,20 +216,19 @@ fn ranges(accept: &str) -> Ranges<'_> {
 /// 406 when no range can be served, or a metadata list or object is asked
 /// of the other; 400 for an unknown `includeObject`.
 pub(crate) fn negotiate(
-    accept: Option<&str>,
+    accept: Option<&Accept<'_>>,
     query: &str,
     read: Read,
     served: Served<'_>,
 ) -> Result<(Rendering, bool), Status> {
-    let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
+    let Some(Accept { header, ranges }) = accept else {
         return Ok((Rendering::Encoded(Shape::Object, Encoding::Json), false));
     };
     if served.protobuf.is_some()
-        && let Some(refusal) = router_refusal(accept, read)
+        && let Some(refusal) = router_refusal(header, read)
     {
         return Err(refusal);
     }
-    let ranges = ranges(accept);
     for range in &ranges.accepted {
         let Some(encoding) = range.encoding(ranges.json_refused) else {
             continue;
@@ -279,17 +296,18 @@ fn metadata(as_list: bool, read: Read, served: Served<'_>) -> Result<(), Status>
 /// it words it: `None` when a range of `accept` names `*/*` or, exactly, a
 /// type the route produces.
 fn router_refusal(accept: &str, read: Read) -> Option<Status> {
-    let mut produces = vec![
+    const PRODUCED: [&str; 5] = [
         "application/json",
         "application/yaml",
         "application/vnd.kubernetes.protobuf",
+        "application/json;stream=watch",
+        "application/vnd.kubernetes.protobuf;stream=watch",
     ];
-    if read != Read::Get {
-        produces.extend([
-            "application/json;stream=watch",
-            "application/vnd.kubernetes.protobuf;stream=watch",
-        ]);
-    }
+    let produces = if read == Read::Get {
+        &PRODUCED[..3]
+    } else {
+        &PRODUCED[..]
+    };
     let routed = accept.split(',').any(|range| {
         let media = range
             .split(';')
@@ -328,11 +346,10 @@ fn not_acceptable(read: Read) -> Status {
 /// first range without a conversion that is JSON, YAML or protobuf (a
 /// Status has them all); JSON without `Accept`; `None` when `Accept` names
 /// none (see [`error::render`](crate::error::render)).
-pub(crate) fn error_encoding(accept: Option<&str>) -> Option<(Encoding, bool)> {
-    let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
+pub(crate) fn error_encoding(accept: Option<&Accept<'_>>) -> Option<(Encoding, bool)> {
+    let Some(Accept { ranges, .. }) = accept else {
         return Some((Encoding::Json, false));
     };
-    let ranges = ranges(accept);
     ranges
         .accepted
         .iter()
@@ -343,6 +360,19 @@ pub(crate) fn error_encoding(accept: Option<&str>) -> Option<(Encoding, bool)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn negotiate(
+        accept: Option<&str>,
+        query: &str,
+        read: Read,
+        served: Served<'_>,
+    ) -> Result<(Rendering, bool), Status> {
+        super::negotiate(Accept::of(accept).as_ref(), query, read, served)
+    }
+
+    fn error_encoding(accept: Option<&str>) -> Option<(Encoding, bool)> {
+        super::error_encoding(Accept::of(accept).as_ref())
+    }
 
     const POD: Served<'static> = Served {
         protobuf: None,

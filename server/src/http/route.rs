@@ -200,7 +200,7 @@ fn cache_read(
         }
     };
     let header = |name| request.headers.get(name).and_then(|v| v.to_str().ok());
-    let accept = header(header::ACCEPT);
+    let accept = negotiate::Accept::of(header(header::ACCEPT));
     let pretty = kubecache_wire::pretty::asked(query, header(header::USER_AGENT));
     let read = what.read();
     let served = negotiate::Served {
@@ -208,7 +208,7 @@ fn cache_read(
         kind: &cache.resource.kind,
         version: &cache.resource.version,
     };
-    let negotiated = negotiate::negotiate(accept, query, read, served);
+    let negotiated = negotiate::negotiate(accept.as_ref(), query, read, served);
     let form = match &negotiated {
         Ok((rendering, yaml)) if rendering.encoding() == Encoding::Json && read != Read::Watch => {
             Form::of(*yaml, pretty)
@@ -218,7 +218,7 @@ fn cache_read(
     Some(CacheRead {
         rendering: negotiated.map(|(rendering, _)| rendering),
         form,
-        errors: negotiate::error_encoding(accept)
+        errors: negotiate::error_encoding(accept.as_ref())
             .map(|(encoding, yaml)| (encoding, Form::of(yaml, pretty))),
         gzip: read != Read::Watch && super::gzip::accepted(&request.headers),
         cache,
