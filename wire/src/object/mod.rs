@@ -24,7 +24,12 @@ impl ObjectKey {
         if namespace.is_empty() {
             ObjectKey(name.into())
         } else {
-            ObjectKey(format!("{namespace}/{name}").into())
+            // Not `format!`: every GET and every applied event makes one.
+            let mut key = String::with_capacity(namespace.len() + 1 + name.len());
+            key.push_str(namespace);
+            key.push('/');
+            key.push_str(name);
+            ObjectKey(key.into_boxed_str())
         }
     }
 
