@@ -46,30 +46,32 @@ pub fn is_document(method: &Method, path: &str) -> bool {
     if method != Method::GET {
         return false;
     }
-    // The first four segments are all it tells apart: no allocation, as
-    // every request asks.
-    let mut first = [""; 4];
-    let mut count = 0;
-    for segment in path.trim_start_matches('/').split('/') {
-        if segment.is_empty() {
+    // Every request asks: read no further than the first segment allows
+    // (only OpenAPI v3 documents are deeper than three), allocate nothing.
+    let mut segments = path.trim_start_matches('/').split('/');
+    let first = segments.next().unwrap_or_default();
+    let longest = match first {
+        "version" => 1,
+        "api" => 2,
+        "apis" => 3,
+        "openapi" => usize::MAX,
+        _ => return false,
+    };
+    let mut rest = [""; 2];
+    let mut count = 1;
+    for segment in segments {
+        if segment.is_empty() || count == longest {
             return false;
         }
-        if let Some(slot) = first.get_mut(count) {
+        if let Some(slot) = rest.get_mut(count - 1) {
             *slot = segment;
         }
         count += 1;
     }
-    matches!(
-        &first[..count.min(first.len())],
-        ["version"]
-            | ["api"]
-            | ["api", _]
-            | ["apis"]
-            | ["apis", _]
-            | ["apis", _, _]
-            | ["openapi", "v2"]
-            | ["openapi", "v3", ..]
-    )
+    match (first, &rest[..(count - 1).min(rest.len())]) {
+        ("openapi", rest) => matches!(rest, ["v2"] | ["v3", ..]),
+        _ => true,
+    }
 }
 
 /// The documents kept, by path (with its query) and `Accept`.
@@ -211,6 +213,10 @@ mod tests {
             "/apis/apps/v1/deployments",
             "/apis//v1",
             "/openapi/v3/apis/apps//v1",
+            "/openapi/v2/x",
+            "/version/x",
+            "/apis/apps/v1/x",
+            "/api/v1/",
             "/apis/apps/v1/namespaces/a/deployments",
             "/api/",
             "/healthz",
