@@ -206,7 +206,7 @@ fn render(
             encoding,
         ),
         Rendering::Table { version, include } => (
-            Body::from(table::render(
+            table::render(
                 &cache.resource,
                 version,
                 include,
@@ -217,9 +217,14 @@ fn render(
                 },
                 std::slice::from_ref(object),
                 chrono::Utc::now(),
-            )),
+            ),
             Encoding::Json,
         ),
     };
-    Ok(response(body, resource_version, encoding, false))
+    Ok(response(
+        Body::from(body),
+        resource_version,
+        encoding,
+        false,
+    ))
 }
