@@ -246,6 +246,24 @@ where
         self.revoked.revoke(Some(scope), self.longest_ttl);
     }
 
+    /// The answer `slot` holds for `key`, if it stands as a kept one would:
+    /// unexpired, nothing revoked since its review.
+    pub fn recall(&self, slot: &Slot<K, V, S>, key: &K) -> Option<V> {
+        let now = Instant::now();
+        slot.recall(key, |kept| self.fresh(kept, now))
+    }
+
+    /// Whether `kept` may be served at `now`: unexpired, nothing revoked
+    /// since its review.
+    fn fresh(&self, kept: &Kept<V, S>, now: Instant) -> bool {
+        kept.expires > now && self.stands(kept)
+    }
+
+    /// Whether nothing was revoked since `kept`'s review.
+    fn stands(&self, kept: &Kept<V, S>) -> bool {
+        self.revoked.stands(kept.epoch, kept.keep.scope.as_ref())
+    }
+
     /// The answer for `key`: kept, or asked of `review()` and kept as
     /// `keep(answer)` says. An expired answer within its stale TTL is asked
     /// again by one request at a time, the others served it meanwhile; if
@@ -275,11 +293,9 @@ where
         loop {
             let epoch = self.revoked.epoch.load(Ordering::Acquire);
             let now = Instant::now();
-            let revoked = &self.revoked;
-            let stands =
-                move |kept: &Kept<V, S>| revoked.stands(kept.epoch, kept.keep.scope.as_ref());
-            let fresh = move |kept: &Kept<V, S>| kept.expires > now && stands(kept);
-            if let Some(answer) = slot.and_then(|slot| slot.recall(key, fresh)) {
+            let stands = |kept: &Kept<V, S>| self.stands(kept);
+            let fresh = move |kept: &Kept<V, S>| self.fresh(kept, now);
+            if let Some(answer) = slot.and_then(|slot| self.recall(slot, key)) {
                 return Ok((answer, Source::Cached));
             }
             let hold = |kept: &Kept<V, S>| {

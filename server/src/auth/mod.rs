@@ -491,19 +491,11 @@ impl Auth {
         let Auth::Kubernetes(reviewer) = self else {
             return Ok(None);
         };
-        let (user, payer) = acting_user(reviewer, caller).await.inspect_err(|error| {
-            if let ApiError::Status(status) = error
-                && status.code == 401
-            {
-                let request = attributes.describe();
-                match &caller.credential {
-                    Credential::FailedCertificate(why) => tracing::debug!(%request, reason = %why, "unauthorized: the client certificate does not verify"),
-                    _ => tracing::debug!(%request, "unauthorized: the API server rejects the token"),
-                }
-            }
-        })?;
-        allow(reviewer, &user, attributes, payer, caller.recall.as_deref()).await?;
-        Ok(Some(user))
+        if let Some(user) = reviewer.recalled(caller, &attributes) {
+            return Ok(Some(user));
+        }
+        // Boxed: the future of every request through here stays small.
+        Box::pin(authorize(reviewer, caller, attributes)).await
     }
 
     /// The credential a request of `caller` is passed through with: a
@@ -533,6 +525,27 @@ impl Auth {
             acting_user(reviewer, caller).await?.0,
         ))
     }
+}
+
+/// [`Auth::authorize`] by `reviewer`, from its kept answers or its reviews.
+async fn authorize(
+    reviewer: &Reviewer,
+    caller: &Caller,
+    attributes: Attributes,
+) -> Result<Option<Arc<User>>, ApiError> {
+    let (user, payer) = acting_user(reviewer, caller).await.inspect_err(|error| {
+        if let ApiError::Status(status) = error
+            && status.code == 401
+        {
+            let request = attributes.describe();
+            match &caller.credential {
+                Credential::FailedCertificate(why) => tracing::debug!(%request, reason = %why, "unauthorized: the client certificate does not verify"),
+                _ => tracing::debug!(%request, "unauthorized: the API server rejects the token"),
+            }
+        }
+    })?;
+    allow(reviewer, &user, attributes, payer, caller.recall.as_deref()).await?;
+    Ok(Some(user))
 }
 
 /// The user `caller` acts as: its own, authenticated, or the one it

@@ -20,7 +20,9 @@ use tokio::time::Instant;
 use super::budget::{self, Payer, Per, ReviewBudget};
 use super::cache::{DecisionCache, Keep, Slot, Source};
 use super::revocation::{Followed, Revoke};
-use super::{Attributes, AuthSettings, BearerToken, User, UserInfo, impersonation};
+use super::{
+    Attributes, AuthSettings, BearerToken, Caller, Credential, User, UserInfo, impersonation,
+};
 
 /// What the API server said about a token: its user, or not a valid one.
 pub type Authenticated = Option<Arc<User>>;
@@ -208,6 +210,38 @@ impl Reviewer {
         };
         self.count(Review::Token, result, source);
         Ok(user)
+    }
+
+    /// The user `caller` acts as, when its connection's recall holds the
+    /// answers that allow it to do what `attributes` say, and they stand as
+    /// kept ones would (see [`DecisionCache::recall`]): a client repeating
+    /// its request is answered without a future to await. `None`: ask
+    /// [`Reviewer::authenticate`] and [`Reviewer::authorize`] (also for
+    /// impersonation, and for what is denied, to word the answer).
+    pub fn recalled(&self, caller: &Caller, attributes: &Attributes) -> Option<Arc<User>> {
+        let recall = caller.recall.as_deref()?;
+        if !matches!(caller.impersonation, Ok(None)) {
+            return None;
+        }
+        let (user, token) = match &caller.credential {
+            Credential::Certificate(user) => (user.clone(), false),
+            Credential::Token(token) => (
+                self.kept.tokens.recall(&recall.token, token.digest())??,
+                true,
+            ),
+            Credential::Anonymous => (User::anonymous(), false),
+            Credential::FailedCertificate(_) => return None,
+        };
+        let request = AccessRequest::new(&user, attributes.clone());
+        let decision = self.kept.access.recall(&recall.access, &request)?;
+        if !matches!(decision, Decision::Allowed { .. }) {
+            return None;
+        }
+        if token {
+            self.count(Review::Token, Outcome::Allowed, Source::Cached);
+        }
+        self.count(Review::Access, Outcome::Allowed, Source::Cached);
+        Some(user)
     }
 
     /// Whether `user` may do what `request` asks (recalled by the asking

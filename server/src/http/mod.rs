@@ -42,6 +42,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::{Extension, Router};
 use kubecache_wire::Status;
+use kubecache_wire::media::Form;
 
 use crate::error::ApiError;
 use get::Answer;
@@ -214,7 +215,7 @@ async fn kubernetes(
         Err(error) => (false, Err(error)),
         Ok(Answer::Upstream(rendering)) => {
             let path = route::upstream_path(&parts.uri);
-            let answer = match shared.auth.forwarded(&caller).await {
+            let answer = match Box::pin(shared.auth.forwarded(&caller)).await {
                 Ok(credential) => {
                     let upstream = &shared.upstream;
                     Box::pin(get::from_upstream(
@@ -233,8 +234,9 @@ async fn kubernetes(
         }
     };
     let answer = match answer {
-        Ok(answer) => Ok(restyle::restyle(answer, form).await),
-        Err(error) => Err(error),
+        // Rare, and boxed: it reads the body whole.
+        Ok(answer) if form != Form::Compact => Ok(Box::pin(restyle::restyle(answer, form)).await),
+        answer => answer,
     };
     let response = match answer {
         Err(error) => (Extension(endpoint), error.respond(errors)).into_response(),

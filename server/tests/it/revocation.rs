@@ -215,3 +215,72 @@ async fn without_the_right_to_watch_rbac_answers_are_kept_for_the_ttls_and_statu
     assert_eq!(status().await["following"], false);
     assert!(!served.is_following());
 }
+
+/// A connection recalls the answers it was last given (a client repeating
+/// its read is not looked up again): a revocation reaches them all the
+/// same. Over one keep-alive connection, alice's repeated read is refused
+/// once her team's binding goes, and the service account's once it is
+/// deleted, each without a new connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revocation_reaches_what_a_connection_recalls() {
+    let policy = Policy::demo();
+    let account = policy
+        .users
+        .iter()
+        .find(|u| u.name.starts_with("system:serviceaccount:") && u.token != "kubecache-token")
+        .expect("the demo has a service account with a token")
+        .clone();
+    let served = served(policy).await;
+    served.following().await;
+    let pods = format!("/api/v1/namespaces/{NAMESPACE}/pods?resourceVersion=0");
+    let request = |token: &str| {
+        http::Request::get(&pods)
+            .header("authorization", format!("Bearer {token}"))
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap()
+    };
+    // One connection for each client, kept alive throughout.
+    let mut alice = common::open(&served.url, &mut request("alice-token")).await;
+    let mut robot = common::open(&served.url, &mut request(&account.token)).await;
+    let host = served.url.trim_start_matches("http://").to_string();
+    let send = async |sender: &mut hyper::client::conn::http1::SendRequest<_>, token: &str| {
+        let mut request = request(token);
+        request
+            .headers_mut()
+            .insert(http::header::HOST, host.parse().unwrap());
+        sender.ready().await.unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        let code = response.status().as_u16();
+        http_body_util::BodyExt::collect(response.into_body())
+            .await
+            .unwrap();
+        code
+    };
+    for _ in 0..3 {
+        assert_eq!(send(&mut alice, "alice-token").await, 200);
+        assert_eq!(send(&mut robot, &account.token).await, 200);
+    }
+
+    let binding = binding_of("payments-devs");
+    let rbac = format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/rolebindings");
+    assert_eq!(
+        on_sim(&served, "DELETE", &format!("{rbac}/{binding}"), None).await,
+        200
+    );
+    until_async("alice's connection is refused", async || {
+        send(&mut alice, "alice-token").await == 403
+    })
+    .await;
+
+    let (namespace, name) = account
+        .name
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'))
+        .unwrap();
+    let path = format!("/api/v1/namespaces/{namespace}/serviceaccounts/{name}");
+    assert_eq!(on_sim(&served, "DELETE", &path, None).await, 200);
+    until_async("the service account's connection is refused", async || {
+        send(&mut robot, &account.token).await == 401
+    })
+    .await;
+}
