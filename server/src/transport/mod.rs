@@ -406,9 +406,11 @@ impl Connection {
         let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             let in_flight = requests.start();
             ticket.first_request();
+            // Asked once: under HTTP/2 each asking locks the connection's
+            // streams.
+            let bodiless = request.body().is_end_stream();
             // Only a body still arriving can be let go: a GET allocates none.
-            let let_go =
-                (!request.body().is_end_stream()).then(|| Arc::new(AtomicBool::new(false)));
+            let let_go = (!bodiless).then(|| Arc::new(AtomicBool::new(false)));
             let mut request =
                 request.map(|body| Arriving::new(body, requests.clone(), let_go.clone()));
             request.extensions_mut().insert(ConnectInfo(peer));
@@ -423,7 +425,7 @@ impl Connection {
                 // A body waits for its address's upload place, as long as
                 // a head may take.
                 let refusal = match refusal {
-                    None if !request.body().is_end_stream() => {
+                    None if !bodiless => {
                         let until = tokio::time::Instant::now() + limits.header_read_timeout;
                         match ticket.upload(until).await {
                             Some(place) => {
