@@ -10,7 +10,10 @@
 //! depend on changes: kubecache watches RBAC's objects and ServiceAccounts
 //! (see [`revocation`]); what nothing watched can revoke (static tokens,
 //! webhooks, the Node authorizer) is kept no longer than the delegating
-//! components of `k8s.io/apiserver` keep it, 10 s.
+//! components of `k8s.io/apiserver` keep it, 10 s. Each connection recalls
+//! the last answers it was given ([`Recall`]), served after the same
+//! checks: a client repeating its request costs no shared-cache lookup and
+//! no future to await.
 //! When the API server cannot be asked, requests fail closed with a 503.
 //! Answers not kept are asked within bounds (see [`budget`]): per client
 //! address for unknown tokens and anonymous requests, per signed-in user
