@@ -68,6 +68,23 @@ async fn until_code(served: &Served, path: &str, token: &str, want: u16) -> Dura
     started.elapsed()
 }
 
+/// A service account of `policy` with a token other than kubecache's: its
+/// path on the API server, and its token.
+fn service_account(policy: &Policy) -> (String, String) {
+    let user = policy
+        .users
+        .iter()
+        .find(|u| u.name.starts_with("system:serviceaccount:") && u.token != "kubecache-token")
+        .expect("the demo has a service account with a token");
+    let (namespace, name) = user
+        .name
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'))
+        .unwrap();
+    let path = format!("/api/v1/namespaces/{namespace}/serviceaccounts/{name}");
+    (path, user.token.clone())
+}
+
 /// The RoleBinding of the demo that lets `group` read in `NAMESPACE`.
 fn binding_of(group: &str) -> String {
     Policy::demo()
@@ -84,12 +101,7 @@ fn binding_of(group: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_removed_binding_a_new_one_and_a_deleted_service_account_take_effect_once_watched() {
     let policy = Policy::demo();
-    let account = policy
-        .users
-        .iter()
-        .find(|u| u.name.starts_with("system:serviceaccount:") && u.token != "kubecache-token")
-        .expect("the demo has a service account with a token")
-        .clone();
+    let (account, token) = service_account(&policy);
     let served = served(policy).await;
     served.following().await;
     // From the cache as it is: a consistent read would also wait for the
@@ -97,7 +109,7 @@ async fn a_removed_binding_a_new_one_and_a_deleted_service_account_take_effect_o
     let pods = format!("/api/v1/namespaces/{NAMESPACE}/pods?resourceVersion=0");
     assert_eq!(code(&served, &pods, "alice-token").await, 200);
     assert_eq!(code(&served, &pods, "eve-token").await, 403);
-    assert_eq!(code(&served, &pods, &account.token).await, 200);
+    assert_eq!(code(&served, &pods, &token).await, 200);
 
     // alice's team loses its binding: refused, though allowed answers are
     // kept an hour.
@@ -124,14 +136,8 @@ async fn a_removed_binding_a_new_one_and_a_deleted_service_account_take_effect_o
 
     // The service account is deleted: its token is refused, though
     // authenticated tokens are kept an hour.
-    let (namespace, name) = account
-        .name
-        .strip_prefix("system:serviceaccount:")
-        .and_then(|rest| rest.split_once(':'))
-        .unwrap();
-    let path = format!("/api/v1/namespaces/{namespace}/serviceaccounts/{name}");
-    assert_eq!(on_sim(&served, "DELETE", &path, None).await, 200);
-    let took = until_code(&served, &pods, &account.token, 401).await;
+    assert_eq!(on_sim(&served, "DELETE", &account, None).await, 200);
+    let took = until_code(&served, &pods, &token, 401).await;
     eprintln!("a deleted ServiceAccount's token refused {took:?} after its deletion on the sim");
 }
 
@@ -224,12 +230,7 @@ async fn without_the_right_to_watch_rbac_answers_are_kept_for_the_ttls_and_statu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revocation_reaches_what_a_connection_recalls() {
     let policy = Policy::demo();
-    let account = policy
-        .users
-        .iter()
-        .find(|u| u.name.starts_with("system:serviceaccount:") && u.token != "kubecache-token")
-        .expect("the demo has a service account with a token")
-        .clone();
+    let (account, token) = service_account(&policy);
     let served = served(policy).await;
     served.following().await;
     let pods = format!("/api/v1/namespaces/{NAMESPACE}/pods?resourceVersion=0");
@@ -241,7 +242,7 @@ async fn revocation_reaches_what_a_connection_recalls() {
     };
     // One connection for each client, kept alive throughout.
     let mut alice = common::open(&served.url, &mut request("alice-token")).await;
-    let mut robot = common::open(&served.url, &mut request(&account.token)).await;
+    let mut robot = common::open(&served.url, &mut request(&token)).await;
     let host = served.url.trim_start_matches("http://").to_string();
     let send = async |sender: &mut hyper::client::conn::http1::SendRequest<_>, token: &str| {
         let mut request = request(token);
@@ -258,7 +259,7 @@ async fn revocation_reaches_what_a_connection_recalls() {
     };
     for _ in 0..3 {
         assert_eq!(send(&mut alice, "alice-token").await, 200);
-        assert_eq!(send(&mut robot, &account.token).await, 200);
+        assert_eq!(send(&mut robot, &token).await, 200);
     }
 
     let binding = binding_of("payments-devs");
@@ -272,15 +273,9 @@ async fn revocation_reaches_what_a_connection_recalls() {
     })
     .await;
 
-    let (namespace, name) = account
-        .name
-        .strip_prefix("system:serviceaccount:")
-        .and_then(|rest| rest.split_once(':'))
-        .unwrap();
-    let path = format!("/api/v1/namespaces/{namespace}/serviceaccounts/{name}");
-    assert_eq!(on_sim(&served, "DELETE", &path, None).await, 200);
+    assert_eq!(on_sim(&served, "DELETE", &account, None).await, 200);
     until_async("the service account's connection is refused", async || {
-        send(&mut robot, &account.token).await == 401
+        send(&mut robot, &token).await == 401
     })
     .await;
 }
