@@ -357,6 +357,11 @@ fn parse_int(s: &str) -> Result<i64, Status> {
 
 /// Whether a query string asks for a watch (`watch=1`, `watch=true`, …).
 pub fn is_watch(query: &str) -> bool {
+    // Every request's metrics ask: most queries name no watch at all
+    // (without `%`, no decoding can make one).
+    if !query.contains("watch") && !query.contains('%') {
+        return false;
+    }
     first(query, "watch").is_some_and(|value| flag(&value))
 }
 
@@ -450,6 +455,9 @@ mod tests {
             ("watch=false", false),
             ("watch=FALSE", false),
             ("watch=1&watch=0", true),
+            ("w%61tch=1", true),
+            ("resourceVersion=0", false),
+            ("", false),
         ] {
             assert_eq!(parse(query).unwrap().watch, watch, "{query}");
             assert_eq!(is_watch(query), watch, "{query}");

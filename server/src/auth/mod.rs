@@ -136,14 +136,13 @@ pub struct BearerToken {
 
 impl BearerToken {
     /// `secret`, digested once.
-    pub fn new(secret: &str) -> BearerToken {
-        BearerToken {
-            secret: secret.to_string(),
-            digest: sha256(ring::digest::digest(
-                &ring::digest::SHA256,
-                secret.as_bytes(),
-            )),
-        }
+    pub fn new(secret: impl Into<String>) -> BearerToken {
+        let secret = secret.into();
+        let digest = sha256(ring::digest::digest(
+            &ring::digest::SHA256,
+            secret.as_bytes(),
+        ));
+        BearerToken { secret, digest }
     }
 
     /// The token itself, for the `TokenReview`.
@@ -206,7 +205,7 @@ impl Credential {
     fn read(extensions: &Extensions, bearer: Bearer) -> Credential {
         match (extensions.get::<PeerCertificate>(), bearer) {
             (Some(PeerCertificate::Verified(user)), _) => Credential::Certificate(user.clone()),
-            (_, Bearer::Token(token)) => Credential::Token(BearerToken::new(&token)),
+            (_, Bearer::Token(token)) => Credential::Token(BearerToken::new(token)),
             (Some(PeerCertificate::Failed(why)), _) => Credential::FailedCertificate(why.clone()),
             (None, Bearer::None | Bearer::ExtraSpace) => Credential::Anonymous,
         }
