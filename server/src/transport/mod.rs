@@ -46,7 +46,9 @@
 //! [`AnswerDeadline`] of the response it writes, fails and closes its
 //! connection (see `stall`); under HTTP/2, an answer that waits that long
 //! for its client resets its stream only. The peer's address is on every
-//! request as axum's `ConnectInfo<SocketAddr>`.
+//! request as axum's `ConnectInfo<SocketAddr>`, and the connection's
+//! [`Recall`](crate::auth::Recall) of its last authorization answers as
+//! an `Arc<Recall>`.
 
 mod activity;
 mod arriving;
