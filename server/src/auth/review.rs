@@ -80,7 +80,7 @@ pub enum ReviewError {
     },
 }
 
-/// The answers one connection was last given (see [`Slot`]): the user of
+/// The answers one connection was last given (see `cache::Slot`): the user of
 /// its token and the decision on its request.
 #[derive(Default)]
 pub struct Recall {
