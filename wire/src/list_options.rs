@@ -271,12 +271,16 @@ pub fn first_values(
 
 /// The first value of `key` in `query`, as [`first_values`] would give it,
 /// without remembering the other keys. Every request reads one or two:
-/// a query with nothing to decode (no `%`, no `+`) is read as it stands.
+/// a query with nothing to decode (no `%`, no `+`) is read as it stands,
+/// and one that does not contain `key` at all is not split.
 pub fn first<'q>(query: &'q str, key: &str) -> Option<std::borrow::Cow<'q, str>> {
     if query.contains(['%', '+']) {
         return form_urlencoded::parse(query.as_bytes())
             .find(|(name, _)| name == key)
             .map(|(_, value)| value);
+    }
+    if !query.contains(key) {
+        return None;
     }
     query
         .split('&')
@@ -357,11 +361,6 @@ fn parse_int(s: &str) -> Result<i64, Status> {
 
 /// Whether a query string asks for a watch (`watch=1`, `watch=true`, …).
 pub fn is_watch(query: &str) -> bool {
-    // Every request's metrics ask: most queries name no watch at all
-    // (without `%`, no decoding can make one).
-    if !query.contains("watch") && !query.contains('%') {
-        return false;
-    }
     first(query, "watch").is_some_and(|value| flag(&value))
 }
 
