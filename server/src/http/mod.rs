@@ -42,7 +42,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::{Extension, Router};
 use kubecache_wire::Status;
-use kubecache_wire::media::Form;
 
 use crate::error::ApiError;
 use get::Answer;
@@ -234,9 +233,8 @@ async fn kubernetes(
         }
     };
     let answer = match answer {
-        // Rare, and boxed: it reads the body whole.
-        Ok(answer) if form != Form::Compact => Ok(Box::pin(restyle::restyle(answer, form)).await),
-        answer => answer,
+        Ok(answer) => Ok(restyle::restyle(answer, form).await),
+        Err(error) => Err(error),
     };
     let response = match answer {
         Err(error) => (Extension(endpoint), error.respond(errors)).into_response(),
