@@ -90,7 +90,8 @@ impl App {
         crate::metrics::handle();
         let client = kube::Client::try_from(upstream.clone())?;
         let pass_through =
-            PassThrough::new(upstream).context("the API server's client for pass-through")?;
+            PassThrough::new(upstream, config.connections.max_passthrough_connections)
+                .context("the API server's client for pass-through")?;
         let state_dir = match &config.state {
             Some(state) => state_dir(&state.dir, &client, upstream).await,
             None => None,

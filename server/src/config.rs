@@ -39,7 +39,8 @@
 //! auth: { mode: kubernetes, allowedTtlSeconds: 10, deniedTtlSeconds: 10, revocableTtlSeconds: 60, cacheEntries: 10000, tokenReviewsPerSecond: 10,
 //!         userReviewsPerSecond: 50, userReviewBurst: 500 }
 //! connections: { max: 4096, maxPerAddress: 512, maxPendingPerAddress: 64, maxUploadsPerAddress: 64,
-//!                headerReadTimeoutSeconds: 32, idleTimeoutSeconds: 90, http2MaxStreamsPerConnection: 100 }
+//!                headerReadTimeoutSeconds: 32, idleTimeoutSeconds: 90, http2MaxStreamsPerConnection: 100,
+//!                maxPassThrough: 1024 }
 //! stateDir: /var/lib/kubecache    # warm restart: state files here (default: none)
 //! stateSaveIntervalSeconds: 60
 //! resources:
@@ -497,6 +498,13 @@ settings! {
         http2_max_streams_per_connection: usize = Limits::default().http2_max_streams_per_connection,
             key "http2MaxStreamsPerConnection", flag "http2-max-streams-per-connection" N,
             env "KUBECACHE_HTTP2_MAX_STREAMS_PER_CONNECTION";
+        /// connections to the API server open at once for requests passed
+        /// through (writes, watches and reads of what is not cached), for
+        /// all clients; one more waits for a free one, up to 70 s (lowered
+        /// to fit the open-file limit)
+        max_passthrough_connections: usize = Limits::default().max_passthrough_connections,
+            key "maxPassThrough", flag "max-passthrough-connections" N,
+            env "KUBECACHE_MAX_PASSTHROUGH_CONNECTIONS";
     }
 }
 
@@ -744,6 +752,7 @@ fn connections(s: &Settings) -> Result<Limits, ConfigError> {
         http2_max_streams_per_connection: s.http2_max_streams_per_connection.at_least_one()?,
         max_pending_per_address: s.max_pending_per_address.at_least_one()?,
         max_uploads_per_address: s.max_uploads_per_address.at_least_one()?,
+        max_passthrough_connections: s.max_passthrough_connections.at_least_one()?,
     })
 }
 

@@ -450,6 +450,10 @@ fn describe() {
         "kubecache_passthrough_requests_total",
         "Requests passed through to the API server, by verb and code (the API server's, or kubecache's own 413, 501, 503 or 504)."
     );
+    describe_gauge!(
+        "kubecache_passthrough_connections",
+        "Pass-through's connections to the API server open (in use or pooled), at most connections.maxPassThrough."
+    );
     describe_histogram!(
         "kubecache_passthrough_duration_seconds",
         Unit::Seconds,

@@ -50,7 +50,11 @@ pub fn serve(pods: &[Arc<CachedObject>], queue: usize) -> Served {
     let router = kubecache_server::router(
         Arc::new(Caches::new(vec![cache], settings)),
         Arc::new(kubecache_server::auth::Auth::None),
-        PassThrough::new(&upstream_config).unwrap(),
+        PassThrough::new(
+            &upstream_config,
+            kubecache_server::transport::Limits::default().max_passthrough_connections,
+        )
+        .unwrap(),
     );
     Served {
         writer,

@@ -44,8 +44,8 @@ use crate::error::ApiError;
 pub use attributes::{Attributes, ResourceAttributes};
 use budget::{Payer, Per};
 pub use impersonation::Impersonation;
-pub use review::Recall;
 use review::{AccessRequest, Decision, ReviewError, Reviewer};
+pub use review::{REVIEWS_AT_ONCE, Recall};
 
 /// A user as the API server knows it (`authentication.k8s.io/v1`
 /// `UserInfo`): what a `TokenReview` returns and a `SubjectAccessReview`

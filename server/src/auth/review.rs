@@ -14,6 +14,7 @@ use k8s_openapi::api::authorization::v1::{
 };
 use kube::api::{Api, PostParams};
 use kubecache_wire::protobuf::KubeVersion;
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -130,7 +131,15 @@ pub struct Reviewer {
     addresses: ReviewBudget<IpAddr>,
     users: ReviewBudget<[u8; 32]>,
     decisions: OnceLock<Decisions>,
+    /// Places of the reviews in flight.
+    at_once: Semaphore,
 }
+
+/// Reviews sent at once: each holds one of kubecache's own connections to
+/// the API server while in flight (a review takes milliseconds, so 128 at
+/// once is thousands a second); one more waits for a place, within its
+/// [`Reviewer::TIMEOUT`].
+pub const REVIEWS_AT_ONCE: usize = 128;
 
 impl std::fmt::Debug for Reviewer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -166,6 +175,7 @@ impl Reviewer {
                 settings.user_review_burst as f64,
             ),
             decisions: OnceLock::new(),
+            at_once: Semaphore::new(REVIEWS_AT_ONCE),
             settings,
         }
     }
@@ -195,7 +205,8 @@ impl Reviewer {
         let review = move || async move {
             self.within_budget(peer.map_or(Payer::Nobody, Payer::Address))
                 .await?;
-            timed(Review::Token, self.token_review(token.secret())).await
+            self.timed(Review::Token, self.token_review(token.secret()))
+                .await
         };
         let (user, source) = self
             .kept
@@ -269,7 +280,7 @@ impl Reviewer {
         };
         let review = move || async move {
             self.within_budget(payer).await?;
-            timed(
+            self.timed(
                 Review::Access,
                 self.access_review(user, request.attributes()),
             )
@@ -524,26 +535,88 @@ fn outcome(error: &ReviewError) -> Outcome {
 /// (hit, miss, stale).
 type Decisions = [[[metrics::Counter; 3]; 4]; 2];
 
-/// Bounds a review by [`Reviewer::TIMEOUT`] and times it into
-/// `kubecache_auth_review_duration_seconds`.
-async fn timed<T>(
-    review: Review,
-    call: impl Future<Output = Result<T, ReviewError>>,
-) -> Result<T, ReviewError> {
-    let review = match review {
-        Review::Token => "token",
-        Review::Access => "access",
-    };
-    let started = Instant::now();
-    let answer = tokio::time::timeout(Reviewer::TIMEOUT, call)
-        .await
-        .unwrap_or_else(|_| {
-            Err(ReviewError::Failed(format!(
-                "no answer to a {review} review within {:?}",
-                Reviewer::TIMEOUT
-            )))
-        });
-    metrics::histogram!("kubecache_auth_review_duration_seconds", "review" => review)
-        .record(started.elapsed().as_secs_f64());
-    answer
+impl Reviewer {
+    /// Sends a review when one of [`REVIEWS_AT_ONCE`] is free, bounded by
+    /// [`Reviewer::TIMEOUT`] with the wait, and times it into
+    /// `kubecache_auth_review_duration_seconds`.
+    async fn timed<T>(
+        &self,
+        review: Review,
+        call: impl Future<Output = Result<T, ReviewError>>,
+    ) -> Result<T, ReviewError> {
+        let review = match review {
+            Review::Token => "token",
+            Review::Access => "access",
+        };
+        let started = Instant::now();
+        let sent = async {
+            let _place = self.at_once.acquire().await;
+            call.await
+        };
+        let answer = tokio::time::timeout(Reviewer::TIMEOUT, sent)
+            .await
+            .unwrap_or_else(|_| {
+                Err(ReviewError::Failed(format!(
+                    "no answer to a {review} review within {:?}",
+                    Reviewer::TIMEOUT
+                )))
+            });
+        metrics::histogram!("kubecache_auth_review_duration_seconds", "review" => review)
+            .record(started.elapsed().as_secs_f64());
+        answer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::convert::Infallible;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test(start_paused = true)]
+    async fn reviews_beyond_those_at_once_wait_for_a_place() {
+        let arrived = Arc::new(AtomicUsize::new(0));
+        let release = Arc::new(tokio::sync::Notify::new());
+        let service = {
+            let (arrived, release) = (arrived.clone(), release.clone());
+            tower::service_fn(move |_: http::Request<kube::client::Body>| {
+                let (arrived, release) = (arrived.clone(), release.clone());
+                async move {
+                    let released = release.notified();
+                    arrived.fetch_add(1, Ordering::SeqCst);
+                    released.await;
+                    let review = r#"{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","status":{"authenticated":true,"user":{"username":"alice"}}}"#;
+                    Ok::<_, Infallible>(http::Response::new(kube::client::Body::from(
+                        review.as_bytes().to_vec(),
+                    )))
+                }
+            })
+        };
+        let reviewer = Arc::new(Reviewer::new(
+            kube::Client::new(service, "default"),
+            AuthSettings::default(),
+        ));
+        let asked = REVIEWS_AT_ONCE + 10;
+        let reviews: Vec<_> = (0..asked)
+            .map(|i| {
+                let reviewer = reviewer.clone();
+                tokio::spawn(async move {
+                    let token = crate::auth::BearerToken::new(format!("token-{i}"));
+                    reviewer.authenticate(&token, None, None).await
+                })
+            })
+            .collect();
+        // Every task has run as far as it can before the clock moves.
+        tokio::time::sleep(Reviewer::TIMEOUT / 10).await;
+        assert_eq!(arrived.load(Ordering::SeqCst), REVIEWS_AT_ONCE);
+        while arrived.load(Ordering::SeqCst) < asked {
+            release.notify_waiters();
+            tokio::task::yield_now().await;
+        }
+        release.notify_waiters();
+        for review in reviews {
+            let user = review.await.unwrap().unwrap().expect("authenticated");
+            assert_eq!(user.info().username, "alice");
+        }
+    }
 }

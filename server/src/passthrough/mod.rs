@@ -30,9 +30,11 @@
 //! port-forward) get 501: send them to the API server directly.
 
 mod impersonation;
+mod sockets;
 mod upload;
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -44,8 +46,10 @@ use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
 use kube::client::ConfigExt;
 use kubecache_wire::{Encoding, Status};
+use tokio::sync::Semaphore;
 use tower::util::BoxCloneSyncService;
 use tower::{BoxError, ServiceExt};
 use upload::Upload;
@@ -94,6 +98,14 @@ impl std::fmt::Debug for PassThrough {
     }
 }
 
+/// The connections both clients may open: one permit each, shared; of
+/// which each client keeps at most `idle` pooled (so that neither holds
+/// every permit idle while the other waits), an idle one closed after 90 s.
+struct Connections {
+    permits: Arc<Semaphore>,
+    idle: usize,
+}
+
 /// Which client sends a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sender {
@@ -106,17 +118,22 @@ enum Sender {
 impl PassThrough {
     /// The API server of `config` (kubecache's own configuration): its URL
     /// and root certificates for both clients, its credentials for the
-    /// impersonating one only. Neither retries or times out a read.
+    /// impersonating one only. Neither retries or times out a read. At
+    /// most `max_connections` of theirs are open at once (see [`sockets`]).
     ///
     /// # Errors
     ///
     /// The TLS or credential configuration does not load.
-    pub fn new(config: &kube::Config) -> Result<Self, kube::Error> {
+    pub fn new(config: &kube::Config, max_connections: usize) -> Result<Self, kube::Error> {
         let mut bare = config.clone();
         bare.auth_info = kube::config::AuthInfo::default();
+        let connections = Connections {
+            permits: Arc::new(Semaphore::new(max_connections)),
+            idle: max_connections / 4,
+        };
         Ok(PassThrough {
-            bare: client(&bare)?,
-            own: client(config)?,
+            bare: client(&bare, &connections)?,
+            own: client(config, &connections)?,
         })
     }
 
@@ -255,10 +272,16 @@ async fn exchange(client: &Client, request: Request<Upload>) -> Result<Response,
 /// A client of the API server of `config` with its credentials, without
 /// kube's retries and read timeout (the answer must come back as the API
 /// server gave it, and a quiet watch may last), built from kube's layers
-/// rather than as a `kube::Client`, whose requests carry whole bodies.
-fn client(config: &kube::Config) -> Result<Client, kube::Error> {
-    let connector = config.rustls_https_connector()?;
+/// rather than as a `kube::Client`, whose requests carry whole bodies; its
+/// connections within `connections`.
+fn client(config: &kube::Config, connections: &Connections) -> Result<Client, kube::Error> {
+    let mut tcp = HttpConnector::new();
+    tcp.enforce_http(false);
+    let tcp = sockets::Bounded::new(tcp, connections.permits.clone());
+    let connector = config.rustls_https_connector_with_connector(tcp)?;
     let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .pool_timer(hyper_util::rt::TokioTimer::new())
+        .pool_max_idle_per_host(connections.idle)
         .build(connector);
     let service = tower::ServiceBuilder::new()
         .layer(config.base_uri_layer())

@@ -49,14 +49,12 @@ pub const REFUSALS: usize = 32;
 /// The paths a refused connection is still served: the kubelet's probes.
 pub const PROBES: &[&str] = &["/healthz", "/livez", "/readyz"];
 
-/// Descriptors kept for what is not a client's connection: the listener,
-/// the connections to the API server for the watches, files, the runtime.
-const RESERVED_DESCRIPTORS: u64 = 64;
-
-/// Descriptors one admitted connection may hold: its socket, and pooled
-/// connections to the API server for one request passed through and one
-/// authorization review.
-const DESCRIPTORS_PER_CONNECTION: u64 = 3;
+/// Descriptors kept for what is neither a client's connection nor passed
+/// through: the listener, kubecache's own connections to the API server
+/// (the watches, consistent reads, and at most
+/// [`REVIEWS_AT_ONCE`](crate::auth::REVIEWS_AT_ONCE) reviews), files, the
+/// runtime.
+const RESERVED_DESCRIPTORS: u64 = 64 + crate::auth::REVIEWS_AT_ONCE as u64;
 
 /// The bounds of serving (docs/operations.md, "Connections and limits", says
 /// how to choose them).
@@ -79,6 +77,10 @@ pub struct Limits {
     pub max_pending_per_address: usize,
     /// Requests of one client address whose body is arriving, at once.
     pub max_uploads_per_address: usize,
+    /// Pass-through's connections to the API server open at once, for
+    /// every client: each request passed through holds one for as long as
+    /// its answer streams (a watch, a log), then leaves it pooled.
+    pub max_passthrough_connections: usize,
 }
 
 impl Default for Limits {
@@ -90,7 +92,11 @@ impl Default for Limits {
     /// address (a node's host-network pods, a NAT), of which 64 may be
     /// opening at once and 64 may be sending a body (an honest client's
     /// head follows its handshake within milliseconds, and kube-apiserver's
-    /// own bound on writes in flight is 200 in all).
+    /// own bound on writes in flight is 200 in all); 1,024 requests passed
+    /// through at once (kube-apiserver answers 600 that are not watches at
+    /// once by default, its `--max-requests-inflight` and
+    /// `--max-mutating-requests-inflight`; the rest is for watches and
+    /// logs).
     fn default() -> Self {
         Limits {
             header_read_timeout: Duration::from_secs(32),
@@ -100,6 +106,7 @@ impl Default for Limits {
             http2_max_streams_per_connection: 100,
             max_pending_per_address: 64,
             max_uploads_per_address: 64,
+            max_passthrough_connections: 1024,
         }
     }
 }
@@ -117,6 +124,8 @@ impl Limits {
         max_uploads_per_address: 1,
         // Plain HTTP: HTTP/1.1 only.
         http2_max_streams_per_connection: 1,
+        // Probes pass nothing through.
+        max_passthrough_connections: 1,
     };
 
     /// Connections held at once, unread, waiting for a place: a quarter of
@@ -130,18 +139,23 @@ impl Limits {
         self.max_held() / 4
     }
 
-    /// These limits lowered, if need be, so that their connections, and
-    /// those held, cannot use up `descriptors` open files (at least one
-    /// connection is kept).
+    /// These limits lowered, if need be, so that their connections, those
+    /// held and those passed through cannot use up `descriptors` open
+    /// files: pass-through gets at most a quarter of what is not reserved,
+    /// the clients' connections the rest (at least one of each is kept).
     #[must_use]
     pub fn within_descriptors(self, descriptors: u64) -> Limits {
-        // Each admitted connection's descriptors, and a quarter's held.
-        let room = descriptors.saturating_sub(RESERVED_DESCRIPTORS + REFUSALS as u64) * 4
-            / (4 * DESCRIPTORS_PER_CONNECTION + 1);
+        let room = descriptors.saturating_sub(RESERVED_DESCRIPTORS + REFUSALS as u64);
+        let max_passthrough_connections = (self.max_passthrough_connections as u64)
+            .min(room / 4)
+            .max(1);
+        // Each admitted connection's socket, and a quarter's held.
+        let room = room.saturating_sub(max_passthrough_connections) * 4 / 5;
         let max_connections = (self.max_connections as u64).min(room).max(1) as usize;
         Limits {
             max_connections,
             max_connections_per_address: self.max_connections_per_address.min(max_connections),
+            max_passthrough_connections: max_passthrough_connections as usize,
             ..self
         }
     }
@@ -558,13 +572,28 @@ mod tests {
         let limits = Limits::default();
         assert_eq!(limits.within_descriptors(1 << 20), limits);
         let tight = limits.within_descriptors(1024);
-        assert_eq!(tight.max_connections, (1024 - 64 - 32) * 4 / 13);
+        assert_eq!(tight.max_passthrough_connections, (1024 - 192 - 32) / 4);
         assert_eq!(tight.max_connections_per_address, tight.max_connections);
-        assert!(
-            tight.max_connections * 3 + tight.max_held() + REFUSALS + 64 <= 1024,
+        assert_eq!(
+            tight.max_connections
+                + tight.max_held()
+                + tight.max_passthrough_connections
+                + REFUSALS
+                + RESERVED_DESCRIPTORS as usize,
+            1024,
             "{tight:?}"
         );
-        assert_eq!(limits.within_descriptors(10).max_connections, 1);
+        // The machine the fan-out benchmark runs on: 10,000 clients fit.
+        let ours = Limits {
+            max_connections: 10_000,
+            ..limits
+        };
+        assert_eq!(ours.within_descriptors(20_000), ours);
+        let least = limits.within_descriptors(10);
+        assert_eq!(
+            (least.max_connections, least.max_passthrough_connections),
+            (1, 1)
+        );
     }
 
     impl Entering {

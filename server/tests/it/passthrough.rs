@@ -196,6 +196,43 @@ async fn writes_and_uncached_resources_get_the_api_servers_answers() {
     assert!(pods_via.get_opt("written").await.unwrap().is_none());
 }
 
+/// Pass-through within a few connections: many writes at once each get
+/// their answer, and the connections they leave pooled do not keep
+/// kubecache's own requests (discovery) waiting for a free one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_beyond_the_passthrough_connections_wait_for_one_and_all_are_answered() {
+    let served = serve(Setup {
+        sim: SimConfig {
+            pods: 10,
+            ..SimConfig::default()
+        },
+        max_passthrough_connections: 4,
+        ..Setup::default()
+    })
+    .await;
+    let sim = served.sim.url().to_string();
+    let ns = served.sim.state(ids::PODS)[0].namespace.clone();
+    let maps: Api<ConfigMap> = Api::namespaced(client_as(&served.url, "alice"), &ns);
+    let created = futures::future::join_all((0..24).map(|i| {
+        let maps = maps.clone();
+        async move {
+            maps.create(&PostParams::default(), &config_map(&format!("at-once-{i}")))
+                .await
+        }
+    }))
+    .await;
+    let direct: Api<ConfigMap> = Api::namespaced(client_as(&sim, "alice"), &ns);
+    for (i, created) in created.into_iter().enumerate() {
+        let created = created.unwrap_or_else(|e| panic!("write {i}: {e}"));
+        assert_eq!(created, direct.get(&format!("at-once-{i}")).await.unwrap());
+    }
+    // Each document is fetched with kubecache's own client.
+    for path in ["/api", "/apis", "/api/v1", "/version"] {
+        let [through, straight] = both(&served.url, &sim, "GET", path, "", "").await;
+        assert_eq!(through, straight, "{path}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_come_back_as_the_api_server_gave_them() {
     let served = serve(Setup {
@@ -530,7 +567,7 @@ async fn big_bodies_upgrades_and_an_unreachable_api_server_get_a_status() {
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let gone = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
-    let upstream = PassThrough::new(&kube::Config::new(gone.parse().unwrap())).unwrap();
+    let upstream = PassThrough::new(&kube::Config::new(gone.parse().unwrap()), 1).unwrap();
     let caches = Arc::new(Caches::new(Vec::new(), ServeSettings::default()));
     let router = kubecache_server::router(caches, Arc::new(Auth::None), upstream);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

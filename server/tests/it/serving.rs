@@ -65,9 +65,10 @@ fn kubecache_router() -> Router {
         )),
         Arc::new(kubecache_server::auth::Auth::None),
         // Nothing passes through here: an upstream that is never asked.
-        kubecache_server::PassThrough::new(&kube::Config::new(
-            "http://127.0.0.1:9".parse().unwrap(),
-        ))
+        kubecache_server::PassThrough::new(
+            &kube::Config::new("http://127.0.0.1:9".parse().unwrap()),
+            1,
+        )
         .unwrap(),
     )
 }

@@ -73,6 +73,8 @@ pub struct Setup {
     /// The test asserts exact values of process-wide metrics: its kubecache
     /// runs while no other test's does (see `metrics_turn`).
     pub metrics_alone: bool,
+    /// Pass-through's connections to the sim at once.
+    pub max_passthrough_connections: usize,
 }
 
 impl Default for Setup {
@@ -94,6 +96,8 @@ impl Default for Setup {
             write_stall: Server::WRITE_STALL,
             linger: Server::LINGER,
             metrics_alone: false,
+            max_passthrough_connections: kubecache_server::transport::Limits::default()
+                .max_passthrough_connections,
         }
     }
 }
@@ -180,6 +184,7 @@ pub async fn front(upstream: kube::Config, setup: Setup) -> Front {
     config.serve = setup.settings;
     config.tls = setup.tls;
     config.write_stall = setup.write_stall;
+    config.connections.max_passthrough_connections = setup.max_passthrough_connections;
     config.auth = AuthConfig {
         enabled: setup.auth.is_some(),
         settings: setup.auth.unwrap_or_default(),
