@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::Router;
 use kubecache_reflector::Reflector;
 use kubecache_reflector::store;
 use kubecache_reflector::upstream::{ApiResource, ResourceSpec, Upstream, server_version};
@@ -31,7 +30,7 @@ use crate::auth::Auth;
 use crate::cacher::{Cache, Caches};
 use crate::config::{Config, ResourceConfig};
 use crate::passthrough::PassThrough;
-use crate::transport::{Limits, Server, Tls};
+use crate::transport::{Answers, Limits, Server, Tls};
 use crate::warm_restart::{self, Persisted, StateDir};
 
 /// How long requests in flight may take to finish after a stop signal.
@@ -44,7 +43,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 pub struct App {
     caches: Arc<Caches>,
     auth: Arc<Auth>,
-    router: Router,
+    answers: Answers,
     tls: Option<Tls>,
     limits: Limits,
     write_stall: Duration,
@@ -142,7 +141,7 @@ impl App {
             ))
         });
         Ok(App {
-            router: crate::http::router(caches.clone(), auth.clone(), pass_through),
+            answers: crate::http::router(caches.clone(), auth.clone(), pass_through),
             caches,
             auth,
             tls: config.tls,
@@ -167,7 +166,7 @@ impl App {
     /// The server of the HTTP API on `listener`, with the configured TLS,
     /// connection limits and write-stall budget.
     pub fn server(&self, listener: TcpListener) -> Server {
-        Server::new(listener, self.router.clone())
+        Server::new(listener, self.answers.clone())
             .tls(self.tls.clone())
             .limits(self.limits)
             .write_stall(self.write_stall)

@@ -19,7 +19,7 @@ pub struct Served {
     /// Applies the changes the watchers get.
     pub writer: StoreWriter,
     /// kubecache's router, with no authorization.
-    pub router: axum::Router,
+    pub router: kubecache_server::transport::Answers,
     /// The store's resourceVersion once the pods are in.
     pub resource_version: u64,
     /// The reflector's status the cache reads, held open.
@@ -67,7 +67,7 @@ pub fn serve(pods: &[Arc<CachedObject>], queue: usize) -> Served {
 /// Opens the watch `path` (path and query) and reads it on a task of its
 /// own, handing every frame of its body (one watch line each) to `each`.
 pub async fn watch(
-    router: &axum::Router,
+    router: &kubecache_server::transport::Answers,
     path: &str,
     mut each: impl FnMut(Bytes) + Send + 'static,
 ) {

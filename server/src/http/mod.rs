@@ -52,6 +52,7 @@ use crate::auth::{Attributes, Auth, Caller, Credential, User};
 use crate::cacher::{Cache, Caches, Filter, Flow, Owner};
 use crate::metrics::Endpoint;
 use crate::passthrough::PassThrough;
+use crate::transport::Answers;
 
 /// What the handlers share, behind one `Arc` (axum clones the state for
 /// every request).
@@ -74,9 +75,14 @@ impl Shared {
     }
 }
 
-/// The router of kubecache's HTTP API over `caches`, authorizing by
-/// `auth`, passing through to `upstream`.
-pub fn router(caches: Arc<Caches>, auth: Arc<Auth>, upstream: PassThrough) -> Router {
+/// kubecache's HTTP API over `caches`, authorizing by `auth`, passing
+/// through to `upstream`. The Kubernetes API's requests (`/api`, `/apis`
+/// and under them: nearly all of them) go to their handler directly; an
+/// axum router serves the rest, `/metrics`, `/v1/…`, the health endpoints
+/// and the Kubernetes API's other paths (`/version`, `/openapi/…`): on
+/// every request it would look the path up, box a service's clone and a
+/// future per layer and handler, and move the handler's future.
+pub fn router(caches: Arc<Caches>, auth: Arc<Auth>, upstream: PassThrough) -> Answers {
     let shared = Arc::new(Shared {
         caches,
         auth,
@@ -84,37 +90,58 @@ pub fn router(caches: Arc<Caches>, auth: Arc<Auth>, upstream: PassThrough) -> Ro
         documents: discovery::Documents::default(),
     });
     let health = health::routes(shared.caches.clone());
-    Router::new()
+    let rest = Router::new()
         .route("/metrics", get(metrics))
         .route("/v1/{*rest}", any(query_api))
         .method_not_allowed_fallback(error::method_not_allowed_fallback)
         // Everything else is the Kubernetes API.
-        .fallback(kubernetes)
-        .with_state(shared)
-        .merge(health)
-        .layer(axum::middleware::from_fn(caller))
+        .fallback(
+            |State(shared): State<Arc<Shared>>,
+             Extension(caller): Extension<Arc<Caller>>,
+             request: Request| async move {
+                let (parts, body) = request.into_parts();
+                kubernetes(&shared, &caller, parts, body).await
+            },
+        )
+        .with_state(shared.clone())
+        .merge(health);
+    Answers::new(move |request| Box::pin(answer(shared.clone(), rest.clone(), request)))
+}
+
+/// Whether `path` is under the Kubernetes API's groups, none of which
+/// the router's own routes serve.
+fn is_kubernetes_api(path: &str) -> bool {
+    ["/api", "/apis"].iter().any(|root| {
+        path.strip_prefix(root)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
 }
 
 /// Counts and times every request and its answer, errors included (see
-/// [`crate::metrics::track`]); reads each request's [`Caller`] once (its
+/// [`crate::metrics::Tracked`]); reads each request's [`Caller`] once (its
 /// credential, impersonation, address and `Authorization` warning) for the
-/// handlers, which take it from the request's extensions; adds
+/// handlers (those of `rest` take it from the request's extensions); adds
 /// kube-apiserver's `Warning` for an `Authorization` header it ignores (see
 /// [`Caller::warning`]) to every answer, passed through ones too: such a
 /// header is never forwarded (the caller goes upstream as anonymous), so
-/// the API server cannot warn of it. One layer for both: each layer boxes
-/// every request's future and clones the service under it.
-async fn caller(request: Request, next: axum::middleware::Next) -> Response {
+/// the API server cannot warn of it.
+async fn answer(shared: Arc<Shared>, rest: Router, request: Request) -> Response {
     let tracked = crate::metrics::Tracked::start(&request);
-    let (parts, body) = request.into_parts();
-    let caller = Arc::new(Caller::of(&parts));
-    let mut request = Request::from_parts(parts, body);
-    request.extensions_mut().insert(caller.clone());
-    let mut response = next.run(request).await;
-    if let Some(warning) = &caller.warning {
-        response
-            .headers_mut()
-            .append(header::WARNING, warning.clone());
+    let (mut parts, body) = request.into_parts();
+    let caller = Caller::of(&parts);
+    let warning = caller.warning.clone();
+    let mut response = if is_kubernetes_api(parts.uri.path()) {
+        kubernetes(&shared, &caller, parts, body).await
+    } else {
+        parts.extensions.insert(Arc::new(caller));
+        let answered = tower::ServiceExt::oneshot(rest, Request::from_parts(parts, body));
+        match Box::pin(answered).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
+    };
+    if let Some(warning) = warning {
+        response.headers_mut().append(header::WARNING, warning);
     }
     tracked.finish(response)
 }
@@ -184,21 +211,15 @@ async fn query_api(
 /// The Kubernetes API: a read a cache answers, or a pass-through. What
 /// a GET from a cache does not await is boxed: axum moves every request's
 /// handler future, as large as its largest branch.
-async fn kubernetes(
-    State(shared): State<Arc<Shared>>,
-    Extension(caller): Extension<Arc<Caller>>,
-    request: Request,
-) -> Response {
-    let (parts, body) = request.into_parts();
+async fn kubernetes(shared: &Shared, caller: &Caller, parts: Parts, body: Body) -> Response {
     if discovery::is_document(&parts.method, parts.uri.path()) {
-        let answer = Box::pin(document(&shared, &parts, &caller)).await;
+        let answer = Box::pin(document(shared, &parts, caller)).await;
         return (Extension(Endpoint("discovery")), answer).into_response();
     }
     let read = match route::decide(&shared.caches, &parts) {
         Ok(Route::Cache(read)) => read,
         Ok(Route::PassThrough { path, written }) => {
-            let answer =
-                Box::pin(pass_through(&shared, parts, body, &caller, &path, written)).await;
+            let answer = Box::pin(pass_through(shared, parts, body, caller, &path, written)).await;
             return passed_through(answer.into_response());
         }
         Err(status) => return ApiError::Status(status).into_response(),
@@ -209,12 +230,12 @@ async fn kubernetes(
         Read::Watch => "watch",
     });
     let (errors, form, gzip, cache) = (read.errors, read.form, read.gzip, read.cache.clone());
-    let (upstream, answer) = match from_cache(&shared, *read, &parts, &caller).await {
+    let (upstream, answer) = match from_cache(shared, *read, &parts, caller).await {
         Ok(Answer::Served(response)) => (false, Ok(response)),
         Err(error) => (false, Err(error)),
         Ok(Answer::Upstream(rendering)) => {
             let path = route::upstream_path(&parts.uri);
-            let answer = match Box::pin(shared.auth.forwarded(&caller)).await {
+            let answer = match Box::pin(shared.auth.forwarded(caller)).await {
                 Ok(credential) => {
                     let upstream = &shared.upstream;
                     Box::pin(get::from_upstream(

@@ -70,9 +70,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::ConnectInfo;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request};
 use axum::http::HeaderValue;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
 use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
@@ -92,15 +94,72 @@ use linger::Lingering;
 use client_cert::ClientCertificate;
 use h2_floods::Calmed;
 
-/// kubecache's HTTP server: a listener, the router it serves, and how.
+/// kubecache's HTTP server: a listener, what it answers requests with,
+/// and how.
 pub struct Server {
     listener: TcpListener,
-    router: Router,
+    answers: Answers,
     tls: Option<Tls>,
     handshake_timeout: Duration,
     limits: Limits,
     write_stall: Duration,
     linger: Duration,
+}
+
+/// What a server answers each request with: an axum [`Router`], or a
+/// function of its own (kubecache's API, which calls its handler for the
+/// Kubernetes API without axum's router, see [`crate::http::router`]).
+#[derive(Clone)]
+pub struct Answers(Arc<dyn Fn(Request) -> BoxFuture<'static, Response> + Send + Sync>);
+
+impl Answers {
+    /// Answers each request with `answer`.
+    pub fn new(
+        answer: impl Fn(Request) -> BoxFuture<'static, Response> + Send + Sync + 'static,
+    ) -> Answers {
+        Answers(Arc::new(answer))
+    }
+
+    /// The answer to `request`.
+    pub fn answer(&self, request: Request) -> BoxFuture<'static, Response> {
+        (self.0)(request)
+    }
+}
+
+/// Answers as a tower service, for a caller with no socket (tests,
+/// benchmarks).
+impl tower::Service<Request> for Answers {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::Map<
+        BoxFuture<'static, Response>,
+        fn(Response) -> Result<Response, std::convert::Infallible>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        futures::FutureExt::map(self.answer(request), Ok)
+    }
+}
+
+impl From<Router> for Answers {
+    fn from(router: Router) -> Answers {
+        Answers::new(move |request| {
+            let answered = tower::ServiceExt::oneshot(router.clone(), request);
+            Box::pin(async move {
+                match answered.await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                }
+            })
+        })
+    }
 }
 
 /// The largest request head (request line and headers) served; beyond,
@@ -143,11 +202,11 @@ impl Server {
     /// link than a data centre's needs more.
     pub const LINGER: Duration = Duration::from_secs(2);
 
-    /// Serves `router` on `listener`, in plain HTTP.
-    pub fn new(listener: TcpListener, router: Router) -> Server {
+    /// Serves `answers` on `listener`, in plain HTTP.
+    pub fn new(listener: TcpListener, answers: impl Into<Answers>) -> Server {
         Server {
             listener,
-            router,
+            answers: answers.into(),
             tls: None,
             handshake_timeout: Self::HANDSHAKE_TIMEOUT,
             limits: Limits::default(),
@@ -200,7 +259,7 @@ impl Server {
     pub async fn serve(self, shutdown: impl Future<Output = ()> + Send) {
         let Server {
             listener,
-            router,
+            answers,
             tls,
             handshake_timeout,
             limits,
@@ -212,7 +271,7 @@ impl Server {
             .map(|tls| AbortOnDrop(tokio::spawn(tls.reload_forever())));
         let gate = Gate::new(limits);
         let connection = Arc::new(Connection {
-            router,
+            answers,
             tls,
             handshake_timeout,
             limits,
@@ -266,7 +325,7 @@ impl Server {
 
 /// What every connection task shares.
 struct Connection {
-    router: Router,
+    answers: Answers,
     tls: Option<Tls>,
     handshake_timeout: Duration,
     limits: Limits,
@@ -401,7 +460,7 @@ impl Connection {
         let now = tokio::time::Instant::now();
         let activity = Activity::new(now.checked_sub(held).unwrap_or(now));
         let deadline = Deadline::default();
-        let router = self.router.clone();
+        let answers = self.answers.clone();
         let requests = activity.clone();
         let answer_deadline = deadline.clone();
         let recall = Arc::new(crate::auth::Recall::default());
@@ -420,7 +479,7 @@ impl Connection {
             if let Some(proved) = certificate.as_ref().and_then(ClientCertificate::proves) {
                 request.extensions_mut().insert(proved);
             }
-            let router = router.clone();
+            let answers = answers.clone();
             let answer_deadline = answer_deadline.clone();
             let ticket = ticket.clone();
             async move {
@@ -451,7 +510,7 @@ impl Connection {
                 let stream = Stream::current();
                 let mut response = match refused {
                     Some(response) => response,
-                    None => tower::ServiceExt::oneshot(router, request).await?,
+                    None => answers.answer(request.map(Body::new)).await,
                 };
                 // Its body let go unread: hyper closes the connection after
                 // the answer (a lingering close), which says so, as Go's
@@ -635,7 +694,7 @@ mod tests {
         write_stall: Duration,
     ) -> Arc<Connection> {
         Arc::new(Connection {
-            router,
+            answers: router.into(),
             tls: None,
             handshake_timeout: Server::HANDSHAKE_TIMEOUT,
             limits,

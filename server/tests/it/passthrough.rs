@@ -572,7 +572,9 @@ async fn big_bodies_upgrades_and_an_unreachable_api_server_get_a_status() {
     let router = kubecache_server::router(caches, Arc::new(Auth::None), upstream);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    tokio::spawn(
+        kubecache_server::transport::Server::new(listener, router).serve(std::future::pending()),
+    );
     for path in ["/api", "/api/v1/namespaces/default/configmaps/x"] {
         let (code, body) = get(&url, path).await;
         assert_eq!(code, 503, "{path}");

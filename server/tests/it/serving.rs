@@ -28,7 +28,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use kubecache_server::auth::PeerCertificate;
-use kubecache_server::transport::{Limits, Server, Tls, TlsFiles};
+use kubecache_server::transport::{Answers, Limits, Server, Tls, TlsFiles};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -57,7 +57,7 @@ fn whoami() -> Router {
 
 /// kubecache's own router, caching nothing, without authorization: its
 /// `/metrics`, probes and error answers.
-fn kubecache_router() -> Router {
+fn kubecache_router() -> Answers {
     kubecache_server::router(
         Arc::new(kubecache_server::Caches::new(
             Vec::new(),
@@ -85,7 +85,7 @@ impl Drop for Running {
     }
 }
 
-async fn start(router: Router, configure: impl FnOnce(Server) -> Server) -> Running {
+async fn start(router: impl Into<Answers>, configure: impl FnOnce(Server) -> Server) -> Running {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let server = configure(Server::new(listener, router));
@@ -973,10 +973,12 @@ async fn a_burst_of_watches_from_a_few_addresses_beyond_their_allowance_opens_ev
 /// kubecache's router, plus `/upload`, which reads its body whole and
 /// says how long it was.
 fn uploads() -> Router {
-    kubecache_router().route(
-        "/upload",
-        axum::routing::post(|body: Bytes| async move { body.len().to_string() }),
-    )
+    Router::new()
+        .route(
+            "/upload",
+            axum::routing::post(|body: Bytes| async move { body.len().to_string() }),
+        )
+        .fallback_service(kubecache_router())
 }
 
 /// A POST of a 10-byte body from `source` that asks for `100 Continue`
