@@ -127,7 +127,8 @@ impl User {
 }
 
 /// A bearer token, with its SHA-256 digest: what is kept about a token is
-/// kept by its digest, so no raw token outlives its request.
+/// kept by its digest, so no raw token outlives its request, but for the
+/// last one of a connection while it is open (see [`Recall`]).
 #[derive(Clone, PartialEq, Eq)]
 pub struct BearerToken {
     secret: String,
@@ -143,6 +144,17 @@ impl BearerToken {
             secret.as_bytes(),
         ));
         BearerToken { secret, digest }
+    }
+
+    /// `secret`, whose digest is known to be `digest`.
+    fn digested(secret: String, digest: [u8; 32]) -> BearerToken {
+        BearerToken { secret, digest }
+    }
+
+    /// Whether this token is `secret`, compared in constant time (but for
+    /// its length): a connection may carry several clients' requests.
+    fn is(&self, secret: &str) -> bool {
+        subtle::ConstantTimeEq::ct_eq(self.secret.as_bytes(), secret.as_bytes()).into()
     }
 
     /// The token itself, for the `TokenReview`.
@@ -205,7 +217,10 @@ impl Credential {
     fn read(extensions: &Extensions, bearer: Bearer) -> Credential {
         match (extensions.get::<PeerCertificate>(), bearer) {
             (Some(PeerCertificate::Verified(user)), _) => Credential::Certificate(user.clone()),
-            (_, Bearer::Token(token)) => Credential::Token(BearerToken::new(token)),
+            (_, Bearer::Token(token)) => Credential::Token(match extensions.get::<Arc<Recall>>() {
+                Some(recall) => recall.bearer(token),
+                None => BearerToken::new(token),
+            }),
             (Some(PeerCertificate::Failed(why)), _) => Credential::FailedCertificate(why.clone()),
             (None, Bearer::None | Bearer::ExtraSpace) => Credential::Anonymous,
         }
