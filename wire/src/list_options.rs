@@ -269,25 +269,25 @@ pub fn first_values(
     form_urlencoded::parse(query.as_bytes()).filter(move |(key, _)| seen.insert(key.clone()))
 }
 
-/// The first value of `key` in `query`, as [`first_values`] would give it,
-/// without remembering the other keys. Every request reads one or two:
-/// a query with nothing to decode (no `%`, no `+`) is read as it stands,
-/// and one that does not contain `key` at all is not split.
+/// The first value of `key` (not empty) in `query`, as [`first_values`]
+/// would give it, without remembering the other keys. Every request reads a few: a query
+/// with nothing to decode (no `%`, no `+`) is read as it stands, its pairs
+/// split and compared (no substring search first: setting one up costs
+/// more than the split of a short query).
 pub fn first<'q>(query: &'q str, key: &str) -> Option<std::borrow::Cow<'q, str>> {
     if query.contains(['%', '+']) {
         return form_urlencoded::parse(query.as_bytes())
             .find(|(name, _)| name == key)
             .map(|(_, value)| value);
     }
-    if !query.contains(key) {
-        return None;
-    }
     query
         .split('&')
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| pair.split_once('=').unwrap_or((pair, "")))
-        .find(|(name, _)| *name == key)
-        .map(|(_, value)| std::borrow::Cow::Borrowed(value))
+        .find_map(|pair| match pair.strip_prefix(key)?.split_at_checked(1) {
+            None => Some(""),
+            Some(("=", value)) => Some(value),
+            Some(_) => None,
+        })
+        .map(std::borrow::Cow::Borrowed)
 }
 
 /// The `resourceVersion` of a query string (a get, a `/v1` lookup): `None`
@@ -392,6 +392,8 @@ mod tests {
             "w%61tch=1&resourceVersion=3",
             "resourceVersion=1+2&watch=%66alse",
             "labelSelector=a%3Db&x",
+            "resourceVersionMatch=NotOlderThan&resourceVersion=5",
+            "watcher=1&watch=0&a",
         ] {
             for key in ["watch", "resourceVersion", "a", "x", "labelSelector"] {
                 let decoded = first_values(query).find(|(name, _)| name == key);

@@ -10,10 +10,8 @@
 /// its true words is compact); without one, a User-Agent starting with
 /// `curl`, `Wget` or `Mozilla/5.0`, case-sensitively.
 pub fn asked(query: &str, user_agent: Option<&str>) -> bool {
-    if query.contains("pretty")
-        && let Some((_, value)) = form_urlencoded::parse(query.as_bytes())
-            .find(|(key, _)| key == "pretty")
-            .filter(|(_, value)| !value.is_empty())
+    if let Some(value) =
+        crate::list_options::first(query, "pretty").filter(|value| !value.is_empty())
     {
         return matches!(&*value, "1" | "t" | "T" | "TRUE" | "true" | "True");
     }
@@ -89,6 +87,11 @@ mod tests {
         assert!(asked("pretty=true", None));
         assert!(asked("pretty=1", None));
         assert!(asked("limit=2&pretty=T", None));
+        assert!(asked("pr%65tty=1", None), "a key decoded as the form is");
+        assert!(
+            !asked("pretty=&pretty=1", None),
+            "the first value alone counts"
+        );
         assert!(!asked("pretty=false", curl));
         assert!(
             !asked("pretty=yes", curl),
