@@ -62,11 +62,19 @@ pub fn parse(caches: &Caches, path: &str) -> Option<ResourcePath> {
     // names no cached resource: kube-apiserver routes such paths its own
     // way (a cluster-wide list for an empty namespace, a plain-text 404
     // for `//api`, each after authorization), so it answers them.
-    let segments: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
-    if segments.iter().any(|segment| segment.is_empty()) {
-        return None;
+    // Eight segments at most name a cached resource
+    // (`apis/{group}/{version}/namespaces/{ns}/{plural}/{name}/{sub}`,
+    // or `watch` in place of the subresource); read without allocating.
+    let mut segments = [""; 8];
+    let mut count = 0;
+    for segment in path.strip_prefix('/')?.split('/') {
+        if segment.is_empty() || count == segments.len() {
+            return None;
+        }
+        segments[count] = segment;
+        count += 1;
     }
-    let (group, version, rest) = match segments.as_slice() {
+    let (group, version, rest) = match &segments[..count] {
         ["api", version, rest @ ..] => ("", *version, rest),
         ["apis", group, version, rest @ ..] => (*group, *version, rest),
         _ => return None,
@@ -115,6 +123,28 @@ mod tests {
             "api/v1/pods",
         ] {
             assert!(parse(&caches, path).is_none(), "{path}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_path_of_up_to_eight_segments_names_a_cached_resource() {
+        let caches = crate::http::route::tests::caches();
+        let found = |path| parse(&caches, path).map(|p| (p.name, p.subresource, p.watch));
+        let name = |n: &str| Some(n.to_string());
+        assert_eq!(
+            found("/api/v1/watch/namespaces/a/pods/b"),
+            Some((name("b"), None, true))
+        );
+        assert_eq!(
+            found("/api/v1/namespaces/a/pods/b/status"),
+            Some((name("b"), name("status"), false))
+        );
+        for longer in [
+            "/api/v1/namespaces/a/pods/b/status/c",
+            "/api/v1/watch/namespaces/a/pods/b/c",
+            "/api/v1/namespaces/a/pods/b/c/d/e/f/g",
+        ] {
+            assert_eq!(found(longer), None, "{longer}");
         }
     }
 
