@@ -19,9 +19,24 @@ use crate::auth::Auth;
 use crate::cacher::Caches;
 
 /// Which handler answered a request: the `route` label of the HTTP
-/// metrics. Handlers put it in the response's extensions.
+/// metrics. The Kubernetes API's handler returns it; those of axum's
+/// routes put it in the response's extensions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Endpoint(pub &'static str);
+
+impl Endpoint {
+    /// What no handler names.
+    pub(crate) const OTHER: Endpoint = Endpoint("other");
+
+    /// The endpoint `response` names in its extensions.
+    pub(crate) fn of(response: &Response) -> Endpoint {
+        response
+            .extensions()
+            .get::<Endpoint>()
+            .copied()
+            .unwrap_or(Endpoint::OTHER)
+    }
+}
 
 /// Seconds buckets of request latencies and list durations: from 100 µs
 /// (a GET served from memory) to 5 minutes (a large first list).
@@ -150,7 +165,8 @@ pub(crate) fn render(caches: &Caches, auth: &Auth) -> String {
 /// latency is its time to the first byte (the response head).
 pub(crate) async fn track(request: Request, next: Next) -> Response {
     let tracked = Tracked::start(&request);
-    tracked.finish(next.run(request).await)
+    let response = next.run(request).await;
+    tracked.finish(Endpoint::of(&response), response)
 }
 
 /// A request being counted and timed (see [`track`]), for a layer that
@@ -169,15 +185,9 @@ impl Tracked {
         }
     }
 
-    /// Counts and times `response`, the request's answer, and counts its
-    /// body's bytes as they are sent.
-    pub(crate) fn finish(self, response: Response) -> Response {
-        let route = response
-            .extensions()
-            .get::<Endpoint>()
-            .copied()
-            .unwrap_or(Endpoint("other"))
-            .0;
+    /// Counts and times `response`, the request's answer, under
+    /// `endpoint`, and counts its body's bytes as they are sent.
+    pub(crate) fn finish(self, Endpoint(route): Endpoint, response: Response) -> Response {
         let series = Series::of(route, self.verb, response.status().as_u16());
         series.requests.increment(1);
         series.duration.record(self.started.elapsed().as_secs_f64());

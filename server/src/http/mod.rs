@@ -100,7 +100,8 @@ pub fn router(caches: Arc<Caches>, auth: Arc<Auth>, upstream: PassThrough) -> An
              Extension(caller): Extension<Arc<Caller>>,
              request: Request| async move {
                 let (parts, body) = request.into_parts();
-                kubernetes(&shared, &caller, parts, body).await
+                let (endpoint, response) = kubernetes(&shared, &caller, parts, body).await;
+                (Extension(endpoint), response)
             },
         )
         .with_state(shared.clone())
@@ -130,28 +131,26 @@ async fn answer(shared: Arc<Shared>, rest: Router, request: Request) -> Response
     let (mut parts, body) = request.into_parts();
     let caller = Caller::of(&parts);
     let warning = caller.warning.clone();
-    let mut response = if is_kubernetes_api(parts.uri.path()) {
+    let (endpoint, mut response) = if is_kubernetes_api(parts.uri.path()) {
         kubernetes(&shared, &caller, parts, body).await
     } else {
         parts.extensions.insert(Arc::new(caller));
         let answered = tower::ServiceExt::oneshot(rest, Request::from_parts(parts, body));
-        match Box::pin(answered).await {
+        let response = match Box::pin(answered).await {
             Ok(response) => response,
             Err(never) => match never {},
-        }
+        };
+        (Endpoint::of(&response), response)
     };
     if let Some(warning) = warning {
         response.headers_mut().append(header::WARNING, warning);
     }
-    tracked.finish(response)
+    tracked.finish(endpoint, response)
 }
 
-/// `response`, the API server's answer to the caller's own request,
-/// counted under the `passthrough` endpoint.
-fn passed_through(mut response: Response) -> Response {
-    response.extensions_mut().insert(Endpoint("passthrough"));
-    response
-}
+/// Where the API server's answers to the callers' own requests are
+/// counted.
+const PASSED_THROUGH: Endpoint = Endpoint("passthrough");
 
 /// The Prometheus text format.
 async fn metrics(
@@ -208,21 +207,27 @@ async fn query_api(
     (Extension(Endpoint("query")), answer.await)
 }
 
-/// The Kubernetes API: a read a cache answers, or a pass-through. What
-/// a GET from a cache does not await is boxed: axum moves every request's
-/// handler future, as large as its largest branch.
-async fn kubernetes(shared: &Shared, caller: &Caller, parts: Parts, body: Body) -> Response {
+/// The Kubernetes API: a read a cache answers, or a pass-through; and the
+/// endpoint it is counted under. What a GET from a cache does not await
+/// is boxed: the answer's future is moved into a box on every request, as
+/// large as its largest branch.
+async fn kubernetes(
+    shared: &Shared,
+    caller: &Caller,
+    parts: Parts,
+    body: Body,
+) -> (Endpoint, Response) {
     if discovery::is_document(&parts.method, parts.uri.path()) {
         let answer = Box::pin(document(shared, &parts, caller)).await;
-        return (Extension(Endpoint("discovery")), answer).into_response();
+        return (Endpoint("discovery"), answer.into_response());
     }
     let read = match route::decide(&shared.caches, &parts) {
         Ok(Route::Cache(read)) => read,
         Ok(Route::PassThrough { path, written }) => {
             let answer = Box::pin(pass_through(shared, parts, body, caller, &path, written)).await;
-            return passed_through(answer.into_response());
+            return (PASSED_THROUGH, answer.into_response());
         }
-        Err(status) => return ApiError::Status(status).into_response(),
+        Err(status) => return (Endpoint::OTHER, ApiError::Status(status).into_response()),
     };
     let endpoint = Endpoint(match read.what.read() {
         Read::Get => "get",
@@ -258,15 +263,11 @@ async fn kubernetes(shared: &Shared, caller: &Caller, parts: Parts, body: Body) 
         Err(error) => Err(error),
     };
     let response = match answer {
-        Err(error) => (Extension(endpoint), error.respond(errors)).into_response(),
-        Ok(answer) if gzip => (Extension(endpoint), gzip::large(answer).await).into_response(),
-        Ok(answer) => (Extension(endpoint), answer).into_response(),
+        Err(error) => error.respond(errors),
+        Ok(answer) if gzip => gzip::large(answer).await,
+        Ok(answer) => answer,
     };
-    if upstream {
-        passed_through(response)
-    } else {
-        response
-    }
+    (if upstream { PASSED_THROUGH } else { endpoint }, response)
 }
 
 /// A discovery or OpenAPI document (see [`discovery`]), to a caller who
