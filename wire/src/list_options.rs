@@ -270,10 +270,10 @@ pub fn first_values(
 }
 
 /// The first value of `key` (not empty) in `query`, as [`first_values`]
-/// would give it, without remembering the other keys. Every request reads a few: a query
-/// with nothing to decode (no `%`, no `+`) is read as it stands, its pairs
-/// split and compared (no substring search first: setting one up costs
-/// more than the split of a short query).
+/// would give it, without remembering the other keys. Every request reads
+/// a few: a query with nothing to decode (no `%`, no `+`) is read as it
+/// stands, its pairs split and compared (no substring search first:
+/// setting one up costs more than the split of a short query).
 pub fn first<'q>(query: &'q str, key: &str) -> Option<std::borrow::Cow<'q, str>> {
     if query.contains(['%', '+']) {
         return form_urlencoded::parse(query.as_bytes())

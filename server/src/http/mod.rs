@@ -90,7 +90,7 @@ pub fn router(caches: Arc<Caches>, auth: Arc<Auth>, upstream: PassThrough) -> An
         documents: discovery::Documents::default(),
     });
     let health = health::routes(shared.caches.clone());
-    let rest = Router::new()
+    let rest: Answers = Router::new()
         .route("/metrics", get(metrics))
         .route("/v1/{*rest}", any(query_api))
         .method_not_allowed_fallback(error::method_not_allowed_fallback)
@@ -105,7 +105,8 @@ pub fn router(caches: Arc<Caches>, auth: Arc<Auth>, upstream: PassThrough) -> An
             },
         )
         .with_state(shared.clone())
-        .merge(health);
+        .merge(health)
+        .into();
     Answers::new(move |request| Box::pin(answer(shared.clone(), rest.clone(), request)))
 }
 
@@ -126,7 +127,7 @@ fn is_kubernetes_api(path: &str) -> bool {
 /// [`Caller::warning`]) to every answer, passed through ones too: such a
 /// header is never forwarded (the caller goes upstream as anonymous), so
 /// the API server cannot warn of it.
-async fn answer(shared: Arc<Shared>, rest: Router, request: Request) -> Response {
+async fn answer(shared: Arc<Shared>, rest: Answers, request: Request) -> Response {
     let tracked = crate::metrics::Tracked::start(&request);
     let (mut parts, body) = request.into_parts();
     let caller = Caller::of(&parts);
@@ -135,11 +136,7 @@ async fn answer(shared: Arc<Shared>, rest: Router, request: Request) -> Response
         kubernetes(&shared, &caller, parts, body).await
     } else {
         parts.extensions.insert(Arc::new(caller));
-        let answered = tower::ServiceExt::oneshot(rest, Request::from_parts(parts, body));
-        let response = match Box::pin(answered).await {
-            Ok(response) => response,
-            Err(never) => match never {},
-        };
+        let response = rest.answer(Request::from_parts(parts, body)).await;
         (Endpoint::of(&response), response)
     };
     if let Some(warning) = warning {
