@@ -173,12 +173,18 @@ impl<K, V, S> Default for Slot<K, V, S> {
 }
 
 impl<K: Eq + Clone, V: Clone, S: Clone> Slot<K, V, S> {
-    /// The answer for `key`, if it is the one held and `fresh` says it
-    /// stands; `None` when another stream of the connection holds the slot.
-    fn recall(&self, key: &K, fresh: impl Fn(&Kept<V, S>) -> bool) -> Option<V> {
+    /// The answer held, if `is_key` says its key is the one asked for and
+    /// `fresh` says it stands; `None` when another stream of the connection
+    /// holds the slot. (A predicate, not a key: the key asked for need not
+    /// be built to be compared.)
+    fn recall(
+        &self,
+        is_key: impl Fn(&K) -> bool,
+        fresh: impl Fn(&Kept<V, S>) -> bool,
+    ) -> Option<V> {
         let held = self.0.try_lock().ok()?;
         let (held_key, kept) = held.as_ref()?;
-        (held_key == key && fresh(kept)).then(|| kept.answer.clone())
+        (is_key(held_key) && fresh(kept)).then(|| kept.answer.clone())
     }
 
     /// Holds `kept`, the answer for `key`, instead of the last one.
@@ -246,11 +252,11 @@ where
         self.revoked.revoke(Some(scope), self.longest_ttl);
     }
 
-    /// The answer `slot` holds for `key`, if it stands as a kept one would:
-    /// unexpired, nothing revoked since its review.
-    pub fn recall(&self, slot: &Slot<K, V, S>, key: &K) -> Option<V> {
+    /// The answer `slot` holds for the key `is_key` tells, if it stands as
+    /// a kept one would: unexpired, nothing revoked since its review.
+    pub fn recall(&self, slot: &Slot<K, V, S>, is_key: impl Fn(&K) -> bool) -> Option<V> {
         let now = Instant::now();
-        slot.recall(key, |kept| self.fresh(kept, now))
+        slot.recall(is_key, |kept| self.fresh(kept, now))
     }
 
     /// Whether `kept` may be served at `now`: unexpired, nothing revoked
@@ -295,7 +301,7 @@ where
             let now = Instant::now();
             let stands = |kept: &Kept<V, S>| self.stands(kept);
             let fresh = move |kept: &Kept<V, S>| self.fresh(kept, now);
-            if let Some(answer) = slot.and_then(|slot| self.recall(slot, key)) {
+            if let Some(answer) = slot.and_then(|slot| self.recall(slot, |held| held == key)) {
                 return Ok((answer, Source::Cached));
             }
             let hold = |kept: &Kept<V, S>| {
@@ -452,8 +458,12 @@ mod tests {
         // Key 3's answer is under scope 1, key 2's under scope 0.
         assert_eq!(ask(3).await, Source::Reviewed);
         assert_eq!(ask(3).await, Source::Cached);
-        assert_eq!(slot.recall(&3, |_| true), Some(6));
-        assert_eq!(slot.recall(&2, |_| true), None, "it holds one key");
+        assert_eq!(slot.recall(|key| *key == 3, |_| true), Some(6));
+        assert_eq!(
+            slot.recall(|key| *key == 2, |_| true),
+            None,
+            "it holds one key"
+        );
         cache.revoke(0);
         assert_eq!(ask(3).await, Source::Cached, "another scope's revocation");
         cache.revoke(1);
@@ -463,7 +473,11 @@ mod tests {
         tokio::time::advance(TTL).await;
         assert_eq!(ask(3).await, Source::Reviewed, "expired");
         assert_eq!(ask(2).await, Source::Reviewed);
-        assert_eq!(slot.recall(&2, |_| true), Some(4), "the last one asked");
+        assert_eq!(
+            slot.recall(|key| *key == 2, |_| true),
+            Some(4),
+            "the last one asked"
+        );
         assert_eq!(reviews.load(Ordering::SeqCst), 5);
     }
 

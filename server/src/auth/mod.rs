@@ -26,6 +26,7 @@ mod impersonation;
 mod review;
 pub mod revocation;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, LazyLock};
@@ -129,26 +130,24 @@ impl User {
 /// A bearer token, with its SHA-256 digest: what is kept about a token is
 /// kept by its digest, so no raw token outlives its request, but for the
 /// last one of a connection while it is open (see [`Recall`]).
+/// Cheap to clone: a connection's requests share their token.
 #[derive(Clone, PartialEq, Eq)]
 pub struct BearerToken {
-    secret: String,
+    secret: Arc<str>,
     digest: [u8; 32],
 }
 
 impl BearerToken {
     /// `secret`, digested once.
-    pub fn new(secret: impl Into<String>) -> BearerToken {
-        let secret = secret.into();
+    pub fn new(secret: &str) -> BearerToken {
         let digest = sha256(ring::digest::digest(
             &ring::digest::SHA256,
             secret.as_bytes(),
         ));
-        BearerToken { secret, digest }
-    }
-
-    /// `secret`, whose digest is known to be `digest`.
-    fn digested(secret: String, digest: [u8; 32]) -> BearerToken {
-        BearerToken { secret, digest }
+        BearerToken {
+            secret: secret.into(),
+            digest,
+        }
     }
 
     /// Whether this token is `secret`, compared in constant time (but for
@@ -214,12 +213,12 @@ impl Credential {
     /// reads it: a verified client certificate first, then a bearer token;
     /// a certificate that does not verify fails the request only when no
     /// token is there to authenticate it.
-    fn read(extensions: &Extensions, bearer: Bearer) -> Credential {
+    fn read(extensions: &Extensions, bearer: Bearer<'_>) -> Credential {
         match (extensions.get::<PeerCertificate>(), bearer) {
             (Some(PeerCertificate::Verified(user)), _) => Credential::Certificate(user.clone()),
             (_, Bearer::Token(token)) => Credential::Token(match extensions.get::<Arc<Recall>>() {
-                Some(recall) => recall.bearer(token),
-                None => BearerToken::new(token),
+                Some(recall) => recall.bearer(&token),
+                None => BearerToken::new(&token),
             }),
             (Some(PeerCertificate::Failed(why)), _) => Credential::FailedCertificate(why.clone()),
             (None, Bearer::None | Bearer::ExtraSpace) => Credential::Anonymous,
@@ -294,16 +293,17 @@ impl Caller {
 
 /// What the `Authorization` header says of a bearer token.
 #[derive(PartialEq, Eq)]
-enum Bearer {
+enum Bearer<'a> {
     /// No bearer token: no header, another scheme, no token after it.
     None,
     /// `Bearer` and two spaces or more: no token, with a warning.
     ExtraSpace,
-    /// A token (of any bytes: one that is not UTF-8 never authenticates).
-    Token(String),
+    /// A token (of any bytes: one that is not UTF-8 never authenticates,
+    /// and is read with its bytes replaced).
+    Token(Cow<'a, str>),
 }
 
-impl Bearer {
+impl Bearer<'_> {
     /// The `Warning` kube-apiserver adds to the answer of a request whose
     /// `Authorization` has two spaces or more after `Bearer` (which it then
     /// treats as anonymous).
@@ -321,20 +321,32 @@ impl Bearer {
 /// on single spaces into at most three parts; scheme `bearer` in any case,
 /// then the token (the third part, `Bearer t extra`'s `extra`, is ignored).
 /// `Bearer  t` is an empty token, and so no token (anonymous).
-fn bearer(headers: &HeaderMap) -> Bearer {
+fn bearer(headers: &HeaderMap) -> Bearer<'_> {
     let Some(value) = headers.get(header::AUTHORIZATION) else {
         return Bearer::None;
     };
-    let value = String::from_utf8_lossy(value.as_bytes());
-    let mut parts = value.trim().splitn(3, ' ');
+    match std::str::from_utf8(value.as_bytes()) {
+        Ok(value) => bearer_of(value),
+        Err(_) => match bearer_of(&String::from_utf8_lossy(value.as_bytes())) {
+            Bearer::Token(token) => Bearer::Token(Cow::Owned(token.into_owned())),
+            Bearer::ExtraSpace => Bearer::ExtraSpace,
+            Bearer::None => Bearer::None,
+        },
+    }
+}
+
+/// [`bearer`] of the header's `value`.
+fn bearer_of(value: &str) -> Bearer<'_> {
+    let mut parts = kubecache_wire::ascii::split(value.trim(), b' ');
     let (Some(scheme), Some(token)) = (parts.next(), parts.next()) else {
         return Bearer::None;
     };
+    // A third part or more: as Go's `SplitN(.., 3)`, whose third is the rest.
     match (scheme.eq_ignore_ascii_case("bearer"), token, parts.next()) {
         (false, _, _) => Bearer::None,
         (true, "", Some(_)) => Bearer::ExtraSpace,
         (true, "", None) => Bearer::None,
-        (true, token, _) => Bearer::Token(token.to_string()),
+        (true, token, _) => Bearer::Token(Cow::Borrowed(token)),
     }
 }
 

@@ -44,6 +44,12 @@ impl AccessRequest {
         }
     }
 
+    /// Whether it is `user` asking for `attributes` (compared in place:
+    /// building a request to compare clones the attributes' strings).
+    fn is(&self, user: &User, attributes: &Attributes) -> bool {
+        self.user == *user.digest() && self.attributes == *attributes
+    }
+
     /// What is asked.
     pub fn attributes(&self) -> &Attributes {
         &self.attributes
@@ -94,15 +100,15 @@ pub struct Recall {
 }
 
 impl Recall {
-    /// `secret` as a [`BearerToken`], its digest the last one's if it is
-    /// the connection's last token; then the last one. A stream that finds
+    /// `secret` as a [`BearerToken`]: the last one (neither digested nor
+    /// copied again) if it is the connection's last token; then the last one. A stream that finds
     /// the token held by another digests its own.
-    pub(super) fn bearer(&self, secret: String) -> BearerToken {
+    pub(super) fn bearer(&self, secret: &str) -> BearerToken {
         let Some(mut last) = self.bearer.try_lock() else {
             return BearerToken::new(secret);
         };
         match &*last {
-            Some(token) if token.is(&secret) => BearerToken::digested(secret, *token.digest()),
+            Some(token) if token.is(secret) => token.clone(),
             _ => {
                 let token = BearerToken::new(secret);
                 *last = Some(token.clone());
@@ -260,14 +266,16 @@ impl Reviewer {
         let (user, token) = match &caller.credential {
             Credential::Certificate(user) => (user.clone(), false),
             Credential::Token(token) => (
-                self.kept.tokens.recall(&recall.token, token.digest())??,
+                self.kept
+                    .tokens
+                    .recall(&recall.token, |digest| digest == token.digest())??,
                 true,
             ),
             Credential::Anonymous => (User::anonymous(), false),
             Credential::FailedCertificate(_) => return None,
         };
-        let request = AccessRequest::new(&user, attributes.clone());
-        let decision = self.kept.access.recall(&recall.access, &request)?;
+        let decision =
+            (self.kept.access).recall(&recall.access, |request| request.is(&user, attributes))?;
         if !matches!(decision, Decision::Allowed { .. }) {
             return None;
         }
@@ -601,7 +609,7 @@ mod tests {
         let recall = Recall::default();
         for secret in ["a", "a", "b", "a", "ab", "ab", "b"] {
             assert_eq!(
-                recall.bearer(secret.to_string()),
+                recall.bearer(secret),
                 BearerToken::new(secret),
                 "{secret:?}"
             );
@@ -636,7 +644,7 @@ mod tests {
             .map(|i| {
                 let reviewer = reviewer.clone();
                 tokio::spawn(async move {
-                    let token = crate::auth::BearerToken::new(format!("token-{i}"));
+                    let token = crate::auth::BearerToken::new(&format!("token-{i}"));
                     reviewer.authenticate(&token, None, None).await
                 })
             })
