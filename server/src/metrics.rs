@@ -6,7 +6,6 @@
 //! from the stores when `/metrics` is scraped, so they are never stale and
 //! cost nothing between scrapes. Every metric is described in docs/metrics.md.
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -188,10 +187,12 @@ impl Tracked {
     /// Counts and times `response`, the request's answer, under
     /// `endpoint`, and counts its body's bytes as they are sent.
     pub(crate) fn finish(self, Endpoint(route): Endpoint, response: Response) -> Response {
-        let series = Series::of(route, self.verb, response.status().as_u16());
-        series.requests.increment(1);
-        series.duration.record(self.started.elapsed().as_secs_f64());
-        let bytes = series.bytes;
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let bytes = Series::with(route, self.verb, response.status().as_u16(), |series| {
+            series.requests.increment(1);
+            series.duration.record(elapsed);
+            series.bytes.clone()
+        });
         response.map(|body| axum::body::Body::new(Counted { body, bytes }))
     }
 }
@@ -199,7 +200,6 @@ impl Tracked {
 /// The handles of one (route, verb, code)'s request metrics. Looked up
 /// once per thread: `counter!` with labels builds its key and looks it up
 /// in the registry on every call, a cost each request paid three times.
-#[derive(Clone)]
 struct Series {
     requests: metrics::Counter,
     duration: metrics::Histogram,
@@ -207,24 +207,39 @@ struct Series {
 }
 
 impl Series {
-    fn of(route: &'static str, verb: &'static str, code: u16) -> Series {
+    /// `f` of the series of `(route, verb, code)`. A thread's series are
+    /// few (the routes, verbs and codes it answered), in a list with the
+    /// last one used first: a request is mostly answered as the one before
+    /// it, found without hashing.
+    fn with<T>(
+        route: &'static str,
+        verb: &'static str,
+        code: u16,
+        f: impl FnOnce(&Series) -> T,
+    ) -> T {
+        type Key = (&'static str, &'static str, u16);
         thread_local! {
-            static SERIES: std::cell::RefCell<HashMap<(&'static str, &'static str, u16), Series>> =
-                std::cell::RefCell::default();
+            static SERIES: std::cell::RefCell<Vec<(Key, Series)>> = const {
+                std::cell::RefCell::new(Vec::new())
+            };
         }
+        let key = (route, verb, code);
         SERIES.with_borrow_mut(|series| {
-            series
-                .entry((route, verb, code))
-                .or_insert_with(|| {
+            match series.iter().position(|(held, _)| *held == key) {
+                Some(0) => {}
+                Some(at) => series[..=at].rotate_right(1),
+                None => {
                     handle();
                     let code = code.to_string();
-                    Series {
+                    let made = Series {
                         requests: metrics::counter!("kubecache_http_requests_total", "route" => route, "verb" => verb, "code" => code),
                         duration: metrics::histogram!("kubecache_http_request_duration_seconds", "route" => route, "verb" => verb),
                         bytes: metrics::counter!("kubecache_http_response_bytes_total", "route" => route),
-                    }
-                })
-                .clone()
+                    };
+                    series.insert(0, (key, made));
+                }
+            }
+            f(&series[0].1)
         })
     }
 }
@@ -267,12 +282,18 @@ impl axum::body::HttpBody for Counted {
 /// metrics name it: `WATCH` for `watch=true` and the deprecated `/watch/`
 /// paths.
 pub(crate) fn verb(method: &axum::http::Method, uri: &axum::http::Uri) -> &'static str {
-    let mut segments = uri.path().trim_start_matches('/').split('/');
-    let watch_path = match segments.next() {
-        Some("api") => segments.nth(1) == Some("watch"),
-        Some("apis") => segments.nth(2) == Some("watch"),
-        _ => false,
+    // Every request is asked: split no further than the segment after
+    // the version.
+    let path = uri.path().trim_start_matches('/');
+    let version_segments = if path.starts_with("api/") {
+        2
+    } else if path.starts_with("apis/") {
+        3
+    } else {
+        0
     };
+    let watch_path = version_segments > 0
+        && kubecache_wire::ascii::split(path, b'/').nth(version_segments) == Some("watch");
     let watch = watch_path || kubecache_wire::list_options::is_watch(uri.query().unwrap_or(""));
     match *method {
         _ if watch => "WATCH",

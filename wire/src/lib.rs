@@ -7,6 +7,7 @@
 //! watch with continue tokens, and the protobuf transcoder with its envelope.
 //! No I/O: no HTTP client, no server, no store.
 
+pub mod ascii;
 pub mod continue_token;
 mod decode;
 mod decode_error;

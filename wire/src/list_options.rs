@@ -272,16 +272,16 @@ pub fn first_values(
 /// The first value of `key` (not empty) in `query`, as [`first_values`]
 /// would give it, without remembering the other keys. Every request reads
 /// a few: a query with nothing to decode (no `%`, no `+`) is read as it
-/// stands, its pairs split and compared (no substring search first:
-/// setting one up costs more than the split of a short query).
+/// stands, its pairs split (see [`crate::ascii::split`]) and compared (no
+/// substring search first: setting one up costs more than the split of a
+/// short query).
 pub fn first<'q>(query: &'q str, key: &str) -> Option<std::borrow::Cow<'q, str>> {
-    if query.contains(['%', '+']) {
+    if query.bytes().any(|b| b == b'%' || b == b'+') {
         return form_urlencoded::parse(query.as_bytes())
             .find(|(name, _)| name == key)
             .map(|(_, value)| value);
     }
-    query
-        .split('&')
+    crate::ascii::split(query, b'&')
         .find_map(|pair| match pair.strip_prefix(key)?.split_at_checked(1) {
             None => Some(""),
             Some(("=", value)) => Some(value),

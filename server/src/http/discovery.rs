@@ -48,7 +48,7 @@ pub fn is_document(method: &Method, path: &str) -> bool {
     }
     // Every request asks: read no further than the first segment allows
     // (only OpenAPI v3 documents are deeper than three), allocate nothing.
-    let mut segments = path.trim_start_matches('/').split('/');
+    let mut segments = kubecache_wire::ascii::split(path.trim_start_matches('/'), b'/');
     let first = segments.next().unwrap_or_default();
     let longest = match first {
         "version" => 1,

@@ -34,7 +34,7 @@ pub fn accepted(headers: &HeaderMap) -> bool {
         .get_all(header::ACCEPT_ENCODING)
         .iter()
         .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
+        .flat_map(|value| kubecache_wire::ascii::split(value, b','))
         .any(|token| token.trim() == "gzip")
 }
 

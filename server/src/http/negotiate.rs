@@ -151,10 +151,9 @@ struct Ranges<'a> {
 /// The media ranges of `accept`.
 fn ranges(accept: &str) -> Ranges<'_> {
     let mut json_refused = false;
-    let mut accepted: Vec<Range<'_>> = accept
-        .split(',')
+    let mut accepted: Vec<Range<'_>> = kubecache_wire::ascii::split(accept, b',')
         .filter_map(|clause| {
-            let mut parts = clause.split(';');
+            let mut parts = kubecache_wire::ascii::split(clause, b';');
             let media = lower(parts.next()?.trim());
             if media.is_empty() {
                 return None;
@@ -198,9 +197,10 @@ pub(crate) struct Accept<'a> {
 }
 
 impl<'a> Accept<'a> {
-    /// `header` read, `None` when absent or blank (JSON).
+    /// `header` read, `None` when absent or blank (JSON), or plain JSON
+    /// alone, the most common, which negotiates as no header does.
     pub(crate) fn of(header: Option<&'a str>) -> Option<Accept<'a>> {
-        let header = header.filter(|h| !h.trim().is_empty())?;
+        let header = header.filter(|h| !h.trim().is_empty() && *h != "application/json")?;
         Some(Accept {
             header,
             ranges: ranges(header),
@@ -308,9 +308,8 @@ fn router_refusal(accept: &str, read: Read) -> Option<Status> {
     } else {
         &PRODUCED[..]
     };
-    let routed = accept.split(',').any(|range| {
-        let media = range
-            .split(';')
+    let routed = kubecache_wire::ascii::split(accept, b',').any(|range| {
+        let media = kubecache_wire::ascii::split(range, b';')
             .next()
             .unwrap_or_default()
             .trim_matches(' ');

@@ -67,7 +67,7 @@ pub fn parse(caches: &Caches, path: &str) -> Option<ResourcePath> {
     // or `watch` in place of the subresource); read without allocating.
     let mut segments = [""; 8];
     let mut count = 0;
-    for segment in path.strip_prefix('/')?.split('/') {
+    for segment in kubecache_wire::ascii::split(path.strip_prefix('/')?, b'/') {
         if segment.is_empty() || count == segments.len() {
             return None;
         }
