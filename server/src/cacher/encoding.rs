@@ -10,8 +10,6 @@ use bytes::Bytes;
 use kubecache_wire::protobuf::{self, MessageType, ProtoError};
 use kubecache_wire::{CachedObject, Encoding, METADATA_API_VERSION, Status};
 
-use super::Cache;
-
 /// What an answer carries of each object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Shape {
@@ -36,16 +34,6 @@ pub struct Kind {
 }
 
 impl Kind {
-    /// The kind of `cache`'s resource.
-    pub fn of(cache: &Cache) -> Kind {
-        Kind {
-            api_version: cache.resource.api_version(),
-            kind: cache.resource.kind.clone(),
-            builtin: cache.builtin,
-            protobuf: cache.protobuf,
-        }
-    }
-
     /// `apiVersion` and `kind` of one object in `shape`.
     pub fn type_meta(&self, shape: Shape) -> (&str, &str) {
         match shape {

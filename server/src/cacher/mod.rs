@@ -36,6 +36,7 @@ pub(crate) use scope::Scope;
 pub(crate) use writes::ClientKey;
 
 use clock::Clock;
+use encoding::Kind;
 use fanout::Hub;
 use freshness::{Consistent, Freshness};
 use pages::HeldSnapshots;
@@ -177,11 +178,8 @@ pub struct Cache {
     pub(crate) scope: Scope,
     /// The store's field indexes.
     pub(crate) indexes: Arc<[IndexSpec]>,
-    /// Whether the kind is built into Kubernetes: list items then leave out
-    /// `kind` and `apiVersion`, as the API server does.
-    pub(crate) builtin: bool,
-    /// Its protobuf message, when it has one (see [`encoding`]).
-    pub(crate) protobuf: Option<kubecache_wire::protobuf::MessageType>,
+    /// What encoding needs of the resource (see [`encoding`]), made once.
+    pub(crate) kind: Kind,
     /// Consistent reads.
     pub(crate) freshness: Freshness,
     /// Snapshots of paginated lists in progress.
@@ -224,10 +222,14 @@ impl Cache {
         Cache {
             hub: Hub::start(&reader, indexes.clone()),
             scope: Scope::of(upstream.spec()),
-            resource,
             indexes,
-            builtin,
-            protobuf,
+            kind: Kind {
+                api_version: resource.api_version(),
+                kind: resource.kind.clone(),
+                builtin,
+                protobuf,
+            },
+            resource,
             freshness: Freshness::new(upstream.clone(), reader.clone(), settings.probe_interval),
             pages: HeldSnapshots::start(settings.continue_ttl),
             reader,

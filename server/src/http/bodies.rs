@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use axum::body::Body;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
 use kubecache_wire::protobuf;
@@ -29,8 +29,10 @@ use kubecache_wire::{CachedObject, Encoding, Status};
 use crate::cacher::Seat;
 use crate::cacher::encoding::{Kind, Shape};
 
-/// The header that says which resourceVersion a response was served at.
-pub const RESOURCE_VERSION_HEADER: &str = "x-kubecache-resource-version";
+/// The header that says which resourceVersion a response was served at (a
+/// `HeaderName`: by its `&str`, every use parses and checks the name).
+pub const RESOURCE_VERSION_HEADER: HeaderName =
+    HeaderName::from_static("x-kubecache-resource-version");
 
 /// A 200 JSON response served at `resource_version`.
 pub fn json_response(body: Body, resource_version: u64) -> Response {

@@ -28,7 +28,6 @@ use super::bodies::{self, RESOURCE_VERSION_HEADER, response};
 use super::negotiate::Rendering;
 use super::table::{self, TableMeta};
 use crate::auth::Credential;
-use crate::cacher::encoding::Kind;
 use crate::cacher::fetch::Fetched;
 use crate::cacher::freshness::Consistent;
 use crate::cacher::{Cache, Caches};
@@ -72,7 +71,7 @@ pub async fn serve(
                 let rv = object.resource_version;
                 let mut response = render(cache, &object, rendering, rv)?;
                 // Not served at a state of the cache.
-                response.headers_mut().remove(RESOURCE_VERSION_HEADER);
+                response.headers_mut().remove(&RESOURCE_VERSION_HEADER);
                 return Ok(Answer::Served(response));
             }
             Consistent::Fetched(Fetched { object: None, .. }) => {
@@ -121,7 +120,7 @@ pub async fn from_upstream(
     path: &str,
     rendering: Rendering,
 ) -> Result<Response, ApiError> {
-    let protobuf = rendering.encoding() == Encoding::Protobuf && cache.protobuf.is_some();
+    let protobuf = rendering.encoding() == Encoding::Protobuf && cache.kind.protobuf.is_some();
     let accept = if protobuf {
         HeaderValue::from_static("application/vnd.kubernetes.protobuf, application/json")
     } else {
@@ -173,7 +172,7 @@ pub async fn from_upstream(
     let resource_version = object.resource_version;
     let mut response = render(cache, &Arc::new(object), rendering, resource_version)?;
     // Not served at a state of the cache.
-    response.headers_mut().remove(RESOURCE_VERSION_HEADER);
+    response.headers_mut().remove(&RESOURCE_VERSION_HEADER);
     Ok(response)
 }
 
@@ -202,7 +201,7 @@ fn render(
 ) -> Result<Response, ApiError> {
     let (body, encoding) = match rendering {
         Rendering::Encoded(shape, encoding) => (
-            bodies::object(&Kind::of(cache), object, shape, encoding)?,
+            bodies::object(&cache.kind, object, shape, encoding)?,
             encoding,
         ),
         Rendering::Table { version, include } => (

@@ -57,7 +57,7 @@ use super::bodies::{self, ListMeta, json_response, response};
 use super::negotiate::Rendering;
 use super::offload;
 use super::table::{self, TableMeta};
-use crate::cacher::encoding::{Kind, Shape};
+use crate::cacher::encoding::Shape;
 use crate::cacher::{Cache, Caches, Filter, Flow, Owner};
 use crate::error::{self, ApiError};
 
@@ -264,7 +264,7 @@ fn render(
     let resource_version = meta.resource_version;
     match rendering {
         Rendering::Encoded(shape, encoding) => {
-            match bodies::list(&Kind::of(cache), &meta, items, shape, encoding) {
+            match bodies::list(&cache.kind, &meta, items, shape, encoding) {
                 Ok(chunks) => response(bodies::stream(chunks), resource_version, encoding, false),
                 Err(status) => error::render(&status, Some((encoding, Form::Compact))),
             }

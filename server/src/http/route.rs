@@ -204,7 +204,7 @@ fn cache_read(
     let pretty = kubecache_wire::pretty::asked(query, header(header::USER_AGENT));
     let read = what.read();
     let served = negotiate::Served {
-        protobuf: cache.protobuf,
+        protobuf: cache.kind.protobuf,
         kind: &cache.resource.kind,
         version: &cache.resource.version,
     };

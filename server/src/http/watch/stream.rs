@@ -162,7 +162,7 @@ impl Watch {
             after: self.from,
             rendering: self.rendering,
             resource: self.cache.resource.clone(),
-            kind: Kind::of(&self.cache),
+            kind: self.cache.kind.clone(),
             table_sent: false,
         };
         let (Ok(ending) | Err(ending)) = self.stream(start, &mut writer).await;
