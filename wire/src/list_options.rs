@@ -271,23 +271,24 @@ pub fn first_values(
 
 /// The first value of `key` (not empty) in `query`, as [`first_values`]
 /// would give it, without remembering the other keys. Every request reads
-/// a few: a query with nothing to decode (no `%`, no `+`) is read as it
-/// stands, its pairs split (see [`crate::ascii::split`]) and compared (no
-/// substring search first: setting one up costs more than the split of a
-/// short query).
+/// a few, so in one pass: its pairs are split (see [`crate::ascii::split`])
+/// and compared as they stand while none before the match has anything to
+/// decode (a `%` or a `+`: then the decoder reads the query).
 pub fn first<'q>(query: &'q str, key: &str) -> Option<std::borrow::Cow<'q, str>> {
-    if query.bytes().any(|b| b == b'%' || b == b'+') {
-        return form_urlencoded::parse(query.as_bytes())
-            .find(|(name, _)| name == key)
-            .map(|(_, value)| value);
+    for pair in crate::ascii::split(query, b'&') {
+        if pair.bytes().any(|b| b == b'%' || b == b'+') {
+            return form_urlencoded::parse(query.as_bytes())
+                .find(|(name, _)| name == key)
+                .map(|(_, value)| value);
+        }
+        let value = match pair.strip_prefix(key).map(|rest| rest.split_at_checked(1)) {
+            Some(None) => "",
+            Some(Some(("=", value))) => value,
+            _ => continue,
+        };
+        return Some(std::borrow::Cow::Borrowed(value));
     }
-    crate::ascii::split(query, b'&')
-        .find_map(|pair| match pair.strip_prefix(key)?.split_at_checked(1) {
-            None => Some(""),
-            Some(("=", value)) => Some(value),
-            Some(_) => None,
-        })
-        .map(std::borrow::Cow::Borrowed)
+    None
 }
 
 /// The `resourceVersion` of a query string (a get, a `/v1` lookup): `None`
@@ -394,6 +395,9 @@ mod tests {
             "labelSelector=a%3Db&x",
             "resourceVersionMatch=NotOlderThan&resourceVersion=5",
             "watcher=1&watch=0&a",
+            "watch=1&w%61tch=0&a+b=c",
+            "a+b=1&a=2&watch",
+            "x=%&watch=true",
         ] {
             for key in ["watch", "resourceVersion", "a", "x", "labelSelector"] {
                 let decoded = first_values(query).find(|(name, _)| name == key);

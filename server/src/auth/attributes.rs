@@ -1,5 +1,11 @@
 //! What a request asks to do, in the terms of a `SubjectAccessReview`, and
 //! the 403 kube-apiserver answers when it may not.
+//!
+//! Attributes borrow what they are read from: a request's are compared with
+//! the answers kept for others in place, and are copied (see
+//! [`Attributes::into_owned`]) only to be kept.
+
+use std::borrow::Cow;
 
 use kubecache_reflector::upstream::ApiResource;
 use kubecache_wire::{FieldSelector, Status, StatusDetails};
@@ -9,15 +15,15 @@ use super::UserInfo;
 /// The attributes a request is authorized on (kube-apiserver's
 /// `authorizer.Attributes`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Attributes {
+pub enum Attributes<'a> {
     /// A request on a resource.
-    Resource(ResourceAttributes),
+    Resource(ResourceAttributes<'a>),
     /// A request on any other path (`/metrics`, `/v1/status`).
     NonResource {
         /// `get`, `post` ...
         verb: &'static str,
         /// The request's path.
-        path: String,
+        path: Cow<'a, str>,
     },
 }
 
@@ -25,24 +31,40 @@ pub enum Attributes {
 /// (`/subresource`), in `namespace` (empty: cluster-wide), of `name`
 /// (empty: any).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ResourceAttributes {
+pub struct ResourceAttributes<'a> {
     /// `get`, `list` or `watch` for what kubecache answers itself.
     pub verb: &'static str,
     /// API group, empty for core.
-    pub group: String,
+    pub group: Cow<'a, str>,
     /// API version.
-    pub version: String,
+    pub version: Cow<'a, str>,
     /// Plural resource name.
-    pub resource: String,
+    pub resource: Cow<'a, str>,
     /// Subresource, if any.
-    pub subresource: String,
+    pub subresource: Cow<'a, str>,
     /// Namespace; empty for cluster-wide requests and cluster-scoped resources.
-    pub namespace: String,
+    pub namespace: Cow<'a, str>,
     /// Object name; empty for collections.
-    pub name: String,
+    pub name: Cow<'a, str>,
 }
 
-impl Attributes {
+impl ResourceAttributes<'_> {
+    /// Its own copy.
+    pub fn into_owned(self) -> ResourceAttributes<'static> {
+        let own = |s: Cow<'_, str>| Cow::Owned(s.into_owned());
+        ResourceAttributes {
+            verb: self.verb,
+            group: own(self.group),
+            version: own(self.version),
+            resource: own(self.resource),
+            subresource: own(self.subresource),
+            namespace: own(self.namespace),
+            name: own(self.name),
+        }
+    }
+}
+
+impl<'a> Attributes<'a> {
     /// A read of `resource`: `get` of `name`, or `list`/`watch` of the
     /// collection (in `namespace`, or across all) with the field selector
     /// `fields` it is served with.
@@ -52,20 +74,20 @@ impl Attributes {
     /// that RBAC rules restricted to `resourceNames` allow a client to
     /// list and watch the one object they name.
     pub fn read(
-        resource: &ApiResource,
-        namespace: Option<&str>,
-        name: Option<&str>,
+        resource: &'a ApiResource,
+        namespace: Option<&'a str>,
+        name: Option<&'a str>,
         watch: bool,
-        fields: Option<&FieldSelector>,
-    ) -> Attributes {
+        fields: Option<&'a FieldSelector>,
+    ) -> Attributes<'a> {
         let (verb, name) = match name {
-            Some(name) => ("get", name.to_string()),
+            Some(name) => ("get", name),
             None => {
                 let named = fields.and_then(|fields| {
                     fields
                         .equalities()
                         .find(|(field, _)| *field == "metadata.name")
-                        .map(|(_, value)| value.to_string())
+                        .map(|(_, value)| value)
                 });
                 (
                     if watch { "watch" } else { "list" },
@@ -76,25 +98,36 @@ impl Attributes {
         // `/api/v1/namespaces/{name}` is, to kube-apiserver's request info,
         // in the namespace it names.
         let namespace = match namespace {
-            None if resource.group.is_empty() && resource.plural == "namespaces" => name.clone(),
-            namespace => namespace.unwrap_or_default().to_string(),
+            None if resource.group.is_empty() && resource.plural == "namespaces" => name,
+            namespace => namespace.unwrap_or_default(),
         };
         Attributes::Resource(ResourceAttributes {
             verb,
-            group: resource.group.clone(),
-            version: resource.version.clone(),
-            resource: resource.plural.clone(),
-            subresource: String::new(),
-            namespace,
-            name,
+            group: resource.group.as_str().into(),
+            version: resource.version.as_str().into(),
+            resource: resource.plural.as_str().into(),
+            subresource: Cow::Borrowed(""),
+            namespace: namespace.into(),
+            name: name.into(),
         })
     }
 
     /// `get` of a path that names no resource.
-    pub fn path(path: &str) -> Attributes {
+    pub fn path(path: &'a str) -> Attributes<'a> {
         Attributes::NonResource {
             verb: "get",
-            path: path.to_string(),
+            path: path.into(),
+        }
+    }
+
+    /// Its own copy, to be kept.
+    pub fn into_owned(self) -> Attributes<'static> {
+        match self {
+            Attributes::Resource(r) => Attributes::Resource(r.into_owned()),
+            Attributes::NonResource { verb, path } => Attributes::NonResource {
+                verb,
+                path: Cow::Owned(path.into_owned()),
+            },
         }
     }
 
@@ -108,7 +141,7 @@ impl Attributes {
                 StatusDetails::default(),
             ),
             Attributes::Resource(r) => {
-                let mut resource = r.resource.clone();
+                let mut resource = r.resource.to_string();
                 if !r.subresource.is_empty() {
                     resource = format!("{resource}/{}", r.subresource);
                 }
@@ -122,7 +155,7 @@ impl Attributes {
                     r.verb, r.group
                 );
                 let qualified = if r.group.is_empty() {
-                    r.resource.clone()
+                    r.resource.to_string()
                 } else {
                     format!("{}.{}", r.resource, r.group)
                 };
@@ -132,9 +165,9 @@ impl Attributes {
                     format!("{qualified} {:?} is forbidden: {cannot}", r.name)
                 };
                 let details = StatusDetails {
-                    name: r.name.clone(),
-                    group: r.group.clone(),
-                    kind: r.resource.clone(),
+                    name: r.name.to_string(),
+                    group: r.group.to_string(),
+                    kind: r.resource.to_string(),
                     ..StatusDetails::default()
                 };
                 (message, details)
@@ -204,7 +237,8 @@ mod tests {
     #[test]
     fn forbidden_is_worded_as_kube_apiserver_words_it() {
         // APISERVER-PROTOCOL.md: the anonymous list of all pods.
-        let list = Attributes::read(&ApiResource::pods(), None, None, false, None);
+        let (pods, widgets) = (ApiResource::pods(), widgets());
+        let list = Attributes::read(&pods, None, None, false, None);
         let status = list.forbidden(&user("system:anonymous"), "");
         assert_eq!(
             status.message,
@@ -213,7 +247,7 @@ mod tests {
         assert_eq!((status.code, status.reason.as_str()), (403, "Forbidden"));
         assert_eq!(status.details.unwrap().kind, "pods");
 
-        let get = Attributes::read(&widgets(), Some("ns"), Some("w"), false, None);
+        let get = Attributes::read(&widgets, Some("ns"), Some("w"), false, None);
         let status = get.forbidden(&user("u"), "no RBAC policy matched");
         assert_eq!(
             status.message,
@@ -234,26 +268,20 @@ mod tests {
 
     #[test]
     fn a_collection_read_of_one_name_is_authorized_on_that_name() {
-        let watch = Attributes::read(
-            &ApiResource::pods(),
-            Some("ns"),
-            None,
-            true,
-            Some(&FieldSelector::parse("metadata.name=web-0").unwrap()),
+        let pods = ApiResource::pods();
+        let (named, on_node) = (
+            FieldSelector::parse("metadata.name=web-0").unwrap(),
+            FieldSelector::parse("spec.nodeName=n1").unwrap(),
         );
+        let watch = Attributes::read(&pods, Some("ns"), None, true, Some(&named));
         let Attributes::Resource(r) = watch else {
             panic!("a resource request")
         };
-        assert_eq!((r.verb, r.name.as_str()), ("watch", "web-0"));
-        let Attributes::Resource(r) = Attributes::read(
-            &ApiResource::pods(),
-            None,
-            None,
-            false,
-            Some(&FieldSelector::parse("spec.nodeName=n1").unwrap()),
-        ) else {
+        assert_eq!((r.verb, &*r.name), ("watch", "web-0"));
+        let Attributes::Resource(r) = Attributes::read(&pods, None, None, false, Some(&on_node))
+        else {
             panic!("a resource request")
         };
-        assert_eq!((r.verb, r.name.as_str()), ("list", ""));
+        assert_eq!((r.verb, &*r.name), ("list", ""));
     }
 }

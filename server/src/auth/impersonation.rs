@@ -104,7 +104,7 @@ impl Impersonation {
 
     /// What the caller must be allowed, in order: verb `impersonate` on
     /// each part.
-    pub fn checks(&self) -> impl Iterator<Item = ResourceAttributes> + '_ {
+    pub fn checks(&self) -> impl Iterator<Item = ResourceAttributes<'_>> {
         self.parts.iter().map(Part::attributes)
     }
 
@@ -151,7 +151,7 @@ impl Impersonation {
 
 impl Part {
     /// `impersonate` of this part, as kube-apiserver asks its authorizer.
-    fn attributes(&self) -> ResourceAttributes {
+    fn attributes(&self) -> ResourceAttributes<'_> {
         const AUTHENTICATION: &str = "authentication.k8s.io";
         let (group, resource, subresource, namespace, name) = match self {
             Part::User(name) => ("", "users", "", "", name),
@@ -169,7 +169,7 @@ impl Part {
             resource: resource.into(),
             subresource: subresource.into(),
             namespace: namespace.into(),
-            name: name.clone(),
+            name: name.as_str().into(),
         }
     }
 
@@ -312,7 +312,7 @@ mod tests {
                 )
             })
             .collect();
-        let s = |v: &str| v.to_string();
+        let s = |v: &'static str| std::borrow::Cow::Borrowed(v);
         assert_eq!(
             checks,
             [

@@ -515,7 +515,7 @@ impl Auth {
     pub async fn authorize(
         &self,
         caller: &Caller,
-        attributes: Attributes,
+        attributes: Attributes<'_>,
     ) -> Result<Option<Arc<User>>, ApiError> {
         let Auth::Kubernetes(reviewer) = self else {
             return Ok(None);
@@ -560,7 +560,7 @@ impl Auth {
 async fn authorize(
     reviewer: &Reviewer,
     caller: &Caller,
-    attributes: Attributes,
+    attributes: Attributes<'_>,
 ) -> Result<Option<Arc<User>>, ApiError> {
     let (user, payer) = acting_user(reviewer, caller).await.inspect_err(|error| {
         if let ApiError::Status(status) = error
@@ -625,7 +625,7 @@ fn payer(user: &User, peer: Option<IpAddr>) -> Payer {
 async fn allow(
     reviewer: &Reviewer,
     user: &Arc<User>,
-    attributes: Attributes,
+    attributes: Attributes<'_>,
     payer: Payer,
     recall: Option<&Recall>,
 ) -> Result<(), Status> {

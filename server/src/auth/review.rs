@@ -32,26 +32,26 @@ pub type Authenticated = Option<Arc<User>>;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AccessRequest {
     user: [u8; 32],
-    attributes: Attributes,
+    attributes: Attributes<'static>,
 }
 
 impl AccessRequest {
     /// `user` asking for `attributes`.
-    pub fn new(user: &User, attributes: Attributes) -> Self {
+    pub fn new(user: &User, attributes: Attributes<'_>) -> Self {
         AccessRequest {
             user: *user.digest(),
-            attributes,
+            attributes: attributes.into_owned(),
         }
     }
 
     /// Whether it is `user` asking for `attributes` (compared in place:
     /// building a request to compare clones the attributes' strings).
-    fn is(&self, user: &User, attributes: &Attributes) -> bool {
+    fn is(&self, user: &User, attributes: &Attributes<'_>) -> bool {
         self.user == *user.digest() && self.attributes == *attributes
     }
 
     /// What is asked.
-    pub fn attributes(&self) -> &Attributes {
+    pub fn attributes(&self) -> &Attributes<'static> {
         &self.attributes
     }
 }
@@ -258,7 +258,7 @@ impl Reviewer {
     /// its request is answered without a future to await. `None`: ask
     /// [`Reviewer::authenticate`] and [`Reviewer::authorize`] (also for
     /// impersonation, and for what is denied, to word the answer).
-    pub fn recalled(&self, caller: &Caller, attributes: &Attributes) -> Option<Arc<User>> {
+    pub fn recalled(&self, caller: &Caller, attributes: &Attributes<'_>) -> Option<Arc<User>> {
         let recall = caller.recall.as_deref()?;
         if !matches!(caller.impersonation, Ok(None)) {
             return None;
@@ -479,7 +479,7 @@ impl Reviewer {
     async fn access_review(
         &self,
         user: &User,
-        attributes: &Attributes,
+        attributes: &Attributes<'_>,
     ) -> Result<Decision, ReviewError> {
         let user = user.info();
         let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
@@ -487,7 +487,7 @@ impl Reviewer {
             Attributes::Resource(r) => (
                 Some(ResourceAttributes {
                     verb: Some(r.verb.to_string()),
-                    group: Some(r.group.clone()),
+                    group: Some(r.group.to_string()),
                     version: some(&r.version),
                     resource: some(&r.resource),
                     subresource: some(&r.subresource),
@@ -501,7 +501,7 @@ impl Reviewer {
                 None,
                 Some(NonResourceAttributes {
                     verb: Some(verb.to_string()),
-                    path: Some(path.clone()),
+                    path: Some(path.to_string()),
                 }),
             ),
         };

@@ -69,7 +69,7 @@ impl Shared {
     async fn authorize(
         &self,
         caller: &Caller,
-        attributes: Attributes,
+        attributes: Attributes<'_>,
     ) -> Result<Option<Arc<User>>, ApiError> {
         self.auth.authorize(caller, attributes).await
     }

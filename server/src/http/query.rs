@@ -51,7 +51,7 @@ fn segments(path: &str) -> Vec<std::borrow::Cow<'_, str>> {
 }
 
 /// What a request under `/v1` is authorized as.
-pub fn attributes(caches: &Caches, path: &str) -> Attributes {
+pub fn attributes<'a>(caches: &'a Caches, path: &'a str) -> Attributes<'a> {
     let segments = segments(path);
     let segments: Vec<&str> = segments.iter().map(|s| &**s).collect();
     let (resource, namespace) = match segments.as_slice() {
@@ -61,7 +61,8 @@ pub fn attributes(caches: &Caches, path: &str) -> Attributes {
         _ => return Attributes::path(path),
     };
     match caches.by_name(resource) {
-        Some(cache) => Attributes::read(&cache.resource, namespace, None, false, None),
+        // Owned: the namespace is decoded here.
+        Some(cache) => Attributes::read(&cache.resource, namespace, None, false, None).into_owned(),
         None => Attributes::path(path),
     }
 }
