@@ -14,8 +14,10 @@ use kubecache_wire::{Encoding, Status};
     reason = "the large variant is the common one, as large as ApiError always was"
 )]
 pub enum ApiError {
-    /// A Kubernetes `Status`, the body of nearly every error.
-    Status(Status),
+    /// A Kubernetes `Status`, the body of nearly every error. Boxed: a
+    /// `Status` is 256 bytes, and every future that may fail holds room
+    /// for its error.
+    Status(Box<Status>),
     /// A plain-text 500, as Go's `http.Error` writes the errors that
     /// kube-apiserver's filters find before any handler (impersonating
     /// groups without a user): the message, without its final newline.
@@ -24,6 +26,12 @@ pub enum ApiError {
 
 impl From<Status> for ApiError {
     fn from(status: Status) -> Self {
+        ApiError::Status(Box::new(status))
+    }
+}
+
+impl From<Box<Status>> for ApiError {
+    fn from(status: Box<Status>) -> Self {
         ApiError::Status(status)
     }
 }

@@ -35,6 +35,7 @@ use std::time::Duration;
 use axum::extract::ConnectInfo;
 use axum::http::request::Parts;
 use axum::http::{Extensions, HeaderMap, HeaderValue, header};
+use futures::future::Either;
 use kubecache_wire::Status;
 use kubecache_wire::protobuf::KubeVersion;
 use tokio::task::JoinHandle;
@@ -512,19 +513,20 @@ impl Auth {
     /// words it) for a denied impersonation or request, the plain-text 500
     /// of a malformed impersonation, 503 when the API server cannot be
     /// asked.
-    pub async fn authorize(
-        &self,
-        caller: &Caller,
-        attributes: Attributes<'_>,
-    ) -> Result<Option<Arc<User>>, ApiError> {
+    pub fn authorize<'a>(
+        &'a self,
+        caller: &'a Caller,
+        attributes: Attributes<'a>,
+    ) -> Authorizing<'a> {
         let Auth::Kubernetes(reviewer) = self else {
-            return Ok(None);
+            return Either::Left(std::future::ready(Ok(None)));
         };
         if let Some(user) = reviewer.recalled(caller, &attributes) {
-            return Ok(Some(user));
+            return Either::Left(std::future::ready(Ok(Some(user))));
         }
-        // Boxed: the future of every request through here stays small.
-        Box::pin(authorize(reviewer, caller, attributes)).await
+        // Boxed: a request its connection's recall allows awaits nothing,
+        // and the future of every request through here stays small.
+        Either::Right(Box::pin(authorize(reviewer, caller, attributes)))
     }
 
     /// The credential a request of `caller` is passed through with: a
@@ -555,6 +557,12 @@ impl Auth {
         ))
     }
 }
+
+/// What [`Auth::authorize`] answers: at once, or once reviewed.
+pub type Authorizing<'a> = Either<
+    std::future::Ready<Result<Option<Arc<User>>, ApiError>>,
+    futures::future::BoxFuture<'a, Result<Option<Arc<User>>, ApiError>>,
+>;
 
 /// [`Auth::authorize`] by `reviewer`, from its kept answers or its reviews.
 async fn authorize(

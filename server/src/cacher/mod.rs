@@ -260,14 +260,34 @@ impl Cache {
         client: Option<ClientKey>,
         timeout: Duration,
     ) -> Result<bool, Status> {
+        match self.own_write_in(client) {
+            Ok(first) => Ok(first),
+            // Boxed: most reads wait for nothing, and their futures stay small.
+            Err(claim) => Box::pin(self.wait_for_write(claim, timeout)).await,
+        }
+    }
+
+    /// Whether `client`'s last write is in the store: `Ok(first)` (see
+    /// [`Self::read_your_writes`]) when it is or there is none, else the
+    /// claim to wait for.
+    fn own_write_in(&self, client: Option<ClientKey>) -> Result<bool, writes::Claim> {
         let held = self.freshness.complete_through();
         let Some(claim) = client.and_then(|c| self.writes.claim(c, held)) else {
             return Ok(false);
         };
-        let written = claim.resource_version;
-        if held >= written {
+        if held >= claim.resource_version {
             return Ok(claim.first);
         }
+        Err(claim)
+    }
+
+    /// Waits until the store holds the write of `claim`, timed and counted.
+    async fn wait_for_write(
+        &self,
+        claim: writes::Claim,
+        timeout: Duration,
+    ) -> Result<bool, Status> {
+        let written = claim.resource_version;
         let resource = self.name();
         let started = std::time::Instant::now();
         let waiting = Waiting::new(metrics::gauge!(

@@ -12,13 +12,13 @@ pub fn no_such_path() -> ApiError {
         "the server could not find the requested resource",
     );
     status.details = Some(Default::default());
-    ApiError::Status(status)
+    ApiError::from(status)
 }
 
 /// 405 for a method a path does not serve (a POST to `/healthz`), worded
 /// as kube-apiserver words it.
 pub fn method_not_allowed(method: &str) -> ApiError {
-    ApiError::Status(Status::failure(
+    ApiError::from(Status::failure(
         405,
         "MethodNotAllowed",
         format!(
@@ -34,7 +34,7 @@ pub async fn method_not_allowed_fallback(method: axum::http::Method) -> ApiError
 
 /// 405 for a write to the query API, which only reads.
 pub fn read_only(method: &str) -> ApiError {
-    ApiError::Status(Status::failure(
+    ApiError::from(Status::failure(
         405,
         "MethodNotAllowed",
         format!(
@@ -45,7 +45,7 @@ pub fn read_only(method: &str) -> ApiError {
 
 /// 503 until the resource has synced.
 pub fn not_ready(resource: &str, why: &str) -> ApiError {
-    ApiError::Status(Status::service_unavailable(format!(
+    ApiError::from(Status::service_unavailable(format!(
         "kubecache has not synced {resource} yet: {why}"
     )))
 }

@@ -62,7 +62,9 @@ pub async fn serve(
     // The resourceVersion waited for (0: none).
     let waited = match resource_version {
         None if own_write => 0,
-        None => match caches.consistent_get(cache, namespace, name).await? {
+        // The waits are boxed: a GET at `0`, or the writer's own, awaits
+        // nothing, and its future stays small.
+        None => match Box::pin(caches.consistent_get(cache, namespace, name)).await? {
             Consistent::Proven(rv) => rv,
             Consistent::Fetched(Fetched {
                 object: Some(object),
@@ -80,7 +82,7 @@ pub async fn serve(
         },
         Some(0) => 0,
         Some(rv) => {
-            cache.freshness.not_older_than(rv, wait).await?;
+            Box::pin(cache.freshness.not_older_than(rv, wait)).await?;
             rv
         }
     };
@@ -156,7 +158,7 @@ pub async fn from_upstream(
     };
     if !head.status.is_success() {
         return match serde_json::from_slice::<Status>(&json) {
-            Ok(status) => Err(ApiError::Status(status)),
+            Ok(status) => Err(status.into()),
             Err(_) => Ok(Response::from_parts(head, Body::from(body))),
         };
     }

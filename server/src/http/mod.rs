@@ -66,12 +66,12 @@ struct Shared {
 impl Shared {
     /// Authorizes `caller` to do what `attributes` say: the user allowed
     /// (the impersonated one, if any), if anyone was asked.
-    async fn authorize(
-        &self,
-        caller: &Caller,
-        attributes: Attributes<'_>,
-    ) -> Result<Option<Arc<User>>, ApiError> {
-        self.auth.authorize(caller, attributes).await
+    fn authorize<'a>(
+        &'a self,
+        caller: &'a Caller,
+        attributes: Attributes<'a>,
+    ) -> crate::auth::Authorizing<'a> {
+        self.auth.authorize(caller, attributes)
     }
 }
 
@@ -224,7 +224,7 @@ async fn kubernetes(
             let answer = Box::pin(pass_through(shared, parts, body, caller, &path, written)).await;
             return (PASSED_THROUGH, answer.into_response());
         }
-        Err(status) => return (Endpoint::OTHER, ApiError::Status(status).into_response()),
+        Err(status) => return (Endpoint::OTHER, ApiError::from(status).into_response()),
     };
     let endpoint = Endpoint(match read.what.read() {
         Read::Get => "get",
@@ -261,7 +261,7 @@ async fn kubernetes(
     };
     let response = match answer {
         Err(error) => error.respond(errors),
-        Ok(answer) if gzip => gzip::large(answer).await,
+        Ok(answer) if gzip => Box::pin(gzip::large(answer)).await,
         Ok(answer) => answer,
     };
     (if upstream { PASSED_THROUGH } else { endpoint }, response)
@@ -335,7 +335,7 @@ async fn from_cache(
     // kube-apiserver routes no HEAD: its router answers 405 once the
     // request is authorized.
     if parts.method == Method::HEAD {
-        return Err(ApiError::Status(Status::method_not_allowed()));
+        return Err(Status::method_not_allowed().into());
     }
     let rendering = rendering?;
     let peer = caller.peer;

@@ -156,7 +156,7 @@ pub async fn serve(
 fn find<'c>(caches: &'c Caches, name: &str) -> Result<&'c Cache, ApiError> {
     caches.by_name(name).map(|c| &**c).ok_or_else(|| {
         let names: Vec<String> = caches.iter().map(|c| c.name()).collect();
-        ApiError::Status(Status::failure(
+        ApiError::from(Status::failure(
             404,
             "NotFound",
             format!(
@@ -222,7 +222,7 @@ fn lookup<'k>(cache: &'k Cache, index: &'k str, key: &'k str) -> Result<IndexLoo
                 .ok_or_else(|| {
                     let mut names: Vec<&str> = BUILTIN_INDEXES.to_vec();
                     names.extend(cache.indexes.iter().map(|i| i.name.as_str()));
-                    ApiError::Status(Status::failure(
+                    ApiError::from(Status::failure(
                         404,
                         "NotFound",
                         format!(

@@ -7,17 +7,28 @@
 use axum::body::Body;
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
+use futures::future::{BoxFuture, Either};
 use kubecache_wire::media::{Form, JSON};
+use std::future::Ready;
 
-/// `response` in `form`, when it is a JSON answer.
-pub async fn restyle(response: Response, form: Form) -> Response {
+/// `response` in `form`, when it is a JSON answer: at once when it stays
+/// as it is (nearly always), else once rewritten.
+pub fn restyle(
+    response: Response,
+    form: Form,
+) -> Either<Ready<Response>, BoxFuture<'static, Response>> {
     let json = response
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|value| value == JSON);
     if form == Form::Compact || !json || !response.status().is_success() {
-        return response;
+        return Either::Left(std::future::ready(response));
     }
+    Either::Right(Box::pin(rewrite(response, form)))
+}
+
+/// The JSON answer `response` rewritten in `form`.
+async fn rewrite(response: Response, form: Form) -> Response {
     let (mut parts, body) = response.into_parts();
     match axum::body::to_bytes(body, usize::MAX).await {
         Ok(compact) => {

@@ -52,7 +52,7 @@ pub struct CacheRead {
     /// One object, or the collection.
     pub what: What,
     /// How the answer is encoded; 406 when `Accept` names nothing served.
-    pub rendering: Result<Rendering, Status>,
+    pub rendering: Result<Rendering, Box<Status>>,
     /// The form of a JSON answer: YAML as negotiated, pretty as asked (see
     /// [`kubecache_wire::pretty::asked`]); never for a watch.
     pub form: Form,
@@ -69,7 +69,7 @@ pub enum What {
         /// The object's name.
         name: String,
         /// The query's `resourceVersion`.
-        resource_version: Result<Option<u64>, Status>,
+        resource_version: Result<Option<u64>, Box<Status>>,
     },
     /// The collection: a list, or a watch with `watch`.
     Collection {
@@ -83,7 +83,7 @@ pub enum What {
         named_by_fields: bool,
         /// Its parameters (400 or 422 when they do not parse, are not
         /// allowed together or select by too many requirements).
-        params: Result<Collection, Status>,
+        params: Result<Collection, Box<Status>>,
     },
 }
 
@@ -168,7 +168,7 @@ fn cache_read(
             }
             What::Get {
                 name,
-                resource_version: list_options::resource_version(query),
+                resource_version: list_options::resource_version(query).map_err(Box::new),
             }
         }
         name => {
@@ -191,7 +191,8 @@ fn cache_read(
             let named_by_fields = !target.watch || name.is_some();
             let max = caches.settings.max_selector_requirements;
             let params = params
-                .and_then(|params| collection(params, name.as_deref(), predicates, query, max));
+                .and_then(|params| collection(params, name.as_deref(), predicates, query, max))
+                .map_err(Box::new);
             What::Collection {
                 watch,
                 named_by_fields,
@@ -216,7 +217,7 @@ fn cache_read(
         _ => Form::Compact,
     };
     Some(CacheRead {
-        rendering: negotiated.map(|(rendering, _)| rendering),
+        rendering: negotiated.map(|(rendering, _)| rendering).map_err(Box::new),
         form,
         errors: negotiate::error_encoding(accept.as_ref())
             .map(|(encoding, yaml)| (encoding, Form::of(yaml, pretty))),

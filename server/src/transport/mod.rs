@@ -502,7 +502,7 @@ impl Connection {
                     .filter(|_| !PROBES.contains(&request.uri().path()))
                     .map(|refusal| {
                         let status = refusal.status(&limits, peer.ip());
-                        let answer = crate::error::ApiError::Status(status).into_response();
+                        let answer = crate::error::ApiError::from(status).into_response();
                         ([(hyper::header::CONNECTION, "close")], answer).into_response()
                     });
                 // Polled in its stream's task under HTTP/2, whose deadline
