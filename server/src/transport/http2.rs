@@ -147,7 +147,7 @@ where
 {
     fn execute(&self, task: F) {
         tokio::spawn(Bounded {
-            task,
+            task: Box::pin(task),
             stream: Stream::default(),
             budget: self.write_stall,
             timer: None,
@@ -155,31 +155,32 @@ where
     }
 }
 
-pin_project_lite::pin_project! {
-    /// A stream's task, ended once its answer has stalled.
-    struct Bounded<F> {
-        // In place: spawning already boxes the whole.
-        #[pin]
-        task: F,
-        stream: Stream,
-        budget: Duration,
-        // Running while the answer waits for the client.
-        timer: Option<Pin<Box<Sleep>>>,
-    }
+/// A stream's task, ended once its answer has stalled.
+struct Bounded<F> {
+    /// Boxed: moved by value through tokio's spawning, hyper's stream
+    /// future (over a kilobyte) was copied four times, which costs more
+    /// than the box.
+    task: Pin<Box<F>>,
+    stream: Stream,
+    budget: Duration,
+    /// Running while the answer waits for the client.
+    timer: Option<Pin<Box<Sleep>>>,
 }
 
 impl<F: Future<Output = ()>> Future for Bounded<F> {
     type Output = ();
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.project();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
         let stream = this.stream.clone();
-        let task = this.task;
-        if STREAM.sync_scope(stream, || task.poll(cx)).is_ready() {
+        if STREAM
+            .sync_scope(stream, || this.task.as_mut().poll(cx))
+            .is_ready()
+        {
             return Poll::Ready(());
         }
-        let Some(until) = this.stream.stalled_until(*this.budget) else {
-            *this.timer = None;
+        let Some(until) = this.stream.stalled_until(this.budget) else {
+            this.timer = None;
             return Poll::Pending;
         };
         let timer = this
