@@ -271,22 +271,29 @@ pub fn first_values(
 
 /// The first value of `key` (not empty) in `query`, as [`first_values`]
 /// would give it, without remembering the other keys. Every request reads
-/// a few, so in one pass: its pairs are split (see [`crate::ascii::split`])
-/// and compared as they stand while none before the match has anything to
-/// decode (a `%` or a `+`: then the decoder reads the query).
+/// a few, so in one pass over its bytes: each pair is compared as it
+/// stands while none up to the match has anything to decode (a `%` or a
+/// `+`: then the decoder reads the query).
 pub fn first<'q>(query: &'q str, key: &str) -> Option<std::borrow::Cow<'q, str>> {
-    for pair in crate::ascii::split(query, b'&') {
-        if pair.bytes().any(|b| b == b'%' || b == b'+') {
-            return form_urlencoded::parse(query.as_bytes())
-                .find(|(name, _)| name == key)
-                .map(|(_, value)| value);
+    let bytes = query.as_bytes();
+    let mut start = 0;
+    while start <= bytes.len() {
+        let mut end = start;
+        while end < bytes.len() && bytes[end] != b'&' {
+            if matches!(bytes[end], b'%' | b'+') {
+                return form_urlencoded::parse(bytes)
+                    .find(|(name, _)| name == key)
+                    .map(|(_, value)| value);
+            }
+            end += 1;
         }
-        let value = match pair.strip_prefix(key).map(|rest| rest.split_at_checked(1)) {
-            Some(None) => "",
-            Some(Some(("=", value))) => value,
-            _ => continue,
-        };
-        return Some(std::borrow::Cow::Borrowed(value));
+        // `&` is ASCII: both ends are character boundaries.
+        let pair = &query[start..end];
+        match pair.strip_prefix(key).map(|rest| rest.split_at_checked(1)) {
+            Some(None) => return Some(std::borrow::Cow::Borrowed("")),
+            Some(Some(("=", value))) => return Some(std::borrow::Cow::Borrowed(value)),
+            _ => start = end + 1,
+        }
     }
     None
 }

@@ -214,12 +214,16 @@ async fn kubernetes(
     parts: Parts,
     body: Body,
 ) -> (Endpoint, Response) {
-    if discovery::is_document(&parts.method, parts.uri.path()) {
-        let answer = Box::pin(document(shared, &parts, caller)).await;
-        return (Endpoint("discovery"), answer.into_response());
-    }
     let read = match route::decide(&shared.caches, &parts) {
         Ok(Route::Cache(read)) => read,
+        // No discovery document names a cached resource: asked only of
+        // what the caches do not answer.
+        Ok(Route::PassThrough { .. })
+            if discovery::is_document(&parts.method, parts.uri.path()) =>
+        {
+            let answer = Box::pin(document(shared, &parts, caller)).await;
+            return (Endpoint("discovery"), answer.into_response());
+        }
         Ok(Route::PassThrough { path, written }) => {
             let answer = Box::pin(pass_through(shared, parts, body, caller, &path, written)).await;
             return (PASSED_THROUGH, answer.into_response());
