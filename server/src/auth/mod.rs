@@ -32,9 +32,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use axum::extract::ConnectInfo;
 use axum::http::request::Parts;
-use axum::http::{Extensions, HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use futures::future::Either;
 use kubecache_wire::Status;
 use kubecache_wire::protobuf::KubeVersion;
@@ -198,9 +197,23 @@ pub enum Credential {
     Anonymous,
 }
 
-/// What the client certificate of a request's connection proves, put on
-/// every request by the TLS layer. Absent when the client sent none, or
-/// sent a verified one without a common name (kube-apiserver ignores it).
+/// What a request's connection tells of it, put on every request by the
+/// transport as one extension (one insert, one lookup: a request's
+/// extensions are a map allocated for it).
+#[derive(Debug, Clone, Default)]
+pub struct Connected {
+    /// The client's address.
+    pub peer: Option<SocketAddr>,
+    /// What its client certificate proves: nothing when the client sent
+    /// none, or sent a verified one without a common name (kube-apiserver
+    /// ignores it).
+    pub certificate: Option<PeerCertificate>,
+    /// The answers the connection was last given.
+    pub recall: Option<Arc<Recall>>,
+}
+
+/// What the client certificate of a request's connection proves, judged
+/// for each request (see [`Connected`]).
 #[derive(Debug, Clone)]
 pub enum PeerCertificate {
     /// Verified against the client CA: the user it names.
@@ -214,10 +227,12 @@ impl Credential {
     /// reads it: a verified client certificate first, then a bearer token;
     /// a certificate that does not verify fails the request only when no
     /// token is there to authenticate it.
-    fn read(extensions: &Extensions, bearer: Bearer<'_>) -> Credential {
-        match (extensions.get::<PeerCertificate>(), bearer) {
+    fn read(connected: Option<&Connected>, bearer: Bearer<'_>) -> Credential {
+        let certificate = connected.and_then(|c| c.certificate.as_ref());
+        let recall = connected.and_then(|c| c.recall.as_deref());
+        match (certificate, bearer) {
             (Some(PeerCertificate::Verified(user)), _) => Credential::Certificate(user.clone()),
-            (_, Bearer::Token(token)) => Credential::Token(match extensions.get::<Arc<Recall>>() {
+            (_, Bearer::Token(token)) => Credential::Token(match recall {
                 Some(recall) => recall.bearer(&token),
                 None => BearerToken::new(&token),
             }),
@@ -271,18 +286,16 @@ impl Caller {
         });
         let bearer = bearer(&parts.headers);
         let warning = bearer.warning();
-        let credential = Credential::read(&parts.extensions, bearer);
+        let connected = parts.extensions.get::<Connected>();
+        let credential = Credential::read(connected, bearer);
         Caller {
             // kube-apiserver reads no bearer token once a client
             // certificate proves the user, and so warns of none.
             warning: warning.filter(|_| !matches!(credential, Credential::Certificate(_))),
             credential,
-            peer: parts
-                .extensions
-                .get::<ConnectInfo<SocketAddr>>()
-                .map(|ConnectInfo(peer)| peer.ip()),
+            peer: connected.and_then(|c| c.peer).map(|peer| peer.ip()),
             impersonation,
-            recall: parts.extensions.get::<Arc<Recall>>().cloned(),
+            recall: connected.and_then(|c| c.recall.clone()),
         }
     }
 
@@ -703,9 +716,14 @@ mod tests {
     }
 
     impl Credential {
-        /// The credential of a request with `extensions` and `headers`.
-        fn of(extensions: &Extensions, headers: &HeaderMap) -> Credential {
-            Credential::read(extensions, bearer(headers))
+        /// The credential of a request over a connection whose client
+        /// certificate proves `certificate`, with `headers`.
+        fn of(certificate: Option<PeerCertificate>, headers: &HeaderMap) -> Credential {
+            let connected = Connected {
+                certificate,
+                ..Connected::default()
+            };
+            Credential::read(Some(&connected), bearer(headers))
         }
     }
 
@@ -717,9 +735,8 @@ mod tests {
 
     #[test]
     fn a_bearer_token_as_kube_apiserver_reads_it() {
-        let none = Extensions::new();
         let token = |t: &str| Credential::Token(BearerToken::new(t));
-        let of = |value: &str| Credential::of(&none, &headers(value));
+        let of = |value: &str| Credential::of(None, &headers(value));
         assert_eq!(of("Bearer abc"), token("abc"));
         assert_eq!(of("bearer abc "), token("abc"));
         assert_eq!(of("  BEARER abc"), token("abc"));
@@ -728,7 +745,7 @@ mod tests {
             assert_eq!(of(anonymous), Credential::Anonymous, "{anonymous:?}");
         }
         assert_eq!(
-            Credential::of(&none, &HeaderMap::new()),
+            Credential::of(None, &HeaderMap::new()),
             Credential::Anonymous
         );
         // Not ASCII: a token all the same, which the API server rejects.
@@ -737,11 +754,11 @@ mod tests {
             header::AUTHORIZATION,
             HeaderValue::from_bytes(b"Bearer t\xc3\xb6k").unwrap(),
         );
-        assert_eq!(Credential::of(&none, &latin1), token("tök"));
+        assert_eq!(Credential::of(None, &latin1), token("tök"));
         // The first of two headers counts.
         let mut two = headers("Bearer first");
         two.append(header::AUTHORIZATION, "Bearer second".parse().unwrap());
-        assert_eq!(Credential::of(&none, &two), token("first"));
+        assert_eq!(Credential::of(None, &two), token("first"));
     }
 
     #[test]
@@ -757,7 +774,10 @@ mod tests {
         let caller = |certificate: Option<PeerCertificate>| {
             let mut request = axum::http::Request::builder().header("authorization", "Bearer  abc");
             if let Some(certificate) = certificate {
-                request = request.extension(certificate);
+                request = request.extension(Connected {
+                    certificate: Some(certificate),
+                    ..Connected::default()
+                });
             }
             Caller::of(&request.body(()).unwrap().into_parts().0)
         };
@@ -780,31 +800,31 @@ mod tests {
 
     #[test]
     fn a_verified_certificate_wins_over_a_token() {
-        let mut extensions = Extensions::new();
         let user = User::new(UserInfo {
             username: "alice".into(),
             ..UserInfo::default()
         });
-        extensions.insert(PeerCertificate::Verified(user.clone()));
         assert_eq!(
-            Credential::of(&extensions, &headers("Bearer abc")),
+            Credential::of(
+                Some(PeerCertificate::Verified(user.clone())),
+                &headers("Bearer abc")
+            ),
             Credential::Certificate(user)
         );
     }
 
     #[test]
     fn a_failed_certificate_gives_way_to_a_token_and_fails_without_one() {
-        let mut extensions = Extensions::new();
-        extensions.insert(PeerCertificate::Failed("expired".into()));
+        let expired = || Some(PeerCertificate::Failed("expired".into()));
         assert_eq!(
-            Credential::of(&extensions, &headers("Bearer abc")),
+            Credential::of(expired(), &headers("Bearer abc")),
             Credential::Token(BearerToken::new("abc"))
         );
         let failed = Credential::FailedCertificate("expired".into());
         for no_token in ["Bearer  abc", "Basic eDp5"] {
-            assert_eq!(Credential::of(&extensions, &headers(no_token)), failed);
+            assert_eq!(Credential::of(expired(), &headers(no_token)), failed);
         }
-        assert_eq!(Credential::of(&extensions, &HeaderMap::new()), failed);
+        assert_eq!(Credential::of(expired(), &HeaderMap::new()), failed);
         assert_eq!(failed.client(), None);
     }
 

@@ -7,8 +7,8 @@
 //! which does its TLS handshake (bounded by a timeout, so a client that
 //! never finishes it holds only its own socket, and only for that long),
 //! then serves the router, with what the connection's client certificate
-//! proves on every request as [`PeerCertificate`] (judged for each request,
-//! as kube-apiserver's authenticator judges it). Every accepted socket gets
+//! proves on every request (in [`Connected`], judged for each request, as
+//! kube-apiserver's authenticator judges it). Every accepted socket gets
 //! TCP_NODELAY: each watch event is its own small write, and Nagle's
 //! algorithm would hold it until the previous one is acknowledged (Go's
 //! net/http, and so kube-apiserver, sets it on every connection too).
@@ -45,10 +45,10 @@
 //! for the write-stall budget ([`Server::write_stall`]), or past the
 //! [`AnswerDeadline`] of the response it writes, fails and closes its
 //! connection (see `stall`); under HTTP/2, an answer that waits that long
-//! for its client resets its stream only. The peer's address is on every
-//! request as axum's `ConnectInfo<SocketAddr>`, and the connection's
-//! [`Recall`](crate::auth::Recall) of its last authorization answers as
-//! an `Arc<Recall>`.
+//! for its client resets its stream only. The peer's address, what its
+//! certificate proves and the connection's [`Recall`](crate::auth::Recall)
+//! of its last authorization answers are on every request as one
+//! [`Connected`].
 
 mod activity;
 mod arriving;
@@ -71,7 +71,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request};
+use axum::extract::Request;
 use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
 use futures::future::BoxFuture;
@@ -79,6 +79,8 @@ use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+
+use crate::auth::Connected;
 
 pub use limits::{Limits, PROBES, REFUSALS, raise_descriptor_limit};
 pub use stall::AnswerDeadline;
@@ -474,11 +476,11 @@ impl Connection {
             let let_go = (!bodiless).then(|| Arc::new(AtomicBool::new(false)));
             let mut request =
                 request.map(|body| Arriving::new(body, requests.clone(), let_go.clone()));
-            request.extensions_mut().insert(ConnectInfo(peer));
-            request.extensions_mut().insert(recall.clone());
-            if let Some(proved) = certificate.as_ref().and_then(ClientCertificate::proves) {
-                request.extensions_mut().insert(proved);
-            }
+            request.extensions_mut().insert(Connected {
+                peer: Some(peer),
+                certificate: certificate.as_ref().and_then(ClientCertificate::proves),
+                recall: Some(recall.clone()),
+            });
             let answers = answers.clone();
             let answer_deadline = answer_deadline.clone();
             let ticket = ticket.clone();

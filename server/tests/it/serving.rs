@@ -27,7 +27,7 @@ use axum::routing::get;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
-use kubecache_server::auth::PeerCertificate;
+use kubecache_server::auth::{Connected, PeerCertificate};
 use kubecache_server::transport::{Answers, Limits, Server, Tls, TlsFiles};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -44,7 +44,8 @@ fn whoami() -> Router {
     Router::new().route(
         "/whoami",
         get(|request: Request| async move {
-            match request.extensions().get::<PeerCertificate>() {
+            let connected = request.extensions().get::<Connected>();
+            match connected.and_then(|c| c.certificate.as_ref()) {
                 Some(PeerCertificate::Verified(user)) => {
                     format!("{} {}", user.info().username, user.info().groups.join(","))
                 }
