@@ -9,10 +9,6 @@ use kubecache_wire::{Encoding, Status};
 
 /// A failed request.
 #[derive(Debug)]
-#[expect(
-    clippy::large_enum_variant,
-    reason = "the large variant is the common one, as large as ApiError always was"
-)]
 pub enum ApiError {
     /// A Kubernetes `Status`, the body of nearly every error. Boxed: a
     /// `Status` is 256 bytes, and every future that may fail holds room
