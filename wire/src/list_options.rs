@@ -269,11 +269,11 @@ pub fn first_values(
     form_urlencoded::parse(query.as_bytes()).filter(move |(key, _)| seen.insert(key.clone()))
 }
 
-/// The first value of `key` (not empty) in `query`, as [`first_values`]
-/// would give it, without remembering the other keys. Every request reads
-/// a few, so in one pass over its bytes: each pair is compared as it
-/// stands while none up to the match has anything to decode (a `%` or a
-/// `+`: then the decoder reads the query).
+/// The first value of `key`, a key that is not empty, in `query`, as
+/// [`first_values`] would give it, without remembering the other keys.
+/// Every request reads a few, so in one pass over its bytes: each pair is
+/// compared as it stands while none up to the match has anything to
+/// decode (a `%` or a `+`: then the decoder reads the query).
 pub fn first<'q>(query: &'q str, key: &str) -> Option<std::borrow::Cow<'q, str>> {
     let bytes = query.as_bytes();
     let mut start = 0;

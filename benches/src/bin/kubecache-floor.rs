@@ -80,7 +80,7 @@ struct Client {
 
 fn main() -> anyhow::Result<()> {
     // Without a subscriber, every span of h2's (several per stream) would
-    // be offered to the `log` crate, which some dependency enables: 6,000
+    // be offered to the `log` crate, which some dependency enables: 9,000
     // instructions per HTTP/2 GET that a bare server does not spend, and
     // that kubecache, whose subscriber filters them, does not either.
     tracing::subscriber::set_global_default(tracing::subscriber::NoSubscriber::default())?;

@@ -100,9 +100,10 @@ pub struct Recall {
 }
 
 impl Recall {
-    /// `secret` as a [`BearerToken`]: the last one (neither digested nor
-    /// copied again) if it is the connection's last token; then the last one. A stream that finds
-    /// the token held by another digests its own.
+    /// `secret` as a [`BearerToken`]: the connection's last token again
+    /// (neither digested nor copied) when it is that token, else a new one,
+    /// which becomes the last. A stream that finds the last token held by
+    /// another stream digests its own.
     pub(super) fn bearer(&self, secret: &str) -> BearerToken {
         let Some(mut last) = self.bearer.try_lock() else {
             return BearerToken::new(secret);

@@ -4,12 +4,13 @@
 //! `Accept: application/yaml`. They are rare, so the compact form stays
 //! the one path that makes bodies; a pretty or YAML list is held whole.
 
+use std::future::Ready;
+
 use axum::body::Body;
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use futures::future::{BoxFuture, Either};
 use kubecache_wire::media::{Form, JSON};
-use std::future::Ready;
 
 /// `response` in `form`, when it is a JSON answer: at once when it stays
 /// as it is (nearly always), else once rewritten.
