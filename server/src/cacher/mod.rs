@@ -213,18 +213,18 @@ impl Cache {
         settings: &ServeSettings,
     ) -> Self {
         let resource = upstream.spec().resource.clone();
+        let api_version = resource.api_version();
         // Written as the API server's Go types write it.
-        let protobuf =
-            kubecache_wire::protobuf::message_type(&resource.api_version(), &resource.kind)
-                .map(|ty| ty.as_of(upstream.version()));
-        let builtin = kubecache_wire::builtin_kind(&resource.api_version(), &resource.kind);
+        let protobuf = kubecache_wire::protobuf::message_type(&api_version, &resource.kind)
+            .map(|ty| ty.as_of(upstream.version()));
+        let builtin = kubecache_wire::builtin_kind(&api_version, &resource.kind);
         let indexes: Arc<[IndexSpec]> = reader.snapshot().field_indexes().into();
         Cache {
             hub: Hub::start(&reader, indexes.clone()),
             scope: Scope::of(upstream.spec()),
             indexes,
             kind: Kind {
-                api_version: resource.api_version(),
+                api_version,
                 kind: resource.kind.clone(),
                 builtin,
                 protobuf,
