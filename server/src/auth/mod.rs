@@ -199,17 +199,18 @@ pub enum Credential {
 
 /// What a request's connection tells of it, put on every request by the
 /// transport as one extension (one insert, one lookup: a request's
-/// extensions are a map allocated for it).
-#[derive(Debug, Clone, Default)]
+/// extensions are a map allocated for it). A request made in-process has
+/// none.
+#[derive(Debug, Clone)]
 pub struct Connected {
     /// The client's address.
-    pub peer: Option<SocketAddr>,
+    pub peer: SocketAddr,
     /// What its client certificate proves: nothing when the client sent
     /// none, or sent a verified one without a common name (kube-apiserver
     /// ignores it).
     pub certificate: Option<PeerCertificate>,
     /// The answers the connection was last given.
-    pub recall: Option<Arc<Recall>>,
+    pub recall: Arc<Recall>,
 }
 
 /// What the client certificate of a request's connection proves, judged
@@ -229,7 +230,7 @@ impl Credential {
     /// token is there to authenticate it.
     fn read(connected: Option<&Connected>, bearer: Bearer<'_>) -> Credential {
         let certificate = connected.and_then(|c| c.certificate.as_ref());
-        let recall = connected.and_then(|c| c.recall.as_deref());
+        let recall = connected.map(|c| &*c.recall);
         match (certificate, bearer) {
             (Some(PeerCertificate::Verified(user)), _) => Credential::Certificate(user.clone()),
             (_, Bearer::Token(token)) => Credential::Token(match recall {
@@ -293,9 +294,9 @@ impl Caller {
             // certificate proves the user, and so warns of none.
             warning: warning.filter(|_| !matches!(credential, Credential::Certificate(_))),
             credential,
-            peer: connected.and_then(|c| c.peer).map(|peer| peer.ip()),
+            peer: connected.map(|c| c.peer.ip()),
             impersonation,
-            recall: connected.and_then(|c| c.recall.clone()),
+            recall: connected.map(|c| c.recall.clone()),
         }
     }
 
@@ -719,11 +720,17 @@ mod tests {
         /// The credential of a request over a connection whose client
         /// certificate proves `certificate`, with `headers`.
         fn of(certificate: Option<PeerCertificate>, headers: &HeaderMap) -> Credential {
-            let connected = Connected {
-                certificate,
-                ..Connected::default()
-            };
+            let connected = connected(certificate);
             Credential::read(Some(&connected), bearer(headers))
+        }
+    }
+
+    /// A connection whose client certificate proves `certificate`.
+    fn connected(certificate: Option<PeerCertificate>) -> Connected {
+        Connected {
+            peer: SocketAddr::from(([127, 0, 0, 1], 40000)),
+            certificate,
+            recall: Arc::default(),
         }
     }
 
@@ -774,10 +781,7 @@ mod tests {
         let caller = |certificate: Option<PeerCertificate>| {
             let mut request = axum::http::Request::builder().header("authorization", "Bearer  abc");
             if let Some(certificate) = certificate {
-                request = request.extension(Connected {
-                    certificate: Some(certificate),
-                    ..Connected::default()
-                });
+                request = request.extension(connected(Some(certificate)));
             }
             Caller::of(&request.body(()).unwrap().into_parts().0)
         };

@@ -477,9 +477,9 @@ impl Connection {
             let mut request =
                 request.map(|body| Arriving::new(body, requests.clone(), let_go.clone()));
             request.extensions_mut().insert(Connected {
-                peer: Some(peer),
+                peer,
                 certificate: certificate.as_ref().and_then(ClientCertificate::proves),
-                recall: Some(recall.clone()),
+                recall: recall.clone(),
             });
             let answers = answers.clone();
             let answer_deadline = answer_deadline.clone();
