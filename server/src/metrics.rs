@@ -284,7 +284,9 @@ impl axum::body::HttpBody for Counted {
 pub(crate) fn verb(method: &axum::http::Method, uri: &axum::http::Uri) -> &'static str {
     // Every request is asked: split no further than the segment after
     // the version.
-    let path = uri.path().trim_start_matches('/');
+    // `trim_start_matches` sets up a pattern searcher: 100 instructions.
+    let slashes = uri.path().bytes().take_while(|b| *b == b'/').count();
+    let path = &uri.path()[slashes..];
     let version_segments = if path.starts_with("api/") {
         2
     } else if path.starts_with("apis/") {

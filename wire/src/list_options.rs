@@ -271,31 +271,68 @@ pub fn first_values(
 
 /// The first value of `key`, a key that is not empty, in `query`, as
 /// [`first_values`] would give it, without remembering the other keys.
-/// Every request reads a few, so in one pass over its bytes: each pair is
-/// compared as it stands while none up to the match has anything to
-/// decode (a `%` or a `+`: then the decoder reads the query).
 pub fn first<'q>(query: &'q str, key: &str) -> Option<std::borrow::Cow<'q, str>> {
+    let [value] = firsts(query, [key]);
+    value
+}
+
+/// The first value of each of `keys` (keys that are not empty), as
+/// [`first`] reads one. Every request reads a few, so in one pass over the
+/// query's bytes: each pair is compared as it stands while none up to the
+/// last match has anything to decode (a `%` or a `+`: then the decoder
+/// reads the query).
+pub fn firsts<'q, const N: usize>(
+    query: &'q str,
+    keys: [&str; N],
+) -> [Option<std::borrow::Cow<'q, str>>; N] {
+    let mut found: [Option<std::borrow::Cow<'q, str>>; N] = std::array::from_fn(|_| None);
+    let mut missing = N;
     let bytes = query.as_bytes();
     let mut start = 0;
-    while start <= bytes.len() {
+    while start <= bytes.len() && missing > 0 {
         let mut end = start;
         while end < bytes.len() && bytes[end] != b'&' {
             if matches!(bytes[end], b'%' | b'+') {
-                return form_urlencoded::parse(bytes)
-                    .find(|(name, _)| name == key)
-                    .map(|(_, value)| value);
+                return decoded_firsts(query, keys);
             }
             end += 1;
         }
         // `&` is ASCII: both ends are character boundaries.
         let pair = &query[start..end];
-        match pair.strip_prefix(key).map(|rest| rest.split_at_checked(1)) {
-            Some(None) => return Some(std::borrow::Cow::Borrowed("")),
-            Some(Some(("=", value))) => return Some(std::borrow::Cow::Borrowed(value)),
-            _ => start = end + 1,
+        for (key, value) in keys.iter().zip(found.iter_mut()) {
+            if value.is_some() {
+                continue;
+            }
+            let matched = match pair.strip_prefix(key).map(|rest| rest.split_at_checked(1)) {
+                Some(None) => Some(""),
+                Some(Some(("=", rest))) => Some(rest),
+                _ => None,
+            };
+            if let Some(matched) = matched {
+                *value = Some(std::borrow::Cow::Borrowed(matched));
+                missing -= 1;
+                break;
+            }
+        }
+        start = end + 1;
+    }
+    found
+}
+
+/// [`firsts`] of a query with something to decode.
+fn decoded_firsts<'q, const N: usize>(
+    query: &'q str,
+    keys: [&str; N],
+) -> [Option<std::borrow::Cow<'q, str>>; N] {
+    let mut found: [Option<std::borrow::Cow<'q, str>>; N] = std::array::from_fn(|_| None);
+    for (name, value) in form_urlencoded::parse(query.as_bytes()) {
+        if let Some(at) = keys.iter().position(|key| name == *key)
+            && found[at].is_none()
+        {
+            found[at] = Some(value);
         }
     }
-    None
+    found
 }
 
 /// The `resourceVersion` of a query string (a get, a `/v1` lookup): `None`
@@ -305,11 +342,18 @@ pub fn first<'q>(query: &'q str, key: &str) -> Option<std::borrow::Cow<'q, str>>
 ///
 /// The watch cache's 500 when it is not a number.
 pub fn resource_version(query: &str) -> Result<Option<u64>, Status> {
-    first(query, "resourceVersion")
+    resource_version_of(first(query, "resourceVersion").as_deref())
+}
+
+/// [`resource_version`] of the query's first `resourceVersion`, read.
+///
+/// # Errors
+///
+/// As [`resource_version`].
+pub fn resource_version_of(value: Option<&str>) -> Result<Option<u64>, Status> {
+    value
         .filter(|value| !value.is_empty())
-        .map(|value| {
-            parse_uint(&value).map_err(|why| malformed_resource_version(&value, why, false))
-        })
+        .map(|value| parse_uint(value).map_err(|why| malformed_resource_version(value, why, false)))
         .transpose()
 }
 
@@ -406,14 +450,18 @@ mod tests {
             "a+b=1&a=2&watch",
             "x=%&watch=true",
         ] {
-            for key in ["watch", "resourceVersion", "a", "x", "labelSelector"] {
-                let decoded = first_values(query).find(|(name, _)| name == key);
-                assert_eq!(
-                    first(query, key),
-                    decoded.map(|(_, value)| value),
-                    "{key} of {query:?}"
-                );
+            let keys = ["watch", "resourceVersion", "a", "x", "labelSelector"];
+            let decoded = keys.map(|key| {
+                first_values(query)
+                    .find(|(name, _)| name == key)
+                    .map(|(_, value)| value)
+            });
+            for (key, decoded) in keys.iter().zip(&decoded) {
+                assert_eq!(&first(query, key), decoded, "{key} of {query:?}");
             }
+            assert_eq!(firsts(query, keys), decoded, "{query:?}");
+            let [watch, a] = firsts(query, ["watch", "a"]);
+            assert_eq!([watch, a], [decoded[0].clone(), decoded[2].clone()]);
         }
     }
 

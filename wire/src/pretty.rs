@@ -10,10 +10,16 @@
 /// its true words is compact); without one, a User-Agent starting with
 /// `curl`, `Wget` or `Mozilla/5.0`, case-sensitively.
 pub fn asked(query: &str, user_agent: Option<&str>) -> bool {
-    if let Some(value) =
-        crate::list_options::first(query, "pretty").filter(|value| !value.is_empty())
-    {
-        return matches!(&*value, "1" | "t" | "T" | "TRUE" | "true" | "True");
+    asked_by(
+        crate::list_options::first(query, "pretty").as_deref(),
+        user_agent,
+    )
+}
+
+/// [`asked`] of the query's first `pretty`, read.
+pub fn asked_by(pretty: Option<&str>, user_agent: Option<&str>) -> bool {
+    if let Some(value) = pretty.filter(|value| !value.is_empty()) {
+        return matches!(value, "1" | "t" | "T" | "TRUE" | "true" | "True");
     }
     let agent = user_agent.unwrap_or_default();
     ["curl", "Wget", "Mozilla/5.0"]

@@ -199,6 +199,12 @@ impl Snapshot {
         self.state.objects.get(key.as_str())
     }
 
+    /// The object `name` in `namespace` (empty for a cluster-scoped one),
+    /// looked up without building its key.
+    pub fn get_named(&self, namespace: &str, name: &str) -> Option<&Arc<CachedObject>> {
+        ObjectKey::joined(namespace, name, |key| self.state.objects.get(key))
+    }
+
     /// The configured field indexes, in the order of
     /// [`CachedObject::fields`].
     pub fn field_indexes(&self) -> &[IndexSpec] {

@@ -22,7 +22,7 @@ use axum::body::Body;
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
-use kubecache_wire::{CachedObject, Encoding, ObjectKey, Status, decode_object, media, protobuf};
+use kubecache_wire::{CachedObject, Encoding, Status, decode_object, media, protobuf};
 
 use super::bodies::{self, RESOURCE_VERSION_HEADER, response};
 use super::negotiate::Rendering;
@@ -87,8 +87,7 @@ pub async fn serve(
         }
     };
     let snapshot = cache.reader.snapshot();
-    let key = ObjectKey::new(namespace.unwrap_or_default(), name);
-    let Some(object) = snapshot.get(&key) else {
+    let Some(object) = snapshot.get_named(namespace.unwrap_or_default(), name) else {
         return missing(cache, name, rendering);
     };
     let served_at = snapshot.resource_version().max(waited);

@@ -31,6 +31,7 @@ mod route;
 pub(crate) mod table;
 mod watch;
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -296,7 +297,7 @@ async fn document(shared: &Shared, parts: &Parts, caller: &Caller) -> Result<Res
 /// any `Accept`.
 async fn from_cache(
     shared: &Shared,
-    read: CacheRead,
+    read: CacheRead<'_>,
     parts: &Parts,
     caller: &Caller,
 ) -> Result<Answer, ApiError> {
@@ -372,7 +373,7 @@ async fn from_cache(
             let own_write = ready_for(caches, &cache, credential).await?;
             let fields = cache.scope.residual(std::mem::take(&mut params.fields));
             let filter = Filter::new(
-                namespace,
+                namespace.map(Cow::into_owned),
                 std::mem::take(&mut params.labels),
                 fields,
                 cache.indexes.clone(),

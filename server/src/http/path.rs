@@ -8,6 +8,7 @@
 //! (`/api/v1/watch/namespaces/a/pods`, `/apis/G/V/watch/...`) are watches
 //! of the collection, or of the one object they name.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use kubecache_wire::Status;
@@ -16,16 +17,17 @@ use crate::cacher::Predicates;
 use crate::cacher::{Cache, Caches};
 
 /// A path of a cached resource: its collection (all namespaces or one), one
-/// object, or a subresource of one object.
-pub struct ResourcePath {
+/// object, or a subresource of one object; its segments borrowed from the
+/// path unless it was percent-decoded.
+pub struct ResourcePath<'p> {
     /// The resource.
     pub cache: Arc<Cache>,
     /// The namespace of a namespaced path.
-    pub namespace: Option<String>,
+    pub namespace: Option<Cow<'p, str>>,
     /// The object's name, for a path of one object.
-    pub name: Option<String>,
+    pub name: Option<Cow<'p, str>>,
     /// The subresource (`status`, `scale`, `log` ...) of the object.
-    pub subresource: Option<String>,
+    pub subresource: Option<Cow<'p, str>>,
     /// A deprecated watch path (`/api/v1/watch/...`): a watch of the
     /// collection, narrowed to `name` when the path names one.
     pub watch: bool,
@@ -47,17 +49,34 @@ pub fn strip_predicates(path: &str) -> Result<(Predicates, &str), Status> {
     Ok((Predicates::parse(list)?, rest))
 }
 
+impl ResourcePath<'_> {
+    fn into_owned(self) -> ResourcePath<'static> {
+        let owned = |segment: Option<Cow<'_, str>>| segment.map(|s| Cow::Owned(s.into_owned()));
+        ResourcePath {
+            cache: self.cache,
+            namespace: owned(self.namespace),
+            name: owned(self.name),
+            subresource: owned(self.subresource),
+            watch: self.watch,
+        }
+    }
+}
+
 /// Parses a path (without the predicates prefix); `None` for a path that
 /// names no cached resource (or does not decode to UTF-8).
-pub fn parse(caches: &Caches, path: &str) -> Option<ResourcePath> {
+pub fn parse<'p>(caches: &Caches, path: &'p str) -> Option<ResourcePath<'p>> {
     // Decoded only when there is something to decode, as is rare.
-    let path = if path.contains('%') {
-        percent_encoding::percent_decode_str(path)
+    if path.contains('%') {
+        let decoded = percent_encoding::percent_decode_str(path)
             .decode_utf8()
-            .ok()?
-    } else {
-        path.into()
-    };
+            .ok()?;
+        return parse_decoded(caches, &decoded).map(ResourcePath::into_owned);
+    }
+    parse_decoded(caches, path)
+}
+
+/// [`parse`] of a path that is percent-decoded.
+fn parse_decoded<'p>(caches: &Caches, path: &'p str) -> Option<ResourcePath<'p>> {
     // An empty segment (`//api/...`, `namespaces//pods`, a trailing `/`)
     // names no cached resource: kube-apiserver routes such paths its own
     // way (a cluster-wide list for an empty namespace, a plain-text 404
@@ -84,16 +103,16 @@ pub fn parse(caches: &Caches, path: &str) -> Option<ResourcePath> {
         rest => (false, rest),
     };
     // `namespace`, then `plural`, then up to a name and a subresource.
-    let found = |namespace: Option<&str>, plural: &str, tail: &[&str]| {
+    let found = |namespace: Option<&'p str>, plural: &str, tail: &[&'p str]| {
         let cache = caches.find(group, version, plural)?.clone();
         let namespaced = namespace.is_some();
         let scoped = namespaced == cache.resource.namespaced || tail.is_empty() && !namespaced;
         let most = if watch { 1 } else { 2 };
         (scoped && tail.len() <= most).then(|| ResourcePath {
             cache,
-            namespace: namespace.map(Into::into),
-            name: tail.first().map(|name| (*name).into()),
-            subresource: tail.get(1).map(|sub| (*sub).into()),
+            namespace: namespace.map(Cow::Borrowed),
+            name: tail.first().map(|name| Cow::Borrowed(*name)),
+            subresource: tail.get(1).map(|sub| Cow::Borrowed(*sub)),
             watch,
         })
     };
@@ -130,7 +149,7 @@ mod tests {
     async fn a_path_of_up_to_eight_segments_names_a_cached_resource() {
         let caches = crate::http::route::tests::caches();
         let found = |path| parse(&caches, path).map(|p| (p.name, p.subresource, p.watch));
-        let name = |n: &str| Some(n.to_string());
+        let name = |n| Some(Cow::Borrowed(n));
         assert_eq!(
             found("/api/v1/watch/namespaces/a/pods/b"),
             Some((name("b"), None, true))

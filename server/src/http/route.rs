@@ -17,6 +17,7 @@
 //! filters authorize before its handler negotiates and parses; its request
 //! info reads parameters leniently).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::http::request::Parts;
@@ -29,10 +30,11 @@ use super::negotiate::{self, Read, Rendering};
 use super::path::{self, ResourcePath};
 use crate::cacher::{Cache, Caches, Filter, Predicates};
 
-/// Where a request goes.
-pub enum Route {
+/// Where a request goes; a cache read borrows what it names from the
+/// request.
+pub enum Route<'r> {
     /// To a cache.
-    Cache(Box<CacheRead>),
+    Cache(Box<CacheRead<'r>>),
     /// To the API server.
     PassThrough {
         /// The path and query to send (without a `/predicates/` prefix).
@@ -44,13 +46,13 @@ pub enum Route {
 
 /// A read a cache answers: of which cache, what, with which parameters,
 /// answered in what.
-pub struct CacheRead {
+pub struct CacheRead<'r> {
     /// The cache read.
     pub cache: Arc<Cache>,
     /// The namespace of a namespaced path.
-    pub namespace: Option<String>,
+    pub namespace: Option<Cow<'r, str>>,
     /// One object, or the collection.
-    pub what: What,
+    pub what: What<'r>,
     /// How the answer is encoded; 406 when `Accept` names nothing served.
     pub rendering: Result<Rendering, Box<Status>>,
     /// The form of a JSON answer: YAML as negotiated, pretty as asked (see
@@ -63,11 +65,11 @@ pub struct CacheRead {
 }
 
 /// What a [`CacheRead`] asks for.
-pub enum What {
+pub enum What<'r> {
     /// One object, at `resource_version` (400 when it does not parse).
     Get {
         /// The object's name.
-        name: String,
+        name: Cow<'r, str>,
         /// The query's `resourceVersion`.
         resource_version: Result<Option<u64>, Box<Status>>,
     },
@@ -95,7 +97,7 @@ pub struct Collection {
     pub predicates: Predicates,
 }
 
-impl What {
+impl What<'_> {
     /// Get, list or watch, as negotiation and metrics tell them apart.
     pub fn read(&self) -> Read {
         match self {
@@ -111,7 +113,7 @@ impl What {
 /// # Errors
 ///
 /// 400 for an unknown predicate in the `/predicates/` prefix.
-pub fn decide(caches: &Caches, request: &Parts) -> Result<Route, Status> {
+pub fn decide<'r>(caches: &Caches, request: &'r Parts) -> Result<Route<'r>, Status> {
     let (method, uri) = (&request.method, &request.uri);
     let (predicates, path) = path::strip_predicates(uri.path())?;
     let read = method == Method::GET || method == Method::HEAD;
@@ -152,13 +154,15 @@ pub fn upstream_path(uri: &Uri) -> String {
 
 /// The read of `target` a cache answers as the API server would; `None`
 /// when it does not hold what is asked (the API server answers).
-fn cache_read(
+fn cache_read<'r>(
     caches: &Caches,
-    target: ResourcePath,
+    target: ResourcePath<'r>,
     predicates: Predicates,
-    request: &Parts,
-) -> Option<CacheRead> {
+    request: &'r Parts,
+) -> Option<CacheRead<'r>> {
     let query = request.uri.query().unwrap_or("");
+    // Read for every cached read: in one pass.
+    let [resource_version, pretty] = list_options::firsts(query, ["resourceVersion", "pretty"]);
     let cache = target.cache;
     let namespace = target.namespace;
     let what = match target.name {
@@ -168,7 +172,8 @@ fn cache_read(
             }
             What::Get {
                 name,
-                resource_version: list_options::resource_version(query).map_err(Box::new),
+                resource_version: list_options::resource_version_of(resource_version.as_deref())
+                    .map_err(Box::new),
             }
         }
         name => {
@@ -202,7 +207,7 @@ fn cache_read(
     };
     let header = |name| request.headers.get(name).and_then(|v| v.to_str().ok());
     let accept = negotiate::Accept::of(header(header::ACCEPT));
-    let pretty = kubecache_wire::pretty::asked(query, header(header::USER_AGENT));
+    let pretty = kubecache_wire::pretty::asked_by(pretty.as_deref(), header(header::USER_AGENT));
     let read = what.read();
     let served = negotiate::Served {
         protobuf: cache.kind.protobuf,
@@ -379,15 +384,16 @@ pub(super) mod tests {
         );
     }
 
-    /// The cache read of `uri` with `accept`.
-    fn cache_read(caches: &Caches, uri: &str, accept: Option<&str>) -> CacheRead {
-        let mut parts = parts(Method::GET, uri);
+    /// The cache read of `uri` with `accept` (its request leaked: it
+    /// borrows from it).
+    fn cache_read(caches: &Caches, uri: &str, accept: Option<&str>) -> CacheRead<'static> {
+        let parts = Box::leak(Box::new(parts(Method::GET, uri)));
         if let Some(accept) = accept {
             parts
                 .headers
                 .insert(header::ACCEPT, accept.parse().unwrap());
         }
-        match decide(caches, &parts).unwrap() {
+        match decide(caches, parts).unwrap() {
             Route::Cache(read) => *read,
             Route::PassThrough { path, .. } => panic!("{uri} passed through as {path}"),
         }

@@ -33,6 +33,29 @@ impl ObjectKey {
         }
     }
 
+    /// Calls `f` with the key of `namespace/name` as [`ObjectKey::new`]
+    /// spells it, joined on the stack when it fits (as every valid one
+    /// does: a namespace has at most 63 bytes, a name 253), so that a
+    /// lookup allocates nothing.
+    pub fn joined<T>(namespace: &str, name: &str, f: impl FnOnce(&str) -> T) -> T {
+        let mut buffer = [0u8; 320];
+        let length = namespace.len() + 1 + name.len();
+        if namespace.is_empty() {
+            return f(name);
+        }
+        if length > buffer.len() {
+            return f(ObjectKey::new(namespace, name).as_str());
+        }
+        buffer[..namespace.len()].copy_from_slice(namespace.as_bytes());
+        buffer[namespace.len()] = b'/';
+        buffer[namespace.len() + 1..length].copy_from_slice(name.as_bytes());
+        // Two strings joined by an ASCII byte: always UTF-8.
+        match std::str::from_utf8(&buffer[..length]) {
+            Ok(key) => f(key),
+            Err(_) => f(ObjectKey::new(namespace, name).as_str()),
+        }
+    }
+
     /// The namespace, empty for cluster-scoped objects.
     pub fn namespace(&self) -> &str {
         self.0.split_once('/').map_or("", |(ns, _)| ns)
@@ -188,5 +211,20 @@ mod tests {
             (node.namespace(), node.name(), node.as_str()),
             ("", "node-1", "node-1")
         );
+    }
+
+    #[test]
+    fn a_joined_key_is_the_key_of_any_length() {
+        let long = "n".repeat(400);
+        for (namespace, name) in [
+            ("a", "x"),
+            ("", "node-1"),
+            ("é-ns", "ünïcode"),
+            (&"n".repeat(63), &"x".repeat(253)),
+            ("a", &long),
+        ] {
+            let joined = ObjectKey::joined(namespace, name, str::to_string);
+            assert_eq!(joined, ObjectKey::new(namespace, name).as_str());
+        }
     }
 }
