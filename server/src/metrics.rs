@@ -185,15 +185,30 @@ impl Tracked {
     }
 
     /// Counts and times `response`, the request's answer, under
-    /// `endpoint`, and counts its body's bytes as they are sent.
+    /// `endpoint`, and counts its body's bytes: a body of known length
+    /// (every GET's) at once, whole, as hyper writes it whole or breaks the
+    /// connection; any other (and a HEAD's: none) as it is sent.
     pub(crate) fn finish(self, Endpoint(route): Endpoint, response: Response) -> Response {
         let elapsed = self.started.elapsed().as_secs_f64();
+        // A HEAD's body is not sent.
+        let length = axum::body::HttpBody::size_hint(response.body())
+            .exact()
+            .filter(|_| self.verb != "HEAD");
         let bytes = Series::with(route, self.verb, response.status().as_u16(), |series| {
             series.requests.increment(1);
             series.duration.record(elapsed);
-            series.bytes.clone()
+            match length {
+                Some(length) => {
+                    series.bytes.increment(length);
+                    None
+                }
+                None => Some(series.bytes.clone()),
+            }
         });
-        response.map(|body| axum::body::Body::new(Counted { body, bytes }))
+        match bytes {
+            Some(bytes) => response.map(|body| axum::body::Body::new(Counted { body, bytes })),
+            None => response,
+        }
     }
 }
 
@@ -423,7 +438,7 @@ fn describe() {
     describe_counter!(
         "kubecache_http_response_bytes_total",
         Unit::Bytes,
-        "Bytes of HTTP response bodies sent, by route."
+        "Bytes of HTTP response bodies sent, by route (a body of known length counted when answered)."
     );
     describe_counter!(
         "kubecache_offloaded_requests_total",
@@ -547,6 +562,36 @@ fn describe() {
 mod tests {
     use super::*;
     use axum::http::Method;
+
+    #[test]
+    fn a_response_body_is_counted_whole_whether_its_length_is_known_or_not() {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let rendered = recorder.handle();
+        let request = axum::http::Request::get("/api/v1/pods").body(()).unwrap();
+        let streamed = futures::stream::iter(["ab", "cde"].map(|chunk| {
+            Ok::<_, std::convert::Infallible>(axum::body::Bytes::from_static(chunk.as_bytes()))
+        }));
+        let responses = metrics::with_local_recorder(&recorder, || {
+            [
+                Response::new(axum::body::Body::from("0123456789")),
+                Response::new(axum::body::Body::from_stream(streamed)),
+            ]
+            .map(|response| Tracked::start(&request).finish(Endpoint("list"), response))
+        });
+        let bytes = || {
+            let text = rendered.render();
+            text.lines()
+                .find_map(|line| {
+                    line.strip_prefix("kubecache_http_response_bytes_total{route=\"list\"} ")
+                })
+                .map(|value| value.parse::<u64>().unwrap())
+        };
+        assert_eq!(bytes(), Some(10), "the known length at once");
+        let [_, streamed] = responses;
+        let sent = futures::executor::block_on(axum::body::to_bytes(streamed.into_body(), 64));
+        assert_eq!(sent.unwrap().len(), 5);
+        assert_eq!(bytes(), Some(15), "the rest as it was sent");
+    }
 
     #[test]
     fn watches_are_counted_as_watch_whether_asked_by_parameter_or_by_path() {

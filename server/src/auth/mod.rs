@@ -197,10 +197,10 @@ pub enum Credential {
     Anonymous,
 }
 
-/// What a request's connection tells of it, put on every request by the
-/// transport as one extension (one insert, one lookup: a request's
-/// extensions are a map allocated for it). A request made in-process has
-/// none.
+/// What a request's connection tells of it, handed with every request by
+/// the transport (see [`crate::transport::Answers`]; not as an extension:
+/// a request's extensions are a map allocated for it). A request made
+/// in-process has none.
 #[derive(Debug, Clone)]
 pub struct Connected {
     /// The client's address.
@@ -276,8 +276,8 @@ pub struct Caller {
 }
 
 impl Caller {
-    /// The caller of the request of `parts`.
-    pub fn of(parts: &Parts) -> Caller {
+    /// The caller of the request of `parts` over `connected`.
+    pub fn of(parts: &Parts, connected: Option<&Connected>) -> Caller {
         let impersonation = Impersonation::of(&parts.headers).map_err(|error| {
             let uri = parts.uri.path_and_query().map_or("", |p| p.as_str());
             format!(
@@ -287,7 +287,6 @@ impl Caller {
         });
         let bearer = bearer(&parts.headers);
         let warning = bearer.warning();
-        let connected = parts.extensions.get::<Connected>();
         let credential = Credential::read(connected, bearer);
         Caller {
             // kube-apiserver reads no bearer token once a client
@@ -779,11 +778,12 @@ mod tests {
     #[test]
     fn a_bearer_header_is_not_warned_of_once_a_certificate_proves_the_user() {
         let caller = |certificate: Option<PeerCertificate>| {
-            let mut request = axum::http::Request::builder().header("authorization", "Bearer  abc");
-            if let Some(certificate) = certificate {
-                request = request.extension(connected(Some(certificate)));
-            }
-            Caller::of(&request.body(()).unwrap().into_parts().0)
+            let request = axum::http::Request::builder().header("authorization", "Bearer  abc");
+            let connected = certificate.map(|certificate| connected(Some(certificate)));
+            Caller::of(
+                &request.body(()).unwrap().into_parts().0,
+                connected.as_ref(),
+            )
         };
         let alice = User::new(UserInfo {
             username: "alice".into(),

@@ -49,7 +49,7 @@ use get::Answer;
 use negotiate::Read;
 use route::{CacheRead, Collection, Route, What};
 
-use crate::auth::{Attributes, Auth, Caller, Credential, User};
+use crate::auth::{Attributes, Auth, Caller, Connected, Credential, User};
 use crate::cacher::{Cache, Caches, Filter, Flow, Owner};
 use crate::metrics::Endpoint;
 use crate::passthrough::PassThrough;
@@ -108,7 +108,9 @@ pub fn router(caches: Arc<Caches>, auth: Arc<Auth>, upstream: PassThrough) -> An
         .with_state(shared.clone())
         .merge(health)
         .into();
-    Answers::new(move |request| Box::pin(answer(shared.clone(), rest.clone(), request)))
+    Answers::new(move |request, connected| {
+        Box::pin(answer(shared.clone(), rest.clone(), request, connected))
+    })
 }
 
 /// Whether `path` is under the Kubernetes API's groups, none of which
@@ -128,16 +130,23 @@ fn is_kubernetes_api(path: &str) -> bool {
 /// [`Caller::warning`]) to every answer, passed through ones too: such a
 /// header is never forwarded (the caller goes upstream as anonymous), so
 /// the API server cannot warn of it.
-async fn answer(shared: Arc<Shared>, rest: Answers, request: Request) -> Response {
+async fn answer(
+    shared: Arc<Shared>,
+    rest: Answers,
+    request: Request,
+    connected: Option<Connected>,
+) -> Response {
     let tracked = crate::metrics::Tracked::start(&request);
     let (mut parts, body) = request.into_parts();
-    let caller = Caller::of(&parts);
+    let caller = Caller::of(&parts, connected.as_ref());
     let warning = caller.warning.clone();
     let (endpoint, mut response) = if is_kubernetes_api(parts.uri.path()) {
         kubernetes(&shared, &caller, parts, body).await
     } else {
         parts.extensions.insert(Arc::new(caller));
-        let response = rest.answer(Request::from_parts(parts, body)).await;
+        let response = rest
+            .answer(Request::from_parts(parts, body), connected)
+            .await;
         (Endpoint::of(&response), response)
     };
     if let Some(warning) = warning {

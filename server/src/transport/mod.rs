@@ -108,23 +108,36 @@ pub struct Server {
     linger: Duration,
 }
 
-/// What a server answers each request with: an axum [`Router`], or a
-/// function of its own (kubecache's API, which calls its handler for the
-/// Kubernetes API without axum's router, see [`crate::http::router`]).
+/// What a server answers each request with, given what its connection
+/// tells of it (none for a request made in-process): an axum [`Router`]
+/// (which finds [`Connected`] in the request's extensions), or a function
+/// of its own (kubecache's API, which calls its handler for the Kubernetes
+/// API without axum's router, see [`crate::http::router`], and so needs no
+/// extensions map for a request).
 #[derive(Clone)]
-pub struct Answers(Arc<dyn Fn(Request) -> BoxFuture<'static, Response> + Send + Sync>);
+pub struct Answers(Arc<AnswerFn>);
+
+/// See [`Answers`].
+type AnswerFn = dyn Fn(Request, Option<Connected>) -> BoxFuture<'static, Response> + Send + Sync;
 
 impl Answers {
     /// Answers each request with `answer`.
     pub fn new(
-        answer: impl Fn(Request) -> BoxFuture<'static, Response> + Send + Sync + 'static,
+        answer: impl Fn(Request, Option<Connected>) -> BoxFuture<'static, Response>
+        + Send
+        + Sync
+        + 'static,
     ) -> Answers {
         Answers(Arc::new(answer))
     }
 
-    /// The answer to `request`.
-    pub fn answer(&self, request: Request) -> BoxFuture<'static, Response> {
-        (self.0)(request)
+    /// The answer to `request` over `connected`.
+    pub fn answer(
+        &self,
+        request: Request,
+        connected: Option<Connected>,
+    ) -> BoxFuture<'static, Response> {
+        (self.0)(request, connected)
     }
 }
 
@@ -146,13 +159,16 @@ impl tower::Service<Request> for Answers {
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        futures::FutureExt::map(self.answer(request), Ok)
+        futures::FutureExt::map(self.answer(request, None), Ok)
     }
 }
 
 impl From<Router> for Answers {
     fn from(router: Router) -> Answers {
-        Answers::new(move |request| {
+        Answers::new(move |mut request, connected| {
+            if let Some(connected) = connected {
+                request.extensions_mut().insert(connected);
+            }
             let answered = tower::ServiceExt::oneshot(router.clone(), request);
             Box::pin(async move {
                 match answered.await {
@@ -472,15 +488,17 @@ impl Connection {
             // Asked once: under HTTP/2 each asking locks the connection's
             // streams.
             let bodiless = request.body().is_end_stream();
-            // Only a body still arriving can be let go: a GET allocates none.
+            // Only a body still arriving can be let go, or is counted: a
+            // GET's is empty.
             let let_go = (!bodiless).then(|| Arc::new(AtomicBool::new(false)));
-            let mut request =
-                request.map(|body| Arriving::new(body, requests.clone(), let_go.clone()));
-            request.extensions_mut().insert(Connected {
+            let (head, body) = request.into_parts();
+            let mut arriving =
+                (!bodiless).then(|| Arriving::new(body, requests.clone(), let_go.clone()));
+            let connected = Connected {
                 peer,
                 certificate: certificate.as_ref().and_then(ClientCertificate::proves),
                 recall: recall.clone(),
-            });
+            };
             let answers = answers.clone();
             let answer_deadline = answer_deadline.clone();
             let ticket = ticket.clone();
@@ -488,11 +506,11 @@ impl Connection {
                 // A body waits for its address's upload place, as long as
                 // a head may take.
                 let refusal = match refusal {
-                    None if !bodiless => {
+                    None if let Some(arriving) = arriving.as_mut() => {
                         let until = tokio::time::Instant::now() + limits.header_read_timeout;
                         match ticket.upload(until).await {
                             Some(place) => {
-                                request.body_mut().hold(place);
+                                arriving.hold(place);
                                 None
                             }
                             None => Some(Refusal::UploadsPerAddress),
@@ -500,19 +518,24 @@ impl Connection {
                     }
                     refusal => refusal,
                 };
-                let refused = refusal
-                    .filter(|_| !PROBES.contains(&request.uri().path()))
-                    .map(|refusal| {
-                        let status = refusal.status(&limits, peer.ip());
-                        let answer = crate::error::ApiError::from(status).into_response();
-                        ([(hyper::header::CONNECTION, "close")], answer).into_response()
-                    });
+                let refused =
+                    refusal
+                        .filter(|_| !PROBES.contains(&head.uri.path()))
+                        .map(|refusal| {
+                            let status = refusal.status(&limits, peer.ip());
+                            let answer = crate::error::ApiError::from(status).into_response();
+                            ([(hyper::header::CONNECTION, "close")], answer).into_response()
+                        });
                 // Polled in its stream's task under HTTP/2, whose deadline
                 // it sets; in the connection's under HTTP/1.
                 let stream = Stream::current();
                 let mut response = match refused {
                     Some(response) => response,
-                    None => answers.answer(request.map(Body::new)).await,
+                    None => {
+                        let body = arriving.map_or_else(Body::empty, Body::new);
+                        let request = hyper::Request::from_parts(head, body);
+                        answers.answer(request, Some(connected)).await
+                    }
                 };
                 // Its body let go unread: hyper closes the connection after
                 // the answer (a lingering close), which says so, as Go's
