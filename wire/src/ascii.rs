@@ -2,16 +2,16 @@
 //! header's list) at an ASCII byte.
 
 /// `s` split at each `separator`, an ASCII byte, as `str::split` splits it,
-/// read byte by byte: for the short pieces of a request line this costs a
-/// third of `str::split` with a `char`, which sets up a `memchr` for each
-/// piece.
+/// found by the `memchr` crate's search: for the short pieces of a request
+/// line `str::split` with a `char` costs several times as much (it sets up
+/// the standard library's `memchr` for each piece).
 pub fn split(s: &str, separator: u8) -> impl Iterator<Item = &str> + Clone {
     debug_assert!(separator.is_ascii());
     let mut rest = Some(s);
     std::iter::from_fn(move || {
         let piece = rest?;
         // An ASCII byte is a whole character: the slices are on boundaries.
-        match piece.bytes().position(|b| b == separator) {
+        match memchr::memchr(separator, piece.as_bytes()) {
             Some(at) => {
                 rest = Some(&piece[at + 1..]);
                 Some(&piece[..at])

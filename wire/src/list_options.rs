@@ -290,13 +290,11 @@ pub fn firsts<'q, const N: usize>(
     let bytes = query.as_bytes();
     let mut start = 0;
     while start <= bytes.len() && missing > 0 {
-        let mut end = start;
-        while end < bytes.len() && bytes[end] != b'&' {
-            if matches!(bytes[end], b'%' | b'+') {
-                return decoded_firsts(query, keys);
-            }
-            end += 1;
-        }
+        let end = match memchr::memchr3(b'&', b'%', b'+', &bytes[start..]) {
+            Some(at) if bytes[start + at] != b'&' => return decoded_firsts(query, keys),
+            Some(at) => start + at,
+            None => bytes.len(),
+        };
         // `&` is ASCII: both ends are character boundaries.
         let pair = &query[start..end];
         for (key, value) in keys.iter().zip(found.iter_mut()) {
