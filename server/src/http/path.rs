@@ -158,6 +158,11 @@ mod tests {
             found("/api/v1/namespaces/a/pods/b/status"),
             Some((name("b"), name("status"), false))
         );
+        assert_eq!(
+            found("/api/v1/namespaces/a/pods/b%2Dc/st%61tus"),
+            Some((name("b-c"), name("status"), false)),
+            "decoded"
+        );
         for longer in [
             "/api/v1/namespaces/a/pods/b/status/c",
             "/api/v1/watch/namespaces/a/pods/b/c",

@@ -31,17 +31,14 @@ pub(super) struct Arriving {
     /// Its end was read.
     ended: bool,
     /// Set if it is dropped before its end.
-    let_go: Option<Arc<AtomicBool>>,
+    let_go: Arc<AtomicBool>,
 }
 
 impl Arriving {
-    /// `body`, which sets `let_go` if it is dropped before its end (a
-    /// body that has ended on arrival needs none).
-    pub(super) fn new(
-        body: Incoming,
-        activity: Arc<Activity>,
-        let_go: Option<Arc<AtomicBool>>,
-    ) -> Self {
+    /// `body`, still arriving (a body that has ended on arrival is read as
+    /// empty, with none of this), which sets `let_go` if it is dropped
+    /// before its end.
+    pub(super) fn new(body: Incoming, activity: Arc<Activity>, let_go: Arc<AtomicBool>) -> Self {
         Arriving {
             body,
             activity,
@@ -99,11 +96,8 @@ impl Body for Arriving {
 
 impl Drop for Arriving {
     fn drop(&mut self) {
-        if let Some(let_go) = &self.let_go
-            && !self.ended
-            && !self.body.is_end_stream()
-        {
-            let_go.store(true, Ordering::Relaxed);
+        if !self.ended && !self.body.is_end_stream() {
+            self.let_go.store(true, Ordering::Relaxed);
         }
     }
 }

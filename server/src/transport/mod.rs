@@ -492,8 +492,9 @@ impl Connection {
             // GET's is empty.
             let let_go = (!bodiless).then(|| Arc::new(AtomicBool::new(false)));
             let (head, body) = request.into_parts();
-            let mut arriving =
-                (!bodiless).then(|| Arriving::new(body, requests.clone(), let_go.clone()));
+            let mut arriving = let_go
+                .clone()
+                .map(|let_go| Arriving::new(body, requests.clone(), let_go));
             let connected = Connected {
                 peer,
                 certificate: certificate.as_ref().and_then(ClientCertificate::proves),
