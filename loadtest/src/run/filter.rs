@@ -64,10 +64,13 @@ impl WatchFilter {
         }
     }
 
-    /// The watch request's path and query, from `rv`, for collection `path`.
+    /// The watch request's path and query, from `rv`, for collection `path`;
+    /// with bookmarks, as a reflector asks: a watcher whose filter matches
+    /// little resumes from its last bookmark, not from an event older than
+    /// the server's window (which would be 410 Gone).
     pub(super) fn watch_path(&self, path: &str, rv: u64) -> String {
         let encode = |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-        let base = format!("watch=1&resourceVersion={rv}");
+        let base = format!("watch=1&resourceVersion={rv}&allowWatchBookmarks=true");
         match self {
             WatchFilter::All => format!("{path}?{base}"),
             WatchFilter::Namespace(ns) => match path.rsplit_once('/') {

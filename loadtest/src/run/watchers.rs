@@ -67,8 +67,9 @@ impl Watcher {
     ///
     /// A watch the server ends (a clean end of the stream: its timeout)
     /// is opened again on the same server from the last resourceVersion
-    /// received, as a reflector does; one whose opening again is answered
-    /// 429 is tried again after its `Retry-After`. With several servers, a
+    /// received (an event's or a bookmark's), as a reflector does; one
+    /// whose opening again is answered 429 is tried again after its
+    /// `Retry-After`. With several servers, a
     /// lost connection (the stream breaks, or the server cannot be reached
     /// or refuses the watch) moves the watch to the next server, from the
     /// last resourceVersion received, as a client behind a Service
@@ -98,12 +99,13 @@ impl Watcher {
         let task = tokio::spawn(async move {
             let mut result = WatchResult::new(filter, version);
             let (mut response, mut server, mut failures) = (Some(response), server, 0u32);
+            // The last resourceVersion received: an event's or a bookmark's.
+            let mut last = rv;
             loop {
                 let since = Instant::now();
                 let opened = match response.take() {
                     Some(response) => Ok(response),
                     None => {
-                        let last = result.events.last().map_or(rv, |(rv, _)| *rv);
                         let token = ctx.scenario.token.as_deref();
                         let opened = open(&client, &url(server, last), token).await;
                         opened.map_err(|e| if e.is::<Throttled>() { e } else { lost(e) })
@@ -114,6 +116,7 @@ impl Watcher {
                         read_lines(&ctx, response, |line| {
                             result.bytes += line.len() as u64 + 1;
                             let (kind, rv) = line_facts(line)?;
+                            last = rv;
                             if kind == "BOOKMARK" {
                                 return Ok(());
                             }
@@ -412,7 +415,7 @@ mod tests {
         let filter = WatchFilter::Namespace("team-a".into());
         assert_eq!(
             filter.watch_path("/api/v1/pods", 7),
-            "/api/v1/namespaces/team-a/pods?watch=1&resourceVersion=7"
+            "/api/v1/namespaces/team-a/pods?watch=1&resourceVersion=7&allowWatchBookmarks=true"
         );
         let node = WatchFilter::Node("node-1".into()).watch_path("/api/v1/pods", 7);
         assert!(
